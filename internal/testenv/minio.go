@@ -1,0 +1,77 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// MinIOServer is a running MinIO test server (plain HTTP on loopback).
+type MinIOServer struct {
+	endpoint  string
+	accessKey string
+	secretKey string
+	ctl       serverControl
+}
+
+// MinIO returns the MinIO test server described by the RENDER_TEST_MINIO_*
+// variables; it skips the test (fails it when CI=true) if they are unset.
+func MinIO(t testing.TB) *MinIOServer {
+	t.Helper()
+	v := requireEnv(t, "MinIO", EnvMinIOEndpoint, EnvMinIOAccessKey, EnvMinIOSecretKey, EnvMinIOPIDFile)
+	return &MinIOServer{
+		endpoint:  v[0],
+		accessKey: v[1],
+		secretKey: v[2],
+		ctl:       serverControl{name: "minio", pidfile: v[3]},
+	}
+}
+
+// Endpoint returns host:port, e.g. "127.0.0.1:34567" (use without TLS).
+func (m *MinIOServer) Endpoint() string { return m.endpoint }
+
+// URL returns "http://" + Endpoint().
+func (m *MinIOServer) URL() string { return "http://" + m.endpoint }
+
+// AccessKey returns the root access key.
+func (m *MinIOServer) AccessKey() string { return m.accessKey }
+
+// SecretKey returns the root secret key.
+func (m *MinIOServer) SecretKey() string { return m.secretKey }
+
+// Region is the region the test server reports.
+const Region = "us-east-1"
+
+// Client returns a minio-go client using the root credentials.
+func (m *MinIOServer) Client(t testing.TB) *minio.Client {
+	t.Helper()
+	c, err := minio.New(m.endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(m.accessKey, m.secretKey, ""),
+		Secure: false,
+		Region: Region,
+	})
+	if err != nil {
+		t.Fatalf("testenv: minio client: %v", err)
+	}
+	return c
+}
+
+// CreateBucket creates a bucket named UniqueName(name) and returns its name.
+func (m *MinIOServer) CreateBucket(t testing.TB, name string) string {
+	t.Helper()
+	bucket := UniqueName(name)
+	if err := m.Client(t).MakeBucket(t.Context(), bucket, minio.MakeBucketOptions{Region: Region}); err != nil {
+		t.Fatalf("testenv: minio make bucket %s: %v", bucket, err)
+	}
+	return bucket
+}
+
+// Stop stops the MinIO server (SIGTERM, then SIGKILL) keeping its data and
+// ports. If the test does not call Start, the server is restarted when the
+// test ends.
+func (m *MinIOServer) Stop(t testing.TB) { t.Helper(); m.ctl.stop(t) }
+
+// Start restarts a server stopped by Stop on the same ports with the same
+// data and waits until it is healthy. It is a no-op if the server is running.
+func (m *MinIOServer) Start(t testing.TB) { t.Helper(); m.ctl.start(t) }

@@ -1,0 +1,188 @@
+// Package testenv gives integration tests access to the real Gitea and MinIO
+// servers started by scripts/testservers.sh.
+//
+// The servers are described by environment variables written to DIR/env by
+// `scripts/testservers.sh start DIR` (see the Env* constants). When they are
+// missing, Gitea and MinIO skip the test, or fail it when CI=true so that a
+// misconfigured CI run cannot silently pass without exercising the servers.
+//
+// Typical use:
+//
+//	g := testenv.Gitea(t)
+//	cloneURL := g.CreateRepo(t, "myrepo") // unique name, owned by the admin
+//
+//	m := testenv.MinIO(t)
+//	bucket := m.CreateBucket(t, "artifacts") // unique bucket name
+//
+// Names passed to the Create* helpers are prefixes: a random suffix is always
+// added so tests may run repeatedly (-count=N) against the same servers.
+//
+// Stop and Start stop and restart a server (same port, same data) for fault
+// tests. Tests that call them must not run in parallel with other tests that
+// use the same server.
+//
+// This package depends only on the standard library and minio-go.
+package testenv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Environment variables written by scripts/testservers.sh start.
+const (
+	EnvServersDir    = "RENDER_TEST_SERVERS_DIR"    // state directory passed to start
+	EnvServersScript = "RENDER_TEST_SERVERS_SCRIPT" // absolute path of testservers.sh
+
+	EnvGiteaURL      = "RENDER_TEST_GITEA_URL"      // http://127.0.0.1:PORT
+	EnvGiteaUser     = "RENDER_TEST_GITEA_USER"     // admin user name
+	EnvGiteaPassword = "RENDER_TEST_GITEA_PASSWORD" // admin password
+	EnvGiteaToken    = "RENDER_TEST_GITEA_TOKEN"    // admin API token (all scopes)
+	EnvGiteaPIDFile  = "RENDER_TEST_GITEA_PIDFILE"
+
+	EnvMinIOEndpoint  = "RENDER_TEST_MINIO_ENDPOINT" // 127.0.0.1:PORT (no scheme, plain HTTP)
+	EnvMinIOAccessKey = "RENDER_TEST_MINIO_ACCESS_KEY"
+	EnvMinIOSecretKey = "RENDER_TEST_MINIO_SECRET_KEY"
+	EnvMinIOPIDFile   = "RENDER_TEST_MINIO_PIDFILE"
+)
+
+// InCI reports whether the tests run in CI (environment variable CI=true).
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// SkipOrFail skips the test with msg, or fails it with msg when CI=true.
+func SkipOrFail(t testing.TB, msg string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("%s (CI=true: required test dependencies must be present)", msg)
+	}
+	t.Skip(msg)
+}
+
+// requireEnv returns the values of the named variables, or calls SkipOrFail
+// naming the missing ones.
+func requireEnv(t testing.TB, what string, names ...string) []string {
+	t.Helper()
+	vals := make([]string, len(names))
+	var missing []string
+	for i, n := range names {
+		vals[i] = os.Getenv(n)
+		if vals[i] == "" {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		SkipOrFail(t, fmt.Sprintf("%s test server not available (%s unset): run `make test`, "+
+			"or `scripts/testservers.sh start DIR && . DIR/env` before `go test`",
+			what, strings.Join(missing, ", ")))
+	}
+	return vals
+}
+
+// UniqueName returns prefix (sanitised to [a-z0-9-], at most 40 bytes in
+// total) followed by a random suffix. The result is valid as a Gitea user or
+// repository name and as an S3 bucket name.
+func UniqueName(prefix string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(prefix) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			if s := b.String(); s != "" && !strings.HasSuffix(s, "-") {
+				b.WriteByte('-')
+			}
+		}
+	}
+	p := strings.Trim(b.String(), "-")
+	if p == "" {
+		p = "t"
+	}
+	const maxPrefix = 40 - 1 - 10 // 40 is Gitea's user name limit; "-" + 10 hex chars
+	if len(p) > maxPrefix {
+		p = strings.TrimRight(p[:maxPrefix], "-")
+	}
+	var buf [5]byte
+	if _, err := rand.Read(buf[:]); err != nil {
+		panic(err)
+	}
+	return p + "-" + hex.EncodeToString(buf[:])
+}
+
+// serversScript locates scripts/testservers.sh: $RENDER_TEST_SERVERS_SCRIPT,
+// else scripts/testservers.sh in the first parent of the working directory
+// that contains go.mod.
+func serversScript() (string, error) {
+	if s := os.Getenv(EnvServersScript); s != "" {
+		return s, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "scripts", "testservers.sh"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("testenv: go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// runServersScript runs `testservers.sh SUBCMD NAME DIR` where DIR is the
+// state directory (the pidfile's directory).
+func runServersScript(t testing.TB, subcmd, name, pidfile string) {
+	t.Helper()
+	script, err := serversScript()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv(EnvServersDir)
+	if dir == "" {
+		dir = filepath.Dir(pidfile)
+	}
+	start := time.Now()
+	cmd := exec.Command("bash", script, subcmd, name, dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("testenv: %s %s %s: %v\n%s", script, subcmd, name, err, out)
+	}
+	t.Logf("testenv: %s %s took %v", subcmd, name, time.Since(start).Round(time.Millisecond))
+}
+
+// serverControl implements Stop/Start shared by both server types.
+type serverControl struct {
+	name    string // "gitea" or "minio"
+	pidfile string
+	stopped bool
+}
+
+func (c *serverControl) stop(t testing.TB) {
+	t.Helper()
+	runServersScript(t, "stop-one", c.name, c.pidfile)
+	if !c.stopped {
+		c.stopped = true
+		// Never leave the shared server down for later tests.
+		t.Cleanup(func() {
+			if c.stopped {
+				c.start(t)
+			}
+		})
+	}
+}
+
+func (c *serverControl) start(t testing.TB) {
+	t.Helper()
+	runServersScript(t, "start-one", c.name, c.pidfile)
+	c.stopped = false
+}

@@ -1,0 +1,618 @@
+#!/usr/bin/env bash
+# testservers.sh - real Gitea and MinIO servers for integration tests.
+#
+# Binaries are built from the Go module proxy and cached outside the repo under
+# ${RENDER_CACHE_DIR:-$HOME/.cache/render}/bin/<name>-<version>. Servers run on
+# free 127.0.0.1 ports with all state in a throwaway directory.
+#
+# Usage:
+#   scripts/testservers.sh build                 build + cache binaries (no-op when cached)
+#   scripts/testservers.sh start DIR             start both servers, write DIR/env
+#   scripts/testservers.sh stop DIR              stop both servers (by PID)
+#   scripts/testservers.sh stop-one NAME DIR     stop gitea|minio, keep data and port
+#   scripts/testservers.sh start-one NAME DIR    restart gitea|minio on the same port/data
+#   scripts/testservers.sh status DIR            print which servers are running
+#   scripts/testservers.sh paths                 print the cached binary paths
+#
+# DIR/env contains `export` lines (see write_env) that internal/testenv reads.
+# With CI=true every failure is fatal and reported with a clear message (it is
+# fatal locally too; CI just gets the extra banner).
+set -euo pipefail
+
+GITEA_VERSION="v1.26.0"
+MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+
+GITEA_USER="render-admin"
+GITEA_PASSWORD="render-admin-pw-1"
+GITEA_EMAIL="render-admin@example.invalid"
+MINIO_ACCESS_KEY="render-minio"
+MINIO_SECRET_KEY="render-minio-secret-1"
+
+CACHE_DIR="${RENDER_CACHE_DIR:-${HOME}/.cache/render}"
+BIN_DIR="${CACHE_DIR}/bin"
+GITEA_BIN="${BIN_DIR}/gitea-${GITEA_VERSION}"
+MINIO_BIN="${BIN_DIR}/minio-${MINIO_VERSION}"
+SCRIPT_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+
+START_TIMEOUT="${RENDER_TESTSERVERS_START_TIMEOUT:-90}" # seconds per server
+STOP_TIMEOUT="${RENDER_TESTSERVERS_STOP_TIMEOUT:-15}"   # seconds before SIGKILL
+
+log() { printf '[testservers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	if [[ "${CI:-}" == "true" ]]; then
+		printf '\n::error::testservers.sh: %s\n' "$*" >&2
+	fi
+	printf '[testservers] FATAL: %s\n' "$*" >&2
+	exit 1
+}
+
+need() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || die "required command '$c' not found in PATH"
+	done
+}
+
+# ---------------------------------------------------------------- build
+
+build_gitea() {
+	if [[ -x "$GITEA_BIN" ]]; then
+		log "gitea ${GITEA_VERSION}: cached at ${GITEA_BIN}"
+		return 0
+	fi
+	need go git
+	command -v "${CC:-gcc}" >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 ||
+		die "gitea needs a C compiler (CGO, sqlite); install gcc"
+	local t0=$SECONDS work moddir tmpbin
+	work="$(mktemp -d "${CACHE_DIR}/tmp/gitea-build.XXXXXX")"
+	tmpbin="${BIN_DIR}/.gitea-${GITEA_VERSION}.tmp.$$"
+	# shellcheck disable=SC2064
+	trap "chmod -R u+w '$work' 2>/dev/null; rm -rf '$work' '$tmpbin'" EXIT
+	log "gitea ${GITEA_VERSION}: downloading module source"
+	moddir="$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "code.gitea.io/gitea@${GITEA_VERSION}" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+	[[ -n "$moddir" && -d "$moddir" ]] || die "gitea ${GITEA_VERSION}: go mod download failed"
+	cp -R "$moddir" "$work/src"
+	chmod -R u+w "$work/src"
+	(
+		cd "$work/src"
+		export CGO_ENABLED=1 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+		local d
+		for d in modules/options modules/public modules/templates modules/migration; do
+			if [[ -d "$d" ]] && grep -qs 'go:generate' "$d"/*_bindata.go; then
+				log "gitea ${GITEA_VERSION}: go generate -tags bindata ./$d"
+				(cd "$d" && go generate -tags bindata) >&2
+			fi
+		done
+		log "gitea ${GITEA_VERSION}: go build (cgo, sqlite; several minutes)"
+		go build -trimpath -tags 'bindata sqlite sqlite_unlock_notify' \
+			-ldflags "-s -w -X main.Version=${GITEA_VERSION#v} -X 'main.Tags=bindata sqlite sqlite_unlock_notify'" \
+			-o "$tmpbin" . >&2
+	) || die "gitea ${GITEA_VERSION}: build failed (see output above)"
+	"$tmpbin" --version >/dev/null || die "gitea ${GITEA_VERSION}: built binary does not run"
+	mv -f "$tmpbin" "$GITEA_BIN"
+	log "gitea ${GITEA_VERSION}: built in $((SECONDS - t0))s -> ${GITEA_BIN}"
+}
+
+build_minio() {
+	if [[ -x "$MINIO_BIN" ]]; then
+		log "minio ${MINIO_VERSION}: cached at ${MINIO_BIN}"
+		return 0
+	fi
+	need go
+	local t0=$SECONDS gobin tmpbin
+	gobin="$(mktemp -d "${CACHE_DIR}/tmp/minio-build.XXXXXX")"
+	tmpbin="${BIN_DIR}/.minio-${MINIO_VERSION}.tmp.$$"
+	# shellcheck disable=SC2064
+	trap "rm -rf '$gobin' '$tmpbin'" EXIT
+	log "minio ${MINIO_VERSION}: go install (several minutes)"
+	(
+		cd "$gobin"
+		export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local GOBIN="$gobin"
+		go install -trimpath -ldflags "-s -w" "github.com/minio/minio@${MINIO_VERSION}" >&2
+	) || die "minio ${MINIO_VERSION}: go install failed (see output above)"
+	[[ -x "$gobin/minio" ]] || die "minio ${MINIO_VERSION}: go install produced no binary"
+	mv -f "$gobin/minio" "$tmpbin"
+	"$tmpbin" --version >/dev/null || die "minio ${MINIO_VERSION}: built binary does not run"
+	mv -f "$tmpbin" "$MINIO_BIN"
+	log "minio ${MINIO_VERSION}: built in $((SECONDS - t0))s -> ${MINIO_BIN}"
+}
+
+cmd_build() {
+	mkdir -p "$BIN_DIR" "${CACHE_DIR}/tmp"
+	if [[ -x "$GITEA_BIN" && -x "$MINIO_BIN" ]]; then
+		log "binaries cached in ${BIN_DIR}"
+		return 0
+	fi
+	# Serialise concurrent builds (parallel CI jobs / make targets sharing a cache).
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"${BIN_DIR}/.build.lock"
+		flock 9
+	fi
+	# We hold the lock: leftovers from interrupted builds are garbage.
+	chmod -R u+w "${CACHE_DIR}/tmp" 2>/dev/null || true
+	rm -rf "${CACHE_DIR}/tmp/"*-build.* "${BIN_DIR}/".*.tmp.*
+	local t0=$SECONDS
+	# Build both in parallel: the gitea link step and go generate are mostly
+	# serial, so overlapping them with the minio compile saves wall time.
+	# Each build runs in its own subshell (its EXIT trap removes temp files).
+	local pids=() rc=0
+	build_gitea &
+	pids+=($!)
+	build_minio &
+	pids+=($!)
+	local p
+	for p in "${pids[@]}"; do
+		wait "$p" || rc=1
+	done
+	[[ $rc -eq 0 ]] || die "building test servers failed"
+	log "build finished in $((SECONDS - t0))s"
+}
+
+# ---------------------------------------------------------------- helpers
+
+abs_dir() {
+	mkdir -p "$1"
+	(cd "$1" && pwd)
+}
+
+port_in_use() {
+	# Something accepts connections on 127.0.0.1:$1?
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+free_port() {
+	local p i
+	for i in $(seq 1 200); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if ! port_in_use "$p"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "could not find a free loopback port"
+}
+
+http_ok() { # url -> 0 if HTTP 2xx
+	if command -v curl >/dev/null 2>&1; then
+		curl -fsS -o /dev/null --max-time 3 "$1" 2>/dev/null
+	else
+		local hostport path host port status
+		hostport="${1#http://}"
+		path="/${hostport#*/}"
+		hostport="${hostport%%/*}"
+		host="${hostport%:*}"
+		port="${hostport##*:}"
+		status="$(
+			exec 3<>"/dev/tcp/${host}/${port}" || exit 1
+			printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$path" "$hostport" >&3
+			head -n1 <&3
+		)" 2>/dev/null || return 1
+		[[ "$status" =~ ^HTTP/[0-9.]+\ 2 ]]
+	fi
+}
+
+# pid_alive PIDFILE BINARY DIR: the pid in PIDFILE is running BINARY with DIR
+# in its arguments (guards against PID reuse: we never signal anything else).
+pid_alive() {
+	local pidfile=$1 bin=$2 dir=$3 pid exe
+	[[ -s "$pidfile" ]] || return 1
+	pid="$(<"$pidfile")"
+	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
+	[[ -d "/proc/$pid" ]] || return 1
+	exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
+	exe="${exe% (deleted)}"
+	[[ "$exe" == "$(readlink -f "$bin")" ]] || return 1
+	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
+	# zombies are as good as dead
+	[[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != "Z" ]]
+}
+
+# proc_running PIDFILE: the launched process has not exited (it may still be
+# exec'ing from setsid/env into the server binary).
+proc_running() {
+	local pid
+	pid="$(<"$1")"
+	[[ -d "/proc/$pid" && "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != "Z" ]]
+}
+
+stop_pid() { # NAME PIDFILE BINARY DIR
+	local name=$1 pidfile=$2 bin=$3 dir=$4 pid i
+	if ! pid_alive "$pidfile" "$bin" "$dir"; then
+		rm -f "$pidfile"
+		return 0
+	fi
+	pid="$(<"$pidfile")"
+	log "stopping $name (pid $pid)"
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
+		pid_alive "$pidfile" "$bin" "$dir" || break
+		sleep 0.1
+	done
+	if pid_alive "$pidfile" "$bin" "$dir"; then
+		log "$name (pid $pid) ignored SIGTERM for ${STOP_TIMEOUT}s; sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+		for ((i = 0; i < 50; i++)); do
+			pid_alive "$pidfile" "$bin" "$dir" || break
+			sleep 0.1
+		done
+	fi
+	rm -f "$pidfile"
+}
+
+# launch PIDFILE LOGFILE CMD... : start CMD detached in its own session.
+launch() {
+	local pidfile=$1 logfile=$2
+	shift 2
+	# setsid (without -f) execs in place, so $! is the server's own PID.
+	setsid "$@" </dev/null >>"$logfile" 2>&1 &
+	echo $! >"$pidfile"
+}
+
+# ---------------------------------------------------------------- gitea
+
+gitea_env() { # DIR -> runs remaining args with a sandboxed environment
+	local dir=$1
+	shift
+	env HOME="$dir/gitea/home" \
+		USER="$(id -un)" \
+		GITEA_WORK_DIR="$dir/gitea" \
+		GITEA_CUSTOM="$dir/gitea/custom" \
+		GITEA_I_AM_BEING_UNSAFE_RUNNING_AS_ROOT=true \
+		GIT_CONFIG_NOSYSTEM=1 \
+		"$@"
+}
+
+gitea_write_ini() { # DIR PORT
+	local dir=$1 port=$2 g="$1/gitea" secret token
+	mkdir -p "$g"/{custom/conf,data,repos,log,home,tmp}
+	[[ -s "$g/secret-key" ]] || gitea_env "$dir" "$GITEA_BIN" generate secret SECRET_KEY >"$g/secret-key"
+	[[ -s "$g/internal-token" ]] || gitea_env "$dir" "$GITEA_BIN" generate secret INTERNAL_TOKEN >"$g/internal-token"
+	secret="$(<"$g/secret-key")"
+	token="$(<"$g/internal-token")"
+	cat >"$g/custom/conf/app.ini" <<EOF
+; Throwaway Gitea config written by scripts/testservers.sh
+APP_NAME = render-test
+RUN_USER = $(id -un)
+RUN_MODE = prod
+WORK_PATH = $g
+I_AM_BEING_UNSAFE_RUNNING_AS_ROOT = true
+
+[server]
+PROTOCOL = http
+HTTP_ADDR = 127.0.0.1
+HTTP_PORT = $port
+DOMAIN = 127.0.0.1
+ROOT_URL = http://127.0.0.1:$port/
+LOCAL_ROOT_URL = http://127.0.0.1:$port/
+APP_DATA_PATH = $g/data
+DISABLE_SSH = true
+START_SSH_SERVER = false
+SSH_PORT = 0
+OFFLINE_MODE = true
+LFS_START_SERVER = false
+ENABLE_GZIP = false
+GRACEFUL_HAMMER_TIME = 3s
+LANDING_PAGE = explore
+
+[database]
+DB_TYPE = sqlite3
+PATH = $g/data/gitea.db
+SQLITE_JOURNAL_MODE = WAL
+LOG_SQL = false
+
+[repository]
+ROOT = $g/repos
+DEFAULT_BRANCH = main
+DEFAULT_PRIVATE = last
+ENABLE_PUSH_CREATE_USER = true
+ENABLE_PUSH_CREATE_ORG = true
+DISABLE_HTTP_GIT = false
+DISABLE_MIGRATIONS = false
+
+[repository.local]
+LOCAL_COPY_PATH = $g/tmp/local-repo
+
+[repository.upload]
+TEMP_PATH = $g/tmp/uploads
+
+[git]
+HOME_PATH = $g/home
+
+[security]
+INSTALL_LOCK = true
+SECRET_KEY = $secret
+INTERNAL_TOKEN = $token
+PASSWORD_COMPLEXITY = off
+MIN_PASSWORD_LENGTH = 6
+PASSWORD_CHECK_PWN = false
+LOGIN_REMEMBER_DAYS = 1
+
+[oauth2]
+ENABLED = false
+
+[service]
+DISABLE_REGISTRATION = true
+REQUIRE_SIGNIN_VIEW = false
+REGISTER_EMAIL_CONFIRM = false
+ENABLE_NOTIFY_MAIL = false
+ENABLE_CAPTCHA = false
+ENABLE_BASIC_AUTHENTICATION = true
+DEFAULT_ALLOW_CREATE_ORGANIZATION = true
+DEFAULT_KEEP_EMAIL_PRIVATE = false
+NO_REPLY_ADDRESS = noreply.example.invalid
+
+[mailer]
+ENABLED = false
+
+[session]
+PROVIDER = memory
+
+[cache]
+ADAPTER = memory
+
+[queue]
+TYPE = level
+DATADIR = $g/data/queues
+
+[indexer]
+ISSUE_INDEXER_TYPE = db
+REPO_INDEXER_ENABLED = false
+
+[picture]
+DISABLE_GRAVATAR = true
+ENABLE_FEDERATED_AVATAR = false
+
+[actions]
+ENABLED = false
+
+[packages]
+ENABLED = false
+
+[lfs]
+PATH = $g/data/lfs
+
+[api]
+ENABLE_SWAGGER = false
+
+[webhook]
+ALLOWED_HOST_LIST = loopback
+SKIP_TLS_VERIFY = true
+
+[migrations]
+ALLOW_LOCALNETWORKS = true
+
+[cron]
+ENABLED = false
+
+[cron.update_checker]
+ENABLED = false
+
+[other]
+SHOW_FOOTER_VERSION = false
+
+[log]
+MODE = file
+LEVEL = Warn
+ROOT_PATH = $g/log
+logger.router.MODE =
+logger.access.MODE =
+EOF
+	echo "$port" >"$g/port"
+}
+
+gitea_ini() { echo "$1/gitea/custom/conf/app.ini"; }
+
+gitea_launch() { # DIR : start web server on the port recorded in DIR/gitea/port
+	local dir=$1 port i pidfile="$1/gitea.pid"
+	port="$(<"$dir/gitea/port")"
+	if pid_alive "$pidfile" "$GITEA_BIN" "$dir"; then
+		log "gitea already running (pid $(<"$pidfile"))"
+		return 0
+	fi
+	port_in_use "$port" && return 2
+	launch "$pidfile" "$dir/gitea/log/stdout.log" \
+		env HOME="$dir/gitea/home" USER="$(id -un)" GITEA_WORK_DIR="$dir/gitea" \
+		GITEA_CUSTOM="$dir/gitea/custom" GITEA_I_AM_BEING_UNSAFE_RUNNING_AS_ROOT=true \
+		GIT_CONFIG_NOSYSTEM=1 \
+		"$GITEA_BIN" web --config "$(gitea_ini "$dir")" --work-path "$dir/gitea" \
+		--custom-path "$dir/gitea/custom"
+	for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+		if http_ok "http://127.0.0.1:$port/api/healthz"; then
+			log "gitea up on 127.0.0.1:$port (pid $(<"$pidfile"))"
+			return 0
+		fi
+		proc_running "$pidfile" || break
+		sleep 0.2
+	done
+	# Failed: bind race (try another port) or real failure.
+	stop_pid gitea "$pidfile" "$GITEA_BIN" "$dir"
+	log "gitea failed to come up on port $port; last log lines:"
+	tail -n 20 "$dir/gitea/log/stdout.log" >&2 || true
+	tail -n 20 "$dir/gitea/log/gitea.log" >&2 2>/dev/null || true
+	return 1
+}
+
+gitea_first_start() { # DIR
+	local dir=$1 attempt rc ini setuplog="$1/gitea/log/setup.log"
+	ini="$(gitea_ini "$dir")"
+	gitea_write_ini "$dir" "$(free_port)"
+	# Schema + admin user are created offline (before `web`), so nothing else
+	# touches the SQLite database concurrently.
+	gitea_env "$dir" "$GITEA_BIN" migrate --config "$ini" --work-path "$dir/gitea" \
+		>>"$setuplog" 2>&1 || die "gitea migrate failed (see $setuplog)"
+	gitea_env "$dir" "$GITEA_BIN" admin user create --config "$ini" --work-path "$dir/gitea" \
+		--admin --username "$GITEA_USER" --password "$GITEA_PASSWORD" --email "$GITEA_EMAIL" \
+		--must-change-password=false >>"$setuplog" 2>&1 ||
+		die "gitea admin user create failed (see $setuplog)"
+	gitea_env "$dir" "$GITEA_BIN" admin user generate-access-token --config "$ini" \
+		--work-path "$dir/gitea" --username "$GITEA_USER" --token-name render-test \
+		--scopes all --raw >"$dir/gitea/admin-token" 2>>"$setuplog" ||
+		die "gitea generate-access-token failed (see $setuplog)"
+	for attempt in 1 2 3 4 5; do
+		rc=0
+		gitea_launch "$dir" || rc=$?
+		[[ $rc -eq 0 ]] && return 0
+		[[ $attempt -lt 5 ]] || die "gitea did not start (logs: $dir/gitea/log)"
+		log "retrying gitea on another port"
+		gitea_write_ini "$dir" "$(free_port)"
+	done
+}
+
+# ---------------------------------------------------------------- minio
+
+minio_launch() { # DIR
+	local dir=$1 port cport i pidfile="$1/minio.pid"
+	port="$(<"$dir/minio/port")"
+	cport="$(<"$dir/minio/console-port")"
+	if pid_alive "$pidfile" "$MINIO_BIN" "$dir"; then
+		log "minio already running (pid $(<"$pidfile"))"
+		return 0
+	fi
+	{ port_in_use "$port" || port_in_use "$cport"; } && return 2
+	mkdir -p "$dir/minio/data" "$dir/minio/home" "$dir/minio/certs"
+	launch "$pidfile" "$dir/minio/minio.log" \
+		env HOME="$dir/minio/home" MINIO_ROOT_USER="$MINIO_ACCESS_KEY" \
+		MINIO_ROOT_PASSWORD="$MINIO_SECRET_KEY" MINIO_UPDATE=off MINIO_CI_CD=1 \
+		MINIO_BROWSER=off \
+		"$MINIO_BIN" server --quiet --anonymous --certs-dir "$dir/minio/certs" \
+		--address "127.0.0.1:$port" --console-address "127.0.0.1:$cport" "$dir/minio/data"
+	for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+		if http_ok "http://127.0.0.1:$port/minio/health/live" &&
+			http_ok "http://127.0.0.1:$port/minio/health/ready"; then
+			log "minio up on 127.0.0.1:$port (pid $(<"$pidfile"))"
+			return 0
+		fi
+		proc_running "$pidfile" || break
+		sleep 0.2
+	done
+	stop_pid minio "$pidfile" "$MINIO_BIN" "$dir"
+	log "minio failed to come up on port $port; last log lines:"
+	tail -n 20 "$dir/minio/minio.log" >&2 || true
+	return 1
+}
+
+minio_first_start() { # DIR
+	local dir=$1 attempt rc
+	mkdir -p "$dir/minio"
+	for attempt in 1 2 3 4 5; do
+		free_port >"$dir/minio/port"
+		free_port >"$dir/minio/console-port"
+		rc=0
+		minio_launch "$dir" || rc=$?
+		[[ $rc -eq 0 ]] && return 0
+		[[ $attempt -lt 5 ]] || die "minio did not start (log: $dir/minio/minio.log)"
+		log "retrying minio on other ports"
+	done
+}
+
+# ---------------------------------------------------------------- commands
+
+write_env() { # DIR
+	local dir=$1 f="$1/env"
+	cat >"$f.tmp" <<EOF
+# Written by scripts/testservers.sh start; source me.
+export RENDER_TEST_SERVERS_DIR='$dir'
+export RENDER_TEST_SERVERS_SCRIPT='$SCRIPT_PATH'
+export RENDER_TEST_GITEA_URL='http://127.0.0.1:$(<"$dir/gitea/port")'
+export RENDER_TEST_GITEA_USER='$GITEA_USER'
+export RENDER_TEST_GITEA_PASSWORD='$GITEA_PASSWORD'
+export RENDER_TEST_GITEA_TOKEN='$(<"$dir/gitea/admin-token")'
+export RENDER_TEST_GITEA_PIDFILE='$dir/gitea.pid'
+export RENDER_TEST_MINIO_ENDPOINT='127.0.0.1:$(<"$dir/minio/port")'
+export RENDER_TEST_MINIO_ACCESS_KEY='$MINIO_ACCESS_KEY'
+export RENDER_TEST_MINIO_SECRET_KEY='$MINIO_SECRET_KEY'
+export RENDER_TEST_MINIO_PIDFILE='$dir/minio.pid'
+EOF
+	mv -f "$f.tmp" "$f"
+}
+
+require_dir() {
+	[[ -n "${1:-}" ]] || die "missing DIR argument"
+	[[ -d "$1" ]] || die "$1: no such directory"
+}
+
+cmd_start() {
+	[[ -n "${1:-}" ]] || die "usage: $0 start DIR"
+	need git setsid
+	cmd_build
+	local dir
+	dir="$(abs_dir "$1")"
+	if [[ -e "$dir/gitea.pid" || -e "$dir/minio.pid" ]]; then
+		die "$dir already has pidfiles; run '$0 stop $dir' first or use a fresh directory"
+	fi
+	# Clean up anything we started if we fail half way.
+	trap 'rc=$?; if [[ $rc -ne 0 ]]; then cmd_stop "'"$dir"'" || true; fi' EXIT
+	gitea_first_start "$dir"
+	minio_first_start "$dir"
+	write_env "$dir"
+	trap - EXIT
+	log "servers ready; source $dir/env"
+}
+
+cmd_stop() {
+	[[ -n "${1:-}" ]] || die "usage: $0 stop DIR"
+	local dir
+	[[ -d "$1" ]] || return 0
+	dir="$(cd "$1" && pwd)"
+	stop_pid gitea "$dir/gitea.pid" "$GITEA_BIN" "$dir"
+	stop_pid minio "$dir/minio.pid" "$MINIO_BIN" "$dir"
+}
+
+cmd_stop_one() {
+	local name=${1:-} dir
+	require_dir "${2:-}"
+	dir="$(cd "$2" && pwd)"
+	case "$name" in
+	gitea) stop_pid gitea "$dir/gitea.pid" "$GITEA_BIN" "$dir" ;;
+	minio) stop_pid minio "$dir/minio.pid" "$MINIO_BIN" "$dir" ;;
+	*) die "stop-one: unknown server '$name' (gitea|minio)" ;;
+	esac
+}
+
+cmd_start_one() {
+	local name=${1:-} dir rc=0 i
+	require_dir "${2:-}"
+	dir="$(cd "$2" && pwd)"
+	case "$name" in
+	gitea | minio) [[ -s "$dir/$name/port" ]] || die "start-one: $dir was not set up by '$0 start'" ;;
+	*) die "start-one: unknown server '$name' (gitea|minio)" ;;
+	esac
+	# The port may still be held briefly by a dying process; retry a few times.
+	for ((i = 0; i < 50; i++)); do
+		rc=0
+		"${name}_launch" "$dir" || rc=$?
+		[[ $rc -eq 2 ]] || break
+		sleep 0.2
+	done
+	[[ $rc -eq 0 ]] || die "start-one: $name failed to restart on its old port (rc=$rc)"
+}
+
+cmd_status() {
+	require_dir "${1:-}"
+	local dir rc=0
+	dir="$(cd "$1" && pwd)"
+	if pid_alive "$dir/gitea.pid" "$GITEA_BIN" "$dir"; then echo "gitea running pid $(<"$dir/gitea.pid")"; else echo "gitea stopped"; rc=1; fi
+	if pid_alive "$dir/minio.pid" "$MINIO_BIN" "$dir"; then echo "minio running pid $(<"$dir/minio.pid")"; else echo "minio stopped"; rc=1; fi
+	return $rc
+}
+
+main() {
+	local cmd=${1:-}
+	shift || true
+	case "$cmd" in
+	build) cmd_build ;;
+	start) cmd_start "$@" ;;
+	stop) cmd_stop "$@" ;;
+	stop-one) cmd_stop_one "$@" ;;
+	start-one) cmd_start_one "$@" ;;
+	status) cmd_status "$@" ;;
+	paths) printf 'gitea %s\nminio %s\n' "$GITEA_BIN" "$MINIO_BIN" ;;
+	*)
+		sed -n '2,20p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
+		exit 2
+		;;
+	esac
+}
+
+main "$@"; exit  # keep on one line: safe if this file is edited while running

@@ -1,0 +1,270 @@
+// Package gitstore is the git state store backend, written with go-git.
+//
+// A file:// URL (or a plain local path) is written in place: new objects go
+// into the bare repository and the branch moves with git's own lock-file
+// protocol, so many processes on one machine can write one branch safely
+// with no server and no clone. Any other URL is cloned shallow and
+// single-branch into memory, and written with a normal (never forced) push;
+// a rejected push is met by fetching again and re-planning this workload's
+// files on top of the new tip.
+package gitstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// Config describes one git state store.
+type Config struct {
+	// Name identifies the store in messages, e.g. "GitStateStore/default".
+	Name string
+	// URL is the repository: file:///abs/path, /abs/path, https://, http://, ssh:// or user@host:path.
+	URL string
+	// Branch defaults to "main".
+	Branch string
+	// Path is the folder inside the repository that holds the destinations.
+	Path string
+	// Auth is the go-git auth method for remote URLs (nil for none).
+	Auth transport.AuthMethod
+	// CABundle adds trusted roots for https; InsecureSkipTLS skips
+	// verification altogether (an explicit opt-in the caller warns about).
+	CABundle        []byte
+	InsecureSkipTLS bool
+	// AuthorName and AuthorEmail sign the commits (defaults "render", "render@localhost").
+	AuthorName, AuthorEmail string
+	// MaxAttempts bounds how often an update is re-planned after losing a
+	// race to another writer (default 10). More attempts let more writers
+	// land on a busy branch, at the price of a longer worst case.
+	MaxAttempts int
+	// RetryDeadline bounds how long an unreachable remote is retried (default 2m).
+	// A sidecar wants minutes; an engineer at a terminal wants seconds.
+	RetryDeadline time.Duration
+	// Now returns the commit time (default time.Now); tests pin it.
+	Now func() time.Time
+}
+
+// Store is a git state store. It is safe for one goroutine at a time; a
+// Store kept between renders (watch mode) keeps its clone and fetches
+// incrementally.
+type Store struct {
+	cfg    Config
+	prefix string
+	repo   repository
+}
+
+// repository is how a Store reads and moves one branch: in place for a
+// local repository, through a clone and a push for a remote one.
+type repository interface {
+	// head returns the branch tip (zero if the branch or repository is
+	// empty) and an object store to read it from and write new objects to.
+	// refresh asks for the newest tip, not a cached one.
+	head(ctx context.Context, refresh bool) (plumbing.Hash, storer.EncodedObjectStorer, error)
+	// publish moves the branch from old to commit, or fails with errStale
+	// when someone else moved it first.
+	publish(ctx context.Context, objects storer.EncodedObjectStorer, old, commit plumbing.Hash) error
+	close() error
+}
+
+// errStale means the branch moved between reading and publishing.
+var errStale = errors.New("branch moved")
+
+var _ statestore.Store = (*Store)(nil)
+
+// New opens the store described by cfg. It does not contact a remote; the
+// first Records or Apply does.
+func New(cfg Config) (*Store, error) {
+	if cfg.Branch == "" {
+		cfg.Branch = "main"
+	}
+	if cfg.AuthorName == "" {
+		cfg.AuthorName = "render"
+	}
+	if cfg.AuthorEmail == "" {
+		cfg.AuthorEmail = "render@localhost"
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 10
+	}
+	if cfg.RetryDeadline <= 0 {
+		cfg.RetryDeadline = 2 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Name == "" {
+		cfg.Name = RedactURL(cfg.URL)
+	}
+	if !plumbing.NewBranchReferenceName(cfg.Branch).IsBranch() || strings.ContainsAny(cfg.Branch, " ~^:?*[\\") {
+		return nil, fmt.Errorf("%s: invalid branch %q", cfg.Name, cfg.Branch)
+	}
+	prefix := strings.Trim(cfg.Path, "/")
+	if prefix == "." {
+		prefix = ""
+	}
+	if prefix != "" {
+		if err := statestore.ValidPath(prefix); err != nil {
+			return nil, fmt.Errorf("%s: path: %w", cfg.Name, err)
+		}
+	}
+	s := &Store{cfg: cfg, prefix: prefix}
+	if dir, ok := LocalPath(cfg.URL); ok {
+		s.repo = &localRepo{dir: dir, branch: plumbing.NewBranchReferenceName(cfg.Branch)}
+	} else {
+		s.repo = newRemoteRepo(cfg)
+	}
+	return s, nil
+}
+
+// String names the store and its branch, with no credentials.
+func (s *Store) String() string {
+	return fmt.Sprintf("%s (%s, branch %s)", s.cfg.Name, RedactURL(s.cfg.URL), s.cfg.Branch)
+}
+
+// Close releases the clone.
+func (s *Store) Close() error { return s.repo.close() }
+
+func (s *Store) wrap(op string, err error) error {
+	var se *statestore.StoreError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &statestore.StoreError{Store: s.String(), Op: op, Err: err}
+}
+
+// Records reads every workload record on the branch's newest tip.
+func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
+	tip, objs, err := s.repo.head(ctx, true)
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	root, err := rootTree(objs, tip)
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	recs, err := statestore.ReadRecords(newTreeSnap(objs, root, s.prefix))
+	if err != nil {
+		return nil, s.wrap("read records", err)
+	}
+	return recs, nil
+}
+
+// Snapshot returns a read-only view of the branch's newest tip.
+func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
+	tip, objs, err := s.repo.head(ctx, true)
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	root, err := rootTree(objs, tip)
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	return newTreeSnap(objs, root, s.prefix), nil
+}
+
+// Apply plans u against the newest tip, commits once, and publishes without
+// force. When another writer moved the branch first, it reads the new tip
+// and plans again, up to MaxAttempts times with jittered backoff.
+func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
+	var res statestore.Result
+	refresh := false
+	for attempt := 1; ; attempt++ {
+		res.Attempts = attempt
+		tip, objs, err := s.repo.head(ctx, refresh)
+		if err != nil {
+			return res, s.wrap("read", err)
+		}
+		refresh = true
+		root, err := rootTree(objs, tip)
+		if err != nil {
+			return res, s.wrap("read", err)
+		}
+		ov := newOverlay(objs)
+		snap := newTreeSnap(ov, root, s.prefix)
+		plan, err := statestore.PlanUpdate(snap, u)
+		if err != nil {
+			return res, s.wrap("plan", err)
+		}
+		res.Diff = plan.Diff
+		res.Updated = plan.Changed()
+		res.Revision = tip.String()
+		if !plan.Changed() || u.DryRun {
+			return res, nil
+		}
+		newRoot, err := snap.applyOps(plan.Ops)
+		if err != nil {
+			return res, s.wrap("write", err)
+		}
+		if newRoot.IsZero() {
+			// Git cannot commit an empty tree through go-git's encoder
+			// path of ours; write the well-known empty tree.
+			newRoot, err = writeObject(ov, plumbing.TreeObject, nil)
+			if err != nil {
+				return res, s.wrap("write", err)
+			}
+		}
+		commit, err := s.commit(ov, tip, newRoot, u.Message)
+		if err != nil {
+			return res, s.wrap("commit", err)
+		}
+		err = s.repo.publish(ctx, ov, tip, commit)
+		if err == nil {
+			res.Revision = commit.String()
+			return res, nil
+		}
+		if !errors.Is(err, errStale) {
+			return res, s.wrap("push", err)
+		}
+		if attempt >= s.cfg.MaxAttempts {
+			return res, s.wrap("push", fmt.Errorf("%w: the branch kept moving; gave up after %d attempts", statestore.ErrConflict, attempt))
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return res, s.wrap("push", err)
+		}
+	}
+}
+
+func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Hash, msg statestore.Message) (plumbing.Hash, error) {
+	sig := object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: s.cfg.Now()}
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg.String(), TreeHash: tree}
+	if c.Message == "\n" {
+		c.Message = "render: update\n"
+	}
+	if !parent.IsZero() {
+		c.ParentHashes = []plumbing.Hash{parent}
+	}
+	obj := objs.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return objs.SetEncodedObject(obj)
+}
+
+// backoff grows from 20ms and caps at 2s, with full jitter so that writers
+// that collided once do not collide again in lockstep.
+func backoff(attempt int) time.Duration {
+	d := 20 * time.Millisecond << min(attempt, 7)
+	d = min(d, 2*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

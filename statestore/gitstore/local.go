@@ -1,0 +1,168 @@
+package gitstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// LocalPath reports whether u names a repository on this machine, and its path.
+func LocalPath(u string) (string, bool) {
+	if strings.HasPrefix(u, "file://") {
+		p, err := url.PathUnescape(strings.TrimPrefix(u, "file://"))
+		if err != nil {
+			return "", false
+		}
+		return p, true
+	}
+	if strings.HasPrefix(u, "/") {
+		return u, true
+	}
+	return "", false
+}
+
+// localRepo writes a bare repository on this machine in place.
+type localRepo struct {
+	dir    string
+	branch plumbing.ReferenceName
+	st     *filesystem.Storage
+}
+
+// staleLock is how old a ref lock must be before it is taken to be left by
+// a writer that died: the locked section is a read and a rename, so a lock
+// this old is never a live one.
+const staleLock = 30 * time.Second
+
+// open opens the repository, creating a bare one when the folder does not
+// exist (but its parent does) or is empty, so the embedded default needs no
+// set-up while a mistyped parent folder is still an error. A fresh storage
+// is opened on every read, so packs written by other processes are seen.
+func (l *localRepo) open() (*filesystem.Storage, error) {
+	entries, err := os.ReadDir(l.dir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+		if err := os.Mkdir(l.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("%w: repository %s (its parent folder does not exist)", statestore.ErrNotFound, l.dir)
+			}
+			return nil, fmt.Errorf("create repository: %w", err)
+		}
+		r, err := git.PlainInit(l.dir, true)
+		if err != nil && !errors.Is(err, git.ErrRepositoryAlreadyExists) {
+			return nil, fmt.Errorf("create repository: %w", err)
+		}
+		if err == nil {
+			head := plumbing.NewSymbolicReference(plumbing.HEAD, l.branch)
+			if err := r.Storer.SetReference(head); err != nil {
+				return nil, fmt.Errorf("create repository: %w", err)
+			}
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("open repository: %w", err)
+	}
+	gitDir := l.dir
+	if fi, err := os.Stat(filepath.Join(l.dir, ".git")); err == nil && fi.IsDir() {
+		gitDir = filepath.Join(l.dir, ".git") // a non-bare repository also works
+	}
+	if _, err := os.Stat(filepath.Join(gitDir, "objects")); err != nil {
+		return nil, fmt.Errorf("%s is not a git repository", l.dir)
+	}
+	return filesystem.NewStorage(osfs.New(gitDir), cache.NewObjectLRUDefault()), nil
+}
+
+func (l *localRepo) head(_ context.Context, _ bool) (plumbing.Hash, storer.EncodedObjectStorer, error) {
+	st, err := l.open()
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	l.st = st
+	ref, err := st.Reference(l.branch)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, st, nil
+	}
+	if err != nil {
+		return plumbing.ZeroHash, nil, fmt.Errorf("read branch: %w", err)
+	}
+	return ref.Hash(), st, nil
+}
+
+// publish writes the new objects, then moves the branch from old to commit
+// the way git itself does: create "<ref>.lock" exclusively, check the
+// branch still points at old, write the new id to the lock and rename it
+// over the ref. Readers see the old commit or the new one, never a mix.
+func (l *localRepo) publish(_ context.Context, objs storer.EncodedObjectStorer, old, commit plumbing.Hash) error {
+	if ov, ok := objs.(*overlay); ok {
+		if err := ov.flush(); err != nil {
+			return err
+		}
+	}
+	refFile := filepath.Join(l.st.Filesystem().Root(), filepath.FromSlash(l.branch.String()))
+	if err := os.MkdirAll(filepath.Dir(refFile), 0o755); err != nil {
+		return err
+	}
+	lock := refFile + ".lock"
+	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		if fi, serr := os.Stat(lock); serr == nil && time.Since(fi.ModTime()) > staleLock {
+			os.Remove(lock)
+		}
+		return errStale // someone else is moving the branch right now
+	}
+	if err != nil {
+		return fmt.Errorf("lock branch: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			os.Remove(lock)
+		}
+	}()
+	// Read the ref afresh from disk, under the lock.
+	st, err := l.open()
+	if err != nil {
+		return err
+	}
+	cur := plumbing.ZeroHash
+	ref, err := st.Reference(l.branch)
+	switch {
+	case err == nil:
+		cur = ref.Hash()
+	case !errors.Is(err, plumbing.ErrReferenceNotFound):
+		return fmt.Errorf("read branch: %w", err)
+	}
+	if cur != old {
+		return errStale
+	}
+	if _, err := f.WriteString(commit.String() + "\n"); err != nil {
+		return fmt.Errorf("write branch: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write branch: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write branch: %w", err)
+	}
+	if err := os.Rename(lock, refFile); err != nil {
+		os.Remove(lock)
+		done = true
+		return fmt.Errorf("move branch: %w", err)
+	}
+	done = true
+	return nil
+}
+
+func (l *localRepo) close() error { return nil }

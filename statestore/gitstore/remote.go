@@ -1,0 +1,191 @@
+package gitstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// remoteRepo keeps a shallow, single-branch clone in memory. Kept between
+// renders, it fetches only what is new.
+type remoteRepo struct {
+	cfg     Config
+	st      *memory.Storage
+	remote  *git.Remote
+	tracked plumbing.ReferenceName // refs/remotes/origin/<branch>
+	branch  plumbing.ReferenceName
+	fetched bool
+}
+
+func newRemoteRepo(cfg Config) *remoteRepo {
+	st := memory.NewStorage()
+	rc := &config.RemoteConfig{Name: "origin", URLs: []string{cfg.URL}}
+	return &remoteRepo{
+		cfg:     cfg,
+		st:      st,
+		remote:  git.NewRemote(st, rc),
+		tracked: plumbing.NewRemoteReferenceName("origin", cfg.Branch),
+		branch:  plumbing.NewBranchReferenceName(cfg.Branch),
+	}
+}
+
+func (r *remoteRepo) head(ctx context.Context, refresh bool) (plumbing.Hash, storer.EncodedObjectStorer, error) {
+	if refresh || !r.fetched {
+		if err := r.fetch(ctx); err != nil {
+			return plumbing.ZeroHash, nil, err
+		}
+	}
+	return r.tip(), r.st, nil
+}
+
+func (r *remoteRepo) tip() plumbing.Hash {
+	ref, err := r.st.Reference(r.tracked)
+	if err != nil {
+		return plumbing.ZeroHash
+	}
+	return ref.Hash()
+}
+
+// fetch brings the branch tip (depth 1). A missing branch or an empty
+// repository is an empty tip, not an error: the first push creates it.
+func (r *remoteRepo) fetch(ctx context.Context) error {
+	spec := config.RefSpec(fmt.Sprintf("+%s:%s", r.branch, r.tracked))
+	err := r.retry(ctx, func() error {
+		return r.remote.FetchContext(ctx, &git.FetchOptions{
+			RefSpecs:        []config.RefSpec{spec},
+			Depth:           1,
+			Auth:            r.cfg.Auth,
+			CABundle:        r.cfg.CABundle,
+			InsecureSkipTLS: r.cfg.InsecureSkipTLS,
+			Tags:            git.NoTags,
+			Force:           true,
+		})
+	})
+	var noMatch git.NoMatchingRefSpecError
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+	case errors.Is(err, transport.ErrEmptyRemoteRepository), errors.As(err, &noMatch):
+		_ = r.st.RemoveReference(r.tracked)
+	default:
+		return err
+	}
+	r.fetched = true
+	return nil
+}
+
+// publish pushes commit to the branch without force. When the push fails
+// and the branch has moved, the failure is a lost race (errStale); when it
+// has not, the server refused for its own reasons, which are returned.
+func (r *remoteRepo) publish(ctx context.Context, objs storer.EncodedObjectStorer, old, commit plumbing.Hash) error {
+	ov := objs.(*overlay)
+	if err := ov.flush(); err != nil {
+		return err
+	}
+	local := plumbing.ReferenceName("refs/render/push")
+	if err := r.st.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
+		return err
+	}
+	spec := config.RefSpec(fmt.Sprintf("%s:%s", local, r.branch))
+	err := r.retry(ctx, func() error {
+		return r.remote.PushContext(ctx, &git.PushOptions{
+			RefSpecs:        []config.RefSpec{spec},
+			Auth:            r.cfg.Auth,
+			CABundle:        r.cfg.CABundle,
+			InsecureSkipTLS: r.cfg.InsecureSkipTLS,
+		})
+	})
+	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		_ = r.st.SetReference(plumbing.NewHashReference(r.tracked, commit))
+		return nil
+	}
+	if errors.Is(err, statestore.ErrAuth) || errors.Is(err, statestore.ErrUnreachable) || errors.Is(err, statestore.ErrNotFound) || ctx.Err() != nil {
+		return err
+	}
+	if ferr := r.fetch(ctx); ferr != nil {
+		return fmt.Errorf("%w (and fetching again failed: %v)", err, ferr)
+	}
+	if r.tip() != old {
+		return errStale
+	}
+	return fmt.Errorf("%w: %s", statestore.ErrRejected, strings.TrimSpace(err.Error()))
+}
+
+func (r *remoteRepo) close() error { return nil }
+
+// retry runs op until it succeeds, fails for a reason retrying cannot fix,
+// or the store's deadline passes. Transport errors are translated to the
+// statestore sentinels here, at the boundary.
+func (r *remoteRepo) retry(ctx context.Context, op func() error) error {
+	deadline := time.Now().Add(r.cfg.RetryDeadline)
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		err = translate(err)
+		if !errors.Is(err, statestore.ErrUnreachable) {
+			return err
+		}
+		wait := backoff(attempt + 3)
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("%w (gave up after %s)", err, r.cfg.RetryDeadline)
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			return fmt.Errorf("%w: %v", err, serr)
+		}
+	}
+}
+
+var unreachable = regexp.MustCompile(`(?i)connection refused|no such host|i/o timeout|connection reset|network is unreachable|EOF|timeout|502 Bad Gateway|503 Service Unavailable|504 Gateway Timeout|TLS handshake timeout|server misbehaving`)
+
+func translate(err error) error {
+	switch {
+	case errors.Is(err, git.NoErrAlreadyUpToDate),
+		errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return err
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		return fmt.Errorf("%w: %s", statestore.ErrAuth, redactErr(err))
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("%w: repository: %s", statestore.ErrNotFound, redactErr(err))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	var noMatch git.NoMatchingRefSpecError
+	if errors.As(err, &noMatch) {
+		return err
+	}
+	msg := redactErr(err)
+	if strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate") {
+		return fmt.Errorf("TLS: %s", msg)
+	}
+	if unreachable.MatchString(msg) {
+		return fmt.Errorf("%w: %s", statestore.ErrUnreachable, msg)
+	}
+	return errors.New(msg)
+}
+
+func redactErr(err error) string { return RedactURL(err.Error()) }
+
+var userinfo = regexp.MustCompile(`://[^/@\s]+@`)
+
+// RedactURL removes credentials from any URL in s.
+func RedactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil && u.Scheme != "" {
+		u.User = url.User("***")
+		return u.String()
+	}
+	return userinfo.ReplaceAllString(s, "://***@")
+}

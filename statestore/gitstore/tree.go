@@ -1,0 +1,309 @@
+package gitstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// treeSnap is a statestore.Snapshot over one git tree, below prefix. Trees
+// are decoded once and cached, so comparing thousands of paths reads each
+// folder of the repository at most once and never reads a blob.
+type treeSnap struct {
+	s      storer.EncodedObjectStorer
+	root   plumbing.Hash // zero for an empty repository
+	prefix string        // the store's path inside the repository ("" for the root)
+	cache  map[plumbing.Hash]*object.Tree
+}
+
+func newTreeSnap(s storer.EncodedObjectStorer, root plumbing.Hash, prefix string) *treeSnap {
+	return &treeSnap{s: s, root: root, prefix: prefix, cache: map[plumbing.Hash]*object.Tree{}}
+}
+
+func (t *treeSnap) full(p string) string {
+	if t.prefix == "" {
+		return p
+	}
+	return path.Join(t.prefix, p)
+}
+
+func (t *treeSnap) tree(h plumbing.Hash) (*object.Tree, error) {
+	if tr, ok := t.cache[h]; ok {
+		return tr, nil
+	}
+	tr, err := object.GetTree(t.s, h)
+	if err != nil {
+		return nil, fmt.Errorf("read tree %s: %w", h, err)
+	}
+	t.cache[h] = tr
+	return tr, nil
+}
+
+// entry finds the entry at repository path p; nil when absent.
+func (t *treeSnap) entry(p string) (*object.TreeEntry, error) {
+	if t.root.IsZero() {
+		return nil, nil
+	}
+	cur := t.root
+	parts := strings.Split(p, "/")
+	for i, name := range parts {
+		tr, err := t.tree(cur)
+		if err != nil {
+			return nil, err
+		}
+		var found *object.TreeEntry
+		for j := range tr.Entries {
+			if tr.Entries[j].Name == name {
+				found = &tr.Entries[j]
+				break
+			}
+		}
+		if found == nil {
+			return nil, nil
+		}
+		if i == len(parts)-1 {
+			return found, nil
+		}
+		if found.Mode != filemode.Dir {
+			return nil, nil
+		}
+		cur = found.Hash
+	}
+	return nil, nil
+}
+
+func isFile(e *object.TreeEntry) bool {
+	return e != nil && e.Mode != filemode.Dir && e.Mode != filemode.Submodule
+}
+
+func (t *treeSnap) Compare(p string, data []byte) (bool, bool, error) {
+	e, err := t.entry(t.full(p))
+	if err != nil || !isFile(e) {
+		return false, false, err
+	}
+	return true, e.Hash == plumbing.ComputeHash(plumbing.BlobObject, data), nil
+}
+
+func (t *treeSnap) ReadFile(p string) ([]byte, error) {
+	e, err := t.entry(t.full(p))
+	if err != nil {
+		return nil, err
+	}
+	if !isFile(e) {
+		return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
+	}
+	return readBlob(t.s, e.Hash)
+}
+
+func readBlob(s storer.EncodedObjectStorer, h plumbing.Hash) ([]byte, error) {
+	o, err := s.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
+	}
+	r, err := o.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+func (t *treeSnap) List(dir string) ([]string, error) {
+	var h plumbing.Hash
+	full := t.full(dir)
+	if full == "" || full == "." {
+		h = t.root
+	} else {
+		e, err := t.entry(full)
+		if err != nil {
+			return nil, err
+		}
+		if e == nil || e.Mode != filemode.Dir {
+			return nil, nil
+		}
+		h = e.Hash
+	}
+	if h.IsZero() {
+		return nil, nil
+	}
+	var out []string
+	var walk func(h plumbing.Hash, rel string) error
+	walk = func(h plumbing.Hash, rel string) error {
+		tr, err := t.tree(h)
+		if err != nil {
+			return err
+		}
+		for _, e := range tr.Entries {
+			p := path.Join(rel, e.Name)
+			if e.Mode == filemode.Dir {
+				if err := walk(e.Hash, p); err != nil {
+					return err
+				}
+			} else if isFile(&e) {
+				out = append(out, p)
+			}
+		}
+		return nil
+	}
+	if err := walk(h, dir); err != nil {
+		return nil, err
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// editNode is one folder's pending changes.
+type editNode struct {
+	children map[string]*editNode
+	blob     plumbing.Hash // set for a file write
+	del      bool          // a file delete
+	leaf     bool
+}
+
+// applyOps writes the blobs and trees for ops on top of base (zero for an
+// empty repository) and returns the new root tree. Only the folders on the
+// paths of ops are rewritten, so the cost follows the change, not the size
+// of the repository.
+func (t *treeSnap) applyOps(ops []statestore.Op) (plumbing.Hash, error) {
+	root := &editNode{children: map[string]*editNode{}}
+	for _, op := range ops {
+		n := root
+		parts := strings.Split(t.full(op.Path), "/")
+		for _, name := range parts[:len(parts)-1] {
+			c := n.children[name]
+			if c == nil {
+				c = &editNode{children: map[string]*editNode{}}
+				n.children[name] = c
+			}
+			n = c
+		}
+		leaf := &editNode{leaf: true, del: op.Delete}
+		if !op.Delete {
+			h, err := writeObject(t.s, plumbing.BlobObject, op.Data)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			leaf.blob = h
+		}
+		n.children[parts[len(parts)-1]] = leaf
+	}
+	h, _, err := t.writeTree(t.root, root, "")
+	return h, err
+}
+
+func (t *treeSnap) writeTree(base plumbing.Hash, n *editNode, at string) (plumbing.Hash, bool, error) {
+	entries := map[string]object.TreeEntry{}
+	if !base.IsZero() {
+		tr, err := t.tree(base)
+		if err != nil {
+			return plumbing.ZeroHash, false, err
+		}
+		for _, e := range tr.Entries {
+			entries[e.Name] = e
+		}
+	}
+	for name, c := range n.children {
+		p := path.Join(at, name)
+		old, had := entries[name]
+		switch {
+		case c.leaf && c.del:
+			if had && old.Mode != filemode.Dir {
+				delete(entries, name)
+			}
+		case c.leaf:
+			if had && old.Mode == filemode.Dir {
+				return plumbing.ZeroHash, false, fmt.Errorf("%w: cannot write file %s: a folder of that name exists", statestore.ErrConflict, p)
+			}
+			entries[name] = object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: c.blob}
+		default:
+			var sub plumbing.Hash
+			if had {
+				if old.Mode != filemode.Dir {
+					return plumbing.ZeroHash, false, fmt.Errorf("%w: cannot create folder %s: a file of that name exists", statestore.ErrConflict, p)
+				}
+				sub = old.Hash
+			}
+			h, empty, err := t.writeTree(sub, c, p)
+			if err != nil {
+				return plumbing.ZeroHash, false, err
+			}
+			if empty {
+				delete(entries, name)
+			} else {
+				entries[name] = object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return plumbing.ZeroHash, true, nil
+	}
+	list := make([]object.TreeEntry, 0, len(entries))
+	for _, e := range entries {
+		list = append(list, e)
+	}
+	// Git orders entries by name, comparing a folder as if it ended in "/".
+	sort.Slice(list, func(i, j int) bool { return gitName(list[i]) < gitName(list[j]) })
+	tr := &object.Tree{Entries: list}
+	obj := t.s.NewEncodedObject()
+	if err := tr.Encode(obj); err != nil {
+		return plumbing.ZeroHash, false, err
+	}
+	h, err := t.s.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, false, fmt.Errorf("write tree: %w", err)
+	}
+	t.cache[h] = tr
+	return h, false, nil
+}
+
+func gitName(e object.TreeEntry) string {
+	if e.Mode == filemode.Dir {
+		return e.Name + "/"
+	}
+	return e.Name
+}
+
+func writeObject(s storer.EncodedObjectStorer, typ plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+	obj := s.NewEncodedObject()
+	obj.SetType(typ)
+	obj.SetSize(int64(len(data)))
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(data); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	h, err := s.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("write object: %w", err)
+	}
+	return h, nil
+}
+
+var errNoSuchCommit = errors.New("no such commit")
+
+// rootTree returns the tree of commit c (zero hash for no commit).
+func rootTree(s storer.EncodedObjectStorer, c plumbing.Hash) (plumbing.Hash, error) {
+	if c.IsZero() {
+		return plumbing.ZeroHash, nil
+	}
+	commit, err := object.GetCommit(s, c)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("%w %s: %v", errNoSuchCommit, c, err)
+	}
+	return commit.TreeHash, nil
+}

@@ -1,0 +1,317 @@
+package statestore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Snapshot is one consistent view of a store's files, as a backend provides
+// it to the planner. Paths are relative to the store's path.
+type Snapshot interface {
+	// Compare reports whether p exists and whether its content equals data.
+	// Backends answer from hashes they already have (git blob ids, S3 ETags)
+	// without reading the content.
+	Compare(p string, data []byte) (exists, equal bool, err error)
+	// ReadFile returns p's content, or an error wrapping ErrNotFound.
+	ReadFile(p string) ([]byte, error)
+	// List returns every file below dir, recursively, sorted.
+	List(dir string) ([]string, error)
+}
+
+// Op is one write the planner asks a backend to make.
+type Op struct {
+	Path   string
+	Data   []byte
+	Delete bool
+}
+
+// Plan is the outcome of planning an Update against a Snapshot.
+type Plan struct {
+	Ops  []Op
+	Diff Diff
+	// Record is the record as written (nil when the workload is removed).
+	Record *Record
+}
+
+// Changed reports whether the plan writes anything.
+func (p Plan) Changed() bool { return len(p.Ops) > 0 }
+
+// ValidPath reports whether p is a clean, relative, slash-separated path
+// that stays inside the store and outside render's own folder.
+func ValidPath(p string) error {
+	switch {
+	case p == "" || p == ".":
+		return fmt.Errorf("empty path")
+	case strings.HasPrefix(p, "/"):
+		return fmt.Errorf("path %q is absolute", p)
+	case strings.Contains(p, "\\"):
+		return fmt.Errorf("path %q contains a backslash", p)
+	case path.Clean(p) != p:
+		return fmt.Errorf("path %q is not clean", p)
+	case p == ".." || strings.HasPrefix(p, "../"):
+		return fmt.Errorf("path %q leaves the store", p)
+	}
+	return nil
+}
+
+// PlanUpdate decides the operations that make snap hold u. It is the single
+// place where ownership is enforced: only files recorded as the workload's
+// (or new paths no other workload owns) are written or deleted.
+func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
+	var plan Plan
+	recPath := RecordPath(u.Workload)
+	old, err := readRecord(snap, recPath)
+	if err != nil {
+		return plan, err
+	}
+	owned := map[string]bool{}
+	if old != nil {
+		for _, f := range old.Files {
+			owned[f] = true
+		}
+	}
+
+	want := make(map[string][]byte, len(u.Files)+len(u.Aggregates))
+	for p, data := range u.Files {
+		if err := ValidPath(p); err != nil {
+			return plan, err
+		}
+		if IsMeta(p) {
+			return plan, fmt.Errorf("path %q is inside render's own folder %s", p, MetaDir)
+		}
+		want[p] = data
+	}
+
+	// Aggregated files: this workload's part lives in the meta folder, and
+	// the target is rebuilt from every part present now.
+	targets := map[string]bool{}
+	for _, a := range u.Aggregates {
+		if err := ValidPath(a.Target); err != nil {
+			return plan, err
+		}
+		targets[a.Target] = true
+		if len(a.Contribution) > 0 {
+			want[AggregatePath(a.Target, u.Workload)] = a.Contribution
+		}
+	}
+	for f := range owned {
+		if t, ok := aggregateTarget(f, u.Workload); ok {
+			targets[t] = true
+		}
+	}
+
+	var owners map[string]string // built only on a collision
+	for _, p := range sortedKeys(want) {
+		exists, equal, err := snap.Compare(p, want[p])
+		if err != nil {
+			return plan, err
+		}
+		if exists && !owned[p] && !IsMeta(p) {
+			if owners == nil {
+				if owners, err = ownerIndex(snap); err != nil {
+					return plan, err
+				}
+			}
+			if o, ok := owners[p]; ok && o != u.Workload {
+				return plan, fmt.Errorf("%w: %s belongs to workload %s", ErrConflict, p, o)
+			}
+		}
+		switch {
+		case !exists:
+			plan.add(p, want[p], &plan.Diff.Added)
+		case !equal:
+			plan.add(p, want[p], &plan.Diff.Changed)
+		}
+	}
+	for _, p := range sortedKeys(owned) {
+		if _, keep := want[p]; keep {
+			continue
+		}
+		exists, _, err := snap.Compare(p, nil)
+		if err != nil {
+			return plan, err
+		}
+		if exists {
+			plan.Ops = append(plan.Ops, Op{Path: p, Delete: true})
+			if !IsMeta(p) {
+				plan.Diff.Deleted = append(plan.Diff.Deleted, p)
+			}
+		}
+	}
+	for _, t := range sortedKeys(targets) {
+		if err := plan.aggregate(snap, t, u.Workload, want); err != nil {
+			return plan, err
+		}
+	}
+	for _, p := range sortedKeys(u.Shared) {
+		if _, mine := want[p]; mine {
+			continue
+		}
+		exists, _, err := snap.Compare(p, nil)
+		if err != nil {
+			return plan, err
+		}
+		if !exists {
+			plan.add(p, u.Shared[p], &plan.Diff.Added)
+		}
+	}
+
+	if u.Record != nil {
+		rec := *u.Record
+		rec.Workload = u.Workload
+		rec.Files = sortedKeys(want)
+		plan.Record = &rec
+		data := rec.Encode()
+		_, equal, err := snap.Compare(recPath, data)
+		if err != nil {
+			return plan, err
+		}
+		if !equal {
+			plan.Ops = append(plan.Ops, Op{Path: recPath, Data: data})
+		}
+	} else if old != nil {
+		plan.Ops = append(plan.Ops, Op{Path: recPath, Delete: true})
+	}
+	return plan, nil
+}
+
+func (p *Plan) add(path string, data []byte, list *[]string) {
+	p.Ops = append(p.Ops, Op{Path: path, Data: data})
+	if !IsMeta(path) {
+		*list = append(*list, path)
+	}
+}
+
+// aggregate rebuilds target from every workload's part, with this
+// workload's part as want says.
+func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string][]byte) error {
+	dir := path.Join(MetaDir, "aggregate", target)
+	parts, err := snap.List(dir)
+	if err != nil {
+		return err
+	}
+	mine := AggregatePath(target, workload)
+	set := map[string]bool{}
+	for _, part := range parts {
+		set[part] = true
+	}
+	if _, ok := want[mine]; ok {
+		set[mine] = true
+	} else {
+		delete(set, mine)
+	}
+	var buf bytes.Buffer
+	for _, part := range sortedKeys(set) {
+		data, ok := want[part]
+		if !ok {
+			if data, err = snap.ReadFile(part); err != nil {
+				return err
+			}
+		}
+		data = bytes.TrimSpace(data)
+		if len(data) == 0 {
+			continue
+		}
+		if buf.Len() > 0 {
+			buf.WriteString("\n---\n")
+		}
+		buf.Write(bytes.TrimPrefix(data, []byte("---\n")))
+	}
+	exists, equal, err := snap.Compare(target, appendNewline(buf.Bytes()))
+	if err != nil {
+		return err
+	}
+	switch {
+	case buf.Len() == 0 && exists:
+		p.Ops = append(p.Ops, Op{Path: target, Delete: true})
+		p.Diff.Deleted = append(p.Diff.Deleted, target)
+	case buf.Len() == 0:
+	case !exists:
+		p.add(target, appendNewline(buf.Bytes()), &p.Diff.Added)
+	case !equal:
+		p.add(target, appendNewline(buf.Bytes()), &p.Diff.Changed)
+	}
+	return nil
+}
+
+func appendNewline(b []byte) []byte {
+	if len(b) == 0 || b[len(b)-1] == '\n' {
+		return b
+	}
+	return append(b, '\n')
+}
+
+// aggregateTarget recovers the target of a workload's aggregate part path.
+func aggregateTarget(p, workload string) (string, bool) {
+	prefix := MetaDir + "/aggregate/"
+	suffix := "/" + workload + ".part"
+	if !strings.HasPrefix(p, prefix) || !strings.HasSuffix(p, suffix) {
+		return "", false
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(p, prefix), suffix), true
+}
+
+func readRecord(snap Snapshot, p string) (*Record, error) {
+	data, err := snap.ReadFile(p)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, err := DecodeRecord(p, data)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ReadRecords reads every record in a snapshot; backends use it to
+// implement Store.Records.
+func ReadRecords(snap Snapshot) ([]Record, error) {
+	paths, err := snap.List(RecordsDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, 0, len(paths))
+	for _, p := range paths {
+		if !strings.HasSuffix(p, ".json") {
+			continue
+		}
+		r, err := readRecord(snap, p)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
+}
+
+func ownerIndex(snap Snapshot) (map[string]string, error) {
+	recs, err := ReadRecords(snap)
+	if err != nil {
+		return nil, err
+	}
+	idx := map[string]string{}
+	for _, r := range recs {
+		for _, f := range r.Files {
+			idx[f] = r.Workload
+		}
+	}
+	return idx, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

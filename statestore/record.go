@@ -1,0 +1,106 @@
+package statestore
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// MetaDir is the folder, relative to a store's path, where render keeps what
+// it needs for itself. Nothing in it is YAML, and no destination may use it
+// as its path, so Flux and Argo CD never read it as manifests.
+const MetaDir = ".render"
+
+// RecordFormat is the version of the record layout.
+const RecordFormat = 1
+
+// Record is what a store remembers about one workload: which files it owns
+// and where its groups were placed. It is stored as JSON at
+// RecordPath(Workload), and it is the only state render keeps.
+type Record struct {
+	Format   int    `json:"format"`
+	Workload string `json:"workload"`
+	// Type is "promise" or "resource".
+	Type      string `json:"type"`
+	Promise   string `json:"promise"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Pipeline  string `json:"pipeline"`
+	// Flavour is the resource's flavour label value, used for spreading.
+	Flavour string `json:"flavour,omitempty"`
+	// Placements are the workload's groups and the destinations each went to,
+	// across every store.
+	Placements []Placement `json:"placements,omitempty"`
+	// DefaultSelector is a promise workflow's root destination selector, which
+	// later resource workflows of the same promise inherit.
+	DefaultSelector map[string]string `json:"defaultSelector,omitempty"`
+	// Files are the paths the workload owns in this store (filled in by the planner).
+	Files []string `json:"files"`
+}
+
+// Placement is where one workload group went.
+type Placement struct {
+	Group        string   `json:"group"`
+	Destinations []string `json:"destinations"`
+}
+
+// WorkloadKey is the stable identity of a workflow's output: its type,
+// promise, pipeline and, for resources, namespace and name. Every part must
+// already be a valid Kubernetes name (no slashes).
+func WorkloadKey(typ, promise, namespace, name, pipeline string) string {
+	if typ == "promise" {
+		return path.Join("promise", promise, pipeline)
+	}
+	return path.Join("resource", namespace, promise, name, pipeline)
+}
+
+// RecordPath is where a workload's record lives, relative to the store path.
+func RecordPath(workload string) string {
+	return path.Join(MetaDir, "workloads", workload+".json")
+}
+
+// RecordsDir holds every record.
+var RecordsDir = path.Join(MetaDir, "workloads")
+
+// AggregatePath is where a workload's contribution to an aggregated file lives.
+func AggregatePath(target, workload string) string {
+	return path.Join(MetaDir, "aggregate", target, workload+".part")
+}
+
+// IsMeta reports whether p is one of render's own files.
+func IsMeta(p string) bool { return p == MetaDir || strings.HasPrefix(p, MetaDir+"/") }
+
+// Encode renders the record deterministically: the same record always gives
+// the same bytes, so an unchanged render rewrites nothing.
+func (r *Record) Encode() []byte {
+	c := *r
+	c.Format = RecordFormat
+	c.Files = append([]string(nil), r.Files...)
+	sort.Strings(c.Files)
+	c.Placements = append([]Placement(nil), r.Placements...)
+	sort.Slice(c.Placements, func(i, j int) bool { return c.Placements[i].Group < c.Placements[j].Group })
+	for i := range c.Placements {
+		d := append([]string(nil), c.Placements[i].Destinations...)
+		sort.Strings(d)
+		c.Placements[i].Destinations = d
+	}
+	b, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		panic(err) // only plain strings and slices: cannot fail
+	}
+	return append(b, '\n')
+}
+
+// DecodeRecord parses a record written by Encode.
+func DecodeRecord(p string, b []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("record %s: %w", p, err)
+	}
+	if r.Format > RecordFormat {
+		return r, fmt.Errorf("record %s: format %d is newer than this render understands (%d)", p, r.Format, RecordFormat)
+	}
+	return r, nil
+}

@@ -1,0 +1,150 @@
+// Package statestore defines the contract every GitOps state store backend
+// (a git branch, an S3 bucket) fulfils, and the backend-neutral planning that
+// turns one workload's desired files into puts and deletes.
+//
+// A backend only has to take a consistent Snapshot of what it holds and
+// publish a set of operations atomically enough for its readers; ownership,
+// pruning, shared files and aggregation are decided here, once, so that
+// re-applying an update after losing a race is the same code for every store.
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Store is one state store as render sees it: a git branch or an S3 bucket,
+// both under the store's configured path. Every path given to or returned by
+// a Store is slash-separated and relative to that path.
+//
+// Contract:
+//   - Records returns every workload record in the store, read from one
+//     consistent view. An empty or missing store has no records and is not an
+//     error.
+//   - Apply makes the store hold u: u.Files replace exactly the files the
+//     workload owned before (stale ones are deleted), u.Shared files are
+//     written only where absent, and other workloads' files are never
+//     touched. When the store changed underneath (another writer), Apply
+//     re-reads it and re-plans u against the fresh state, a bounded number
+//     of times. It never discards another writer's work.
+//   - An Apply that changes nothing writes nothing and reports
+//     Result.Updated == false; that is a result, not an error.
+//   - With u.DryRun, Apply computes the same Result and writes nothing.
+//   - Snapshot reads one consistent view; its ReadFile of a missing path
+//     wraps ErrNotFound.
+//   - Errors name the store. Unreachable stores wrap ErrUnreachable, refused
+//     credentials wrap ErrAuth, a missing repository or bucket wraps
+//     ErrNotFound, and a conflict that retries could not resolve wraps
+//     ErrConflict.
+type Store interface {
+	// String names the store for messages, with no credentials in it.
+	String() string
+	// Records returns every workload record in the store.
+	Records(ctx context.Context) ([]Record, error)
+	// Snapshot returns a read-only view of what the store holds now.
+	Snapshot(ctx context.Context) (Snapshot, error)
+	// Apply writes one workload's update.
+	Apply(ctx context.Context, u Update) (Result, error)
+	// Close releases what the store holds (clones, connections).
+	Close() error
+}
+
+// Sentinel errors every backend wraps, so callers can test with errors.Is.
+var (
+	// ErrNotFound means the repository, branch or bucket does not exist and
+	// the store was not asked to create it, or a file does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrUnreachable means the store could not be reached before the deadline.
+	ErrUnreachable = errors.New("store unreachable")
+	// ErrAuth means the store refused the credentials.
+	ErrAuth = errors.New("authentication failed")
+	// ErrConflict means concurrent writers kept winning until the retry budget ran out,
+	// or a file the update wants belongs to another workload.
+	ErrConflict = errors.New("conflict")
+	// ErrRejected means the server refused the write for a reason of its own
+	// (a pre-receive hook, a protected branch); the message carries its text.
+	ErrRejected = errors.New("write rejected")
+)
+
+// Update is everything one render wants one store to hold for one workload.
+type Update struct {
+	// Workload is the workload's key (see WorkloadKey); it names the record.
+	Workload string
+	// Files are the workload's own files, by path. They replace whatever the
+	// workload owned before. Empty Files and a nil Record remove the workload.
+	Files map[string][]byte
+	// Shared files (the canaries) are written only where nothing exists yet,
+	// are owned by nobody and are never deleted.
+	Shared map[string][]byte
+	// Aggregates are multi-document files shared by several workloads
+	// (aggregatedYAML destinations): each workload contributes a part, and
+	// the target holds every contribution, ordered by workload.
+	Aggregates []Aggregate
+	// Record is written beside the files, outside every destination. Its
+	// Files field is filled in by the planner. A nil Record deletes it.
+	Record *Record
+	// Destinations are the destination paths this update writes to; backends
+	// that keep per-destination markers (S3) use them.
+	Destinations []string
+	// Message describes the change (git commit message; S3 marker provenance).
+	Message Message
+	// DryRun computes the Result and writes nothing.
+	DryRun bool
+}
+
+// Aggregate is one workload's part of a shared multi-document file.
+type Aggregate struct {
+	Target       string // path of the aggregated file
+	Contribution []byte // this workload's documents; empty withdraws them
+}
+
+// Message is the provenance of a write.
+type Message struct {
+	Subject  string
+	Trailers []Trailer // rendered as "Key: value" lines, in order
+}
+
+// Trailer is one "Key: value" provenance line.
+type Trailer struct{ Key, Value string }
+
+// String renders the message as a git commit message.
+func (m Message) String() string {
+	s := m.Subject + "\n"
+	if len(m.Trailers) > 0 {
+		s += "\n"
+		for _, t := range m.Trailers {
+			s += t.Key + ": " + t.Value + "\n"
+		}
+	}
+	return s
+}
+
+// Result says what an Apply did (or, with DryRun, would do).
+type Result struct {
+	Diff
+	// Updated is false when the store already held the update (with
+	// DryRun: when it would write nothing).
+	Updated bool
+	// Revision identifies what was written: a commit hash for git, a digest for S3.
+	Revision string
+	// Attempts counts how many times the update was planned (1 + retries after conflicts).
+	Attempts int
+}
+
+// Diff lists paths by what happens to them. Records and other files render
+// keeps for itself are not listed.
+type Diff struct {
+	Added, Changed, Deleted []string
+}
+
+// StoreError wraps a backend error with the store's name, so the CLI can
+// print one line naming the store.
+type StoreError struct {
+	Store string
+	Op    string
+	Err   error
+}
+
+func (e *StoreError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Store, e.Op, e.Err) }
+func (e *StoreError) Unwrap() error { return e.Err }

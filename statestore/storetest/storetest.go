@@ -1,0 +1,328 @@
+// Package storetest is the conformance suite every state store backend must
+// pass: write, idempotent rewrite, prune, ownership, shared files,
+// aggregation, dry runs, concurrent writers and not-found errors. A
+// backend's test file only supplies a Harness.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// Harness tells the suite how to reach a backend.
+type Harness struct {
+	// Fresh creates a new, empty backing store (a repository, a bucket) for
+	// one test and returns a function that opens a new client of it. Each
+	// call of the returned function must give an independent client, as a
+	// separate render process would have.
+	Fresh func(t *testing.T) func() statestore.Store
+	// Missing returns a client of a store that does not exist (a repository
+	// or bucket never created). Its Records must fail with ErrNotFound.
+	Missing func(t *testing.T) statestore.Store
+	// Writers is how many concurrent writers to race (default 8).
+	Writers int
+}
+
+func update(workload string, files map[string]string) statestore.Update {
+	u := statestore.Update{
+		Workload: workload,
+		Files:    map[string][]byte{},
+		Record:   &statestore.Record{Workload: workload, Type: "promise", Promise: "p", Pipeline: "x"},
+		Message:  statestore.Message{Subject: "test: " + workload},
+	}
+	for p, c := range files {
+		u.Files[p] = []byte(c)
+	}
+	return u
+}
+
+func removal(workload string) statestore.Update {
+	return statestore.Update{Workload: workload, Message: statestore.Message{Subject: "test: remove " + workload}}
+}
+
+func apply(t *testing.T, s statestore.Store, u statestore.Update) statestore.Result {
+	t.Helper()
+	res, err := s.Apply(context.Background(), u)
+	if err != nil {
+		t.Fatalf("Apply(%s): %v", u.Workload, err)
+	}
+	return res
+}
+
+// contents reads every non-meta file in the store.
+func contents(t *testing.T, s statestore.Store) map[string]string {
+	t.Helper()
+	snap, err := s.Snapshot(context.Background())
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	paths, err := snap.List("")
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	out := map[string]string{}
+	for _, p := range paths {
+		if statestore.IsMeta(p) {
+			continue
+		}
+		b, err := snap.ReadFile(p)
+		if err != nil {
+			t.Fatalf("ReadFile(%s): %v", p, err)
+		}
+		out[p] = string(b)
+	}
+	return out
+}
+
+func records(t *testing.T, s statestore.Store) map[string][]string {
+	t.Helper()
+	recs, err := s.Records(context.Background())
+	if err != nil {
+		t.Fatalf("Records: %v", err)
+	}
+	out := map[string][]string{}
+	for _, r := range recs {
+		out[r.Workload] = r.Files
+	}
+	return out
+}
+
+func equal(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got  %v\n want %v", what, got, want)
+	}
+}
+
+func sorted(s ...string) []string {
+	sort.Strings(s)
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, h Harness) {
+	if h.Writers == 0 {
+		h.Writers = 8
+	}
+	t.Run("Write", func(t *testing.T) {
+		s := h.Fresh(t)()
+		defer s.Close()
+		res := apply(t, s, update("w/a", map[string]string{"d1/a/one.yaml": "one\n", "d1/a/sub/two.yaml": "two\n"}))
+		if !res.Updated {
+			t.Fatal("first write reported no change")
+		}
+		equal(t, "added", res.Added, sorted("d1/a/one.yaml", "d1/a/sub/two.yaml"))
+		equal(t, "contents", contents(t, s), map[string]string{"d1/a/one.yaml": "one\n", "d1/a/sub/two.yaml": "two\n"})
+		equal(t, "records", records(t, s), map[string][]string{"w/a": sorted("d1/a/one.yaml", "d1/a/sub/two.yaml")})
+	})
+	t.Run("IdempotentRewrite", func(t *testing.T) {
+		open := h.Fresh(t)
+		s := open()
+		defer s.Close()
+		u := update("w/a", map[string]string{"d1/a/one.yaml": "one\n"})
+		first := apply(t, s, u)
+		second := apply(t, s, u)
+		if second.Updated || len(second.Added)+len(second.Changed)+len(second.Deleted) > 0 {
+			t.Fatalf("rewrite of the same files changed the store: %+v", second)
+		}
+		other := open() // a new process sees the same: nothing to do
+		defer other.Close()
+		if third := apply(t, other, u); third.Updated {
+			t.Fatalf("rewrite from a second client changed the store: %+v", third)
+		}
+		if first.Revision == "" {
+			t.Fatal("a write reported no revision")
+		}
+	})
+	t.Run("ChangeAndPrune", func(t *testing.T) {
+		s := h.Fresh(t)()
+		defer s.Close()
+		apply(t, s, update("w/a", map[string]string{"d1/a/one.yaml": "one\n", "d1/a/two.yaml": "two\n", "d1/a/deep/three.yaml": "3\n"}))
+		res := apply(t, s, update("w/a", map[string]string{"d1/a/one.yaml": "ONE\n", "d1/a/four.yaml": "4\n"}))
+		equal(t, "added", orEmpty(res.Added), sorted("d1/a/four.yaml"))
+		equal(t, "changed", orEmpty(res.Changed), sorted("d1/a/one.yaml"))
+		equal(t, "deleted", orEmpty(res.Deleted), sorted("d1/a/deep/three.yaml", "d1/a/two.yaml"))
+		equal(t, "contents", contents(t, s), map[string]string{"d1/a/one.yaml": "ONE\n", "d1/a/four.yaml": "4\n"})
+	})
+	t.Run("Ownership", func(t *testing.T) {
+		open := h.Fresh(t)
+		a, b := open(), open()
+		defer a.Close()
+		defer b.Close()
+		apply(t, a, update("w/a", map[string]string{"d1/a/x.yaml": "a\n"}))
+		apply(t, b, update("w/b", map[string]string{"d1/b/x.yaml": "b\n", "d2/b/y.yaml": "b\n"}))
+		// a's rewrite knows nothing of b and must leave b alone.
+		apply(t, a, update("w/a", map[string]string{"d1/a/z.yaml": "a2\n"}))
+		equal(t, "contents", contents(t, a), map[string]string{"d1/a/z.yaml": "a2\n", "d1/b/x.yaml": "b\n", "d2/b/y.yaml": "b\n"})
+		// A file another workload owns is refused, not taken over.
+		_, err := b.Apply(context.Background(), update("w/b", map[string]string{"d1/a/z.yaml": "stolen\n"}))
+		if !errors.Is(err, statestore.ErrConflict) {
+			t.Fatalf("writing another workload's file: got %v, want ErrConflict", err)
+		}
+		// Removing a workload removes its files and record only.
+		res := apply(t, b, removal("w/b"))
+		equal(t, "deleted", orEmpty(res.Deleted), sorted("d1/b/x.yaml", "d2/b/y.yaml"))
+		equal(t, "contents", contents(t, b), map[string]string{"d1/a/z.yaml": "a2\n"})
+		equal(t, "records", records(t, b), map[string][]string{"w/a": sorted("d1/a/z.yaml")})
+		if again := apply(t, b, removal("w/b")); again.Updated {
+			t.Fatal("removing a removed workload changed the store")
+		}
+	})
+	t.Run("SharedFiles", func(t *testing.T) {
+		s := h.Fresh(t)()
+		defer s.Close()
+		u := update("w/a", map[string]string{"d1/a/x.yaml": "a\n"})
+		u.Shared = map[string][]byte{"d1/canary.yaml": []byte("canary\n")}
+		res := apply(t, s, u)
+		equal(t, "added", res.Added, sorted("d1/a/x.yaml", "d1/canary.yaml"))
+		// Shared files are written only where absent and never owned.
+		u2 := update("w/b", map[string]string{"d1/b/x.yaml": "b\n"})
+		u2.Shared = map[string][]byte{"d1/canary.yaml": []byte("other canary\n")}
+		apply(t, s, u2)
+		apply(t, s, removal("w/a"))
+		apply(t, s, removal("w/b"))
+		equal(t, "contents", contents(t, s), map[string]string{"d1/canary.yaml": "canary\n"})
+	})
+	t.Run("Aggregates", func(t *testing.T) {
+		open := h.Fresh(t)
+		a, b := open(), open()
+		defer a.Close()
+		defer b.Close()
+		ua := update("w/a", nil)
+		ua.Aggregates = []statestore.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: A\n")}}
+		apply(t, a, ua)
+		ub := update("w/b", nil)
+		ub.Aggregates = []statestore.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: B\n")}}
+		apply(t, b, ub)
+		equal(t, "contents", contents(t, a), map[string]string{"d1/all.yaml": "kind: A\n---\nkind: B\n"})
+		apply(t, a, removal("w/a"))
+		equal(t, "contents", contents(t, a), map[string]string{"d1/all.yaml": "kind: B\n"})
+		apply(t, b, removal("w/b"))
+		equal(t, "contents", contents(t, a), map[string]string{})
+	})
+	t.Run("DryRun", func(t *testing.T) {
+		s := h.Fresh(t)()
+		defer s.Close()
+		apply(t, s, update("w/a", map[string]string{"d1/a/one.yaml": "one\n", "d1/a/two.yaml": "two\n"}))
+		u := update("w/a", map[string]string{"d1/a/one.yaml": "ONE\n", "d1/a/three.yaml": "3\n"})
+		u.DryRun = true
+		res := apply(t, s, u)
+		equal(t, "added", orEmpty(res.Added), sorted("d1/a/three.yaml"))
+		equal(t, "changed", orEmpty(res.Changed), sorted("d1/a/one.yaml"))
+		equal(t, "deleted", orEmpty(res.Deleted), sorted("d1/a/two.yaml"))
+		equal(t, "contents after dry run", contents(t, s), map[string]string{"d1/a/one.yaml": "one\n", "d1/a/two.yaml": "two\n"})
+	})
+	t.Run("ConcurrentWriters", func(t *testing.T) {
+		open := h.Fresh(t)
+		want := map[string]string{}
+		var wg sync.WaitGroup
+		errs := make(chan error, h.Writers)
+		for i := range h.Writers {
+			p := fmt.Sprintf("shared-dest/w%d/file.yaml", i)
+			want[p] = fmt.Sprintf("writer %d\n", i)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := open()
+				defer s.Close()
+				_, err := s.Apply(context.Background(), update(fmt.Sprintf("w/%d", i), map[string]string{p: want[p]}))
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("concurrent writer failed: %v", err)
+			}
+		}
+		s := open()
+		defer s.Close()
+		equal(t, "contents", contents(t, s), want)
+		if got := len(records(t, s)); got != h.Writers {
+			t.Fatalf("records: got %d, want %d", got, h.Writers)
+		}
+	})
+	t.Run("SameWorkloadRace", func(t *testing.T) {
+		open := h.Fresh(t)
+		one := map[string]string{"d/w/1a.yaml": "1\n", "d/w/1b.yaml": "1\n"}
+		two := map[string]string{"d/w/2a.yaml": "2\n", "d/w/2b.yaml": "2\n", "d/w/2c.yaml": "2\n"}
+		seed := open()
+		apply(t, seed, update("w/same", map[string]string{"d/w/old.yaml": "0\n"}))
+		seed.Close()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failures []error
+		for _, files := range []map[string]string{one, two} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := open()
+				defer s.Close()
+				if _, err := s.Apply(context.Background(), update("w/same", files)); err != nil {
+					mu.Lock()
+					failures = append(failures, err)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(failures) > 0 {
+			t.Fatalf("racing writers failed: %v", failures)
+		}
+		s := open()
+		defer s.Close()
+		got := contents(t, s)
+		if !reflect.DeepEqual(got, one) && !reflect.DeepEqual(got, two) {
+			t.Fatalf("two renders of one workload left a mix: %v", got)
+		}
+	})
+	t.Run("NotFound", func(t *testing.T) {
+		s := h.Fresh(t)()
+		defer s.Close()
+		snap, err := s.Snapshot(context.Background())
+		if err != nil {
+			t.Fatalf("Snapshot of an empty store: %v", err)
+		}
+		if _, err := snap.ReadFile("no/such/file.yaml"); !errors.Is(err, statestore.ErrNotFound) {
+			t.Fatalf("ReadFile of a missing file: got %v, want ErrNotFound", err)
+		}
+		if recs, err := s.Records(context.Background()); err != nil || len(recs) != 0 {
+			t.Fatalf("Records of an empty store: %v, %v", recs, err)
+		}
+		if h.Missing == nil {
+			t.Fatal("harness has no Missing store: every backend must show its not-found error")
+		}
+		m := h.Missing(t)
+		defer m.Close()
+		_, err = m.Records(context.Background())
+		if !errors.Is(err, statestore.ErrNotFound) {
+			t.Fatalf("Records of a missing store: got %v, want ErrNotFound", err)
+		}
+		if err != nil && !containsName(err.Error(), m.String()) {
+			t.Fatalf("error %q does not name the store %q", err, m.String())
+		}
+	})
+}
+
+func containsName(msg, name string) bool {
+	return name != "" && strings.Contains(msg, name)
+}
