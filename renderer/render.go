@@ -1,0 +1,329 @@
+package renderer
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// DefaultGroup is the directory of the group holding everything no
+// directory entry claims.
+const DefaultGroup = "."
+
+// Canary files Kratix writes into every destination, so that Flux's
+// dependencies and resources paths exist and never build empty.
+var (
+	CanaryDependencies = "dependencies/kratix-canary-namespace.yaml"
+	CanaryResources    = "resources/kratix-canary-configmap.yaml"
+	canaryNamespace    = []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\n")
+	canaryConfigMap    = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\n")
+)
+
+// Plan is the outcome of a render: where each group goes, and what each
+// store must hold for this workload.
+type Plan struct {
+	Workflow Workflow
+	Groups   []Group
+	// Writes holds one entry per store that receives files, sorted by store.
+	Writes []StoreWrite
+	// Warnings are worth telling the user but do not stop the render.
+	Warnings []string
+}
+
+// Group is one workload group and its scheduling outcome.
+type Group struct {
+	Directory string // DefaultGroup or a top-level folder of the output
+	ID        string // first five hex digits of md5(Directory)
+	Files     []string
+	Selector  Selector // the effective selector
+	// Verdicts explain every destination: filtered out (and why), or a candidate and its score.
+	Verdicts     []Verdict
+	Destinations []string // chosen destinations, sorted
+	// Sticky is set when a resource kept an earlier placement.
+	Sticky bool
+}
+
+// Unscheduled reports whether no destination took the group.
+func (g Group) Unscheduled() bool { return len(g.Destinations) == 0 }
+
+// Verdict is what scheduling thought of one destination for one group.
+type Verdict struct {
+	Destination string
+	// Reason is why the destination was filtered out; empty for a candidate.
+	Reason string
+	// Score is a candidate's load (lower is better) under the spread strategy.
+	Score  int
+	Chosen bool
+}
+
+// StoreWrite is what one store must hold for the workload.
+type StoreWrite struct {
+	Store        StoreRef
+	Files        map[string][]byte
+	Shared       map[string][]byte
+	Aggregates   []statestore.Aggregate
+	Destinations []string // destination paths written
+}
+
+// Placements lists every group's destinations, for the store records.
+func (p *Plan) Placements() []statestore.Placement {
+	var out []statestore.Placement
+	for _, g := range p.Groups {
+		if !g.Unscheduled() {
+			out = append(out, statestore.Placement{Group: g.Directory, Destinations: g.Destinations})
+		}
+	}
+	return out
+}
+
+// Unscheduled returns the groups no destination took.
+func (p *Plan) Unscheduled() []Group {
+	var out []Group
+	for _, g := range p.Groups {
+		if g.Unscheduled() {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// GroupID is Kratix's short id of a group's directory.
+func GroupID(dir string) string {
+	sum := md5.Sum([]byte(dir))
+	return hex.EncodeToString(sum[:])[:5]
+}
+
+// Render schedules the workflow's output and lays it out per store. It is
+// pure: the same Input always gives the same Plan (the random strategy
+// included, for a given Seed).
+func Render(in Input) (*Plan, error) {
+	if err := ValidateWorkflow(in.Workflow); err != nil {
+		return nil, err
+	}
+	plan := &Plan{Workflow: in.Workflow}
+	if in.Workflow.Action == Delete {
+		return plan, nil
+	}
+	groups, err := splitGroups(in)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*Destination{}
+	dests := append([]Destination(nil), in.Destinations...)
+	sort.Slice(dests, func(i, j int) bool { return dests[i].Name < dests[j].Name })
+	for i := range dests {
+		byName[dests[i].Name] = &dests[i]
+	}
+	for i := range groups {
+		g := &groups[i]
+		schedule(in, dests, byName, g, plan)
+		plan.Groups = append(plan.Groups, *g)
+	}
+	plan.Writes = layout(in, byName, plan.Groups)
+	return plan, nil
+}
+
+// splitGroups validates destination-selectors.yaml and partitions the output.
+func splitGroups(in Input) ([]Group, error) {
+	file := in.SelectorsFile
+	if file == "" {
+		file = "destination-selectors.yaml"
+	}
+	dirs := map[string]bool{}
+	for _, d := range in.OutputDirs {
+		dirs[d] = true
+	}
+	for _, f := range in.Output {
+		if i := strings.IndexByte(f.Path, '/'); i > 0 {
+			dirs[f.Path[:i]] = true
+		}
+	}
+	var root Selector
+	byDir := map[string]*Group{}
+	var order []string
+	for i, e := range in.Selectors {
+		where := fmt.Sprintf("entry %d", i+1)
+		if e.Directory != "" {
+			where = fmt.Sprintf("entry %d (directory %q)", i+1, e.Directory)
+		}
+		if e.Empty() {
+			return nil, &InputError{File: file, Where: where, Msg: "matchLabels is empty: an entry must select something"}
+		}
+		if err := validateSelector(e.Selector); err != nil {
+			return nil, &InputError{File: file, Where: where, Msg: err.Error()}
+		}
+		if e.Directory == "" {
+			for k, v := range e.MatchLabels {
+				if old, ok := root.MatchLabels[k]; ok && old != v {
+					return nil, &InputError{File: file, Where: where, Msg: fmt.Sprintf("label %s is %q here and %q in an earlier entry without a directory", k, v, old)}
+				}
+			}
+			root = mergeSelectors(root, e.Selector)
+			continue
+		}
+		d := e.Directory
+		clean := strings.TrimSuffix(d, "/")
+		switch {
+		case clean == "." || clean == ".." || strings.HasPrefix(clean, "../") || strings.HasPrefix(clean, "/") || strings.Contains(clean, "/..") || strings.HasPrefix(clean, "./"):
+			return nil, &InputError{File: file, Where: where, Msg: "directory must be a top-level folder of the output, without . or .."}
+		case strings.Contains(clean, "/"):
+			return nil, &InputError{File: file, Where: where, Msg: "nested directories are not supported: only top-level folders of the output can be scheduled"}
+		case byDir[clean] != nil:
+			return nil, &InputError{File: file, Where: where, Msg: "directory is listed twice"}
+		case !dirs[clean]:
+			return nil, &InputError{File: file, Where: where, Msg: fmt.Sprintf("directory %q does not exist in the output", clean)}
+		}
+		byDir[clean] = &Group{Directory: clean, ID: GroupID(clean), Selector: e.Selector}
+		order = append(order, clean)
+	}
+	def := &Group{Directory: DefaultGroup, ID: GroupID(DefaultGroup)}
+	def.Selector = defaultSelector(in, root)
+	for _, f := range in.Output {
+		top := f.Path
+		if i := strings.IndexByte(f.Path, '/'); i > 0 {
+			top = f.Path[:i]
+		}
+		if g := byDir[top]; g != nil && top != f.Path {
+			g.Files = append(g.Files, f.Path)
+		} else {
+			def.Files = append(def.Files, f.Path)
+		}
+	}
+	var out []Group
+	if len(def.Files) > 0 {
+		out = append(out, *def)
+	}
+	sort.Strings(order)
+	for _, d := range order {
+		g := byDir[d]
+		if len(g.Files) > 0 {
+			out = append(out, *g)
+		}
+	}
+	for i := range out {
+		sort.Strings(out[i].Files)
+	}
+	return out, nil
+}
+
+// defaultSelector combines, for the default group, the Promise's
+// destinationSelectors, the promise workflow's root entry (for resource
+// workflows) and this workflow's root entry. On a key conflict the earlier
+// wins: Promise, then promise workflow, then resource workflow.
+func defaultSelector(in Input, workflowRoot Selector) Selector {
+	var s Selector
+	if in.Promise != nil {
+		for _, ps := range in.Promise.DestinationSelectors {
+			s = mergeSelectors(s, ps)
+		}
+	}
+	if in.Workflow.Type == ResourceWorkflow && len(in.PromiseWorkflowSelector) > 0 {
+		s = mergeSelectors(s, Selector{MatchLabels: in.PromiseWorkflowSelector})
+	}
+	return mergeSelectors(s, workflowRoot)
+}
+
+// mergeSelectors adds b's constraints to a; a's labels win a conflict.
+func mergeSelectors(a, b Selector) Selector {
+	out := Selector{}
+	if len(a.MatchLabels)+len(b.MatchLabels) > 0 {
+		out.MatchLabels = map[string]string{}
+	}
+	for k, v := range b.MatchLabels {
+		out.MatchLabels[k] = v
+	}
+	for k, v := range a.MatchLabels {
+		out.MatchLabels[k] = v
+	}
+	out.MatchExpressions = append(append(out.MatchExpressions, a.MatchExpressions...), b.MatchExpressions...)
+	return out
+}
+
+// layout turns placements into per-store files.
+func layout(in Input, byName map[string]*Destination, groups []Group) []StoreWrite {
+	data := map[string][]byte{}
+	for _, f := range in.Output {
+		data[f.Path] = f.Data
+	}
+	writes := map[StoreRef]*StoreWrite{}
+	aggregates := map[string]*bytes.Buffer{} // target -> documents, per store below
+	aggStore := map[string]StoreRef{}
+	for _, g := range groups {
+		for _, name := range g.Destinations {
+			d := byName[name]
+			w := writes[d.Store]
+			if w == nil {
+				w = &StoreWrite{Store: d.Store, Files: map[string][]byte{}, Shared: map[string][]byte{}}
+				writes[d.Store] = w
+			}
+			if !contains(w.Destinations, d.Path) {
+				w.Destinations = append(w.Destinations, d.Path)
+				w.Shared[path.Join(d.Path, CanaryDependencies)] = canaryNamespace
+				w.Shared[path.Join(d.Path, CanaryResources)] = canaryConfigMap
+			}
+			for _, f := range g.Files {
+				switch d.Mode {
+				case AggregatedYAML:
+					target := path.Join(d.Path, d.Filename)
+					buf := aggregates[target]
+					if buf == nil {
+						buf = &bytes.Buffer{}
+						aggregates[target] = buf
+						aggStore[target] = d.Store
+					}
+					doc := bytes.TrimSpace(bytes.TrimPrefix(data[f], []byte("---\n")))
+					if len(doc) == 0 {
+						continue
+					}
+					if buf.Len() > 0 {
+						buf.WriteString("\n---\n")
+					}
+					buf.Write(doc)
+				case NoNesting:
+					w.Files[path.Join(d.Path, f)] = data[f]
+				default:
+					w.Files[path.Join(d.Path, nestedPrefix(in.Workflow, g.ID), f)] = data[f]
+				}
+			}
+		}
+	}
+	targets := make([]string, 0, len(aggregates))
+	for t := range aggregates {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	for _, t := range targets {
+		w := writes[aggStore[t]]
+		w.Aggregates = append(w.Aggregates, statestore.Aggregate{Target: t, Contribution: append(aggregates[t].Bytes(), '\n')})
+	}
+	out := make([]StoreWrite, 0, len(writes))
+	for _, w := range writes {
+		sort.Strings(w.Destinations)
+		out = append(out, *w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Store.String() < out[j].Store.String() })
+	return out
+}
+
+// nestedPrefix is Kratix's nestedByMetadata folder for a group.
+func nestedPrefix(w Workflow, id string) string {
+	if w.Type == PromiseWorkflow {
+		return path.Join("dependencies", w.Promise, w.Pipeline, id)
+	}
+	return path.Join("resources", w.Namespace, w.Promise, w.Name, w.Pipeline, id)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,236 @@
+package renderer
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ValidateWorkflow checks the workflow identity: every part that becomes a
+// folder name must be a Kubernetes name, so none can climb out of its folder.
+func ValidateWorkflow(w Workflow) error {
+	bad := func(field, msg string) error {
+		return &InputError{Where: "workflow identity", Msg: fmt.Sprintf("%s: %s", field, msg)}
+	}
+	switch w.Type {
+	case PromiseWorkflow, ResourceWorkflow:
+	case "":
+		return bad("workflow type", "missing (set KRATIX_WORKFLOW_TYPE or --workflow-type to promise or resource)")
+	default:
+		return bad("workflow type", fmt.Sprintf("%q is neither promise nor resource", w.Type))
+	}
+	switch w.Action {
+	case Configure, Delete:
+	default:
+		return bad("action", fmt.Sprintf("%q is neither configure nor delete", w.Action))
+	}
+	names := []struct{ field, value, hint string }{
+		{"promise", w.Promise, "KRATIX_PROMISE_NAME or --promise"},
+		{"pipeline", w.Pipeline, "KRATIX_PIPELINE_NAME or --pipeline"},
+	}
+	if w.Type == ResourceWorkflow {
+		names = append(names,
+			struct{ field, value, hint string }{"name", w.Name, "KRATIX_OBJECT_NAME, --name or object.yaml"},
+			struct{ field, value, hint string }{"namespace", w.Namespace, "KRATIX_OBJECT_NAMESPACE, --namespace or object.yaml"})
+	}
+	for _, n := range names {
+		if n.value == "" {
+			return bad(n.field, "missing (set "+n.hint+")")
+		}
+		if errs := validation.IsDNS1123Subdomain(n.value); len(errs) > 0 {
+			return bad(n.field, fmt.Sprintf("%q is not a valid Kubernetes name: %s", n.value, strings.Join(errs, "; ")))
+		}
+	}
+	return nil
+}
+
+func validateSelector(s Selector) error {
+	_, err := asSelector(s)
+	return err
+}
+
+// CheckSelector validates a selector with Kubernetes' rules and returns it
+// in kubectl's notation.
+func CheckSelector(s Selector) (string, error) {
+	sel, err := asSelector(s)
+	if err != nil {
+		return "", err
+	}
+	return sel.String(), nil
+}
+
+// asSelector builds a Kubernetes label selector, with Kubernetes' own
+// validation of keys, values and operators.
+func asSelector(s Selector) (labels.Selector, error) {
+	sel := labels.NewSelector()
+	keys := make([]string, 0, len(s.MatchLabels))
+	for k := range s.MatchLabels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		r, err := labels.NewRequirement(k, selection.Equals, []string{s.MatchLabels[k]})
+		if err != nil {
+			return nil, fmt.Errorf("invalid selector: matchLabels: %v", err)
+		}
+		sel = sel.Add(*r)
+	}
+	for _, e := range s.MatchExpressions {
+		var op selection.Operator
+		switch e.Operator {
+		case "In":
+			op = selection.In
+		case "NotIn":
+			op = selection.NotIn
+		case "Exists":
+			op = selection.Exists
+		case "DoesNotExist":
+			op = selection.DoesNotExist
+		default:
+			return nil, fmt.Errorf("invalid selector: matchExpressions: key %s: operator %q is not In, NotIn, Exists or DoesNotExist", e.Key, e.Operator)
+		}
+		r, err := labels.NewRequirement(e.Key, op, e.Values)
+		if err != nil {
+			return nil, fmt.Errorf("invalid selector: matchExpressions: %v", err)
+		}
+		sel = sel.Add(*r)
+	}
+	return sel, nil
+}
+
+// filter says why d cannot take a group with selector s ("" if it can).
+// It follows Kratix: matchLabels is equality on every key; a group with no
+// selector matches every destination except strict ones that have labels.
+func filter(s Selector, d *Destination) string {
+	if s.Empty() {
+		if d.StrictMatchLabels && len(d.Labels) > 0 {
+			return "strictMatchLabels: the destination has labels and the group has no selector"
+		}
+		return ""
+	}
+	keys := make([]string, 0, len(s.MatchLabels))
+	for k := range s.MatchLabels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		want := s.MatchLabels[k]
+		got, ok := d.Labels[k]
+		if !ok {
+			return fmt.Sprintf("label %s=%s: the destination has no label %s", k, want, k)
+		}
+		if got != want {
+			return fmt.Sprintf("label %s=%s: the destination has %s=%s", k, want, k, got)
+		}
+	}
+	set := labels.Set(d.Labels)
+	for _, e := range s.MatchExpressions {
+		sel, err := asSelector(Selector{MatchExpressions: []Requirement{e}})
+		if err != nil {
+			return err.Error()
+		}
+		if !sel.Matches(set) {
+			have := "no label " + e.Key
+			if v, ok := d.Labels[e.Key]; ok {
+				have = e.Key + "=" + v
+			}
+			return fmt.Sprintf("expression %s: the destination has %s", sel.String(), have)
+		}
+	}
+	return ""
+}
+
+// schedule fills g's verdicts and destinations.
+func schedule(in Input, dests []Destination, byName map[string]*Destination, g *Group, plan *Plan) {
+	var candidates []int
+	for i := range dests {
+		d := &dests[i]
+		v := Verdict{Destination: d.Name, Reason: filter(g.Selector, d)}
+		if v.Reason == "" && d.Unschedulable && in.Workflow.Type == ResourceWorkflow {
+			v.Reason = "cordoned (spec.unschedulable): takes no new placements"
+		}
+		if v.Reason == "" {
+			candidates = append(candidates, len(g.Verdicts))
+		}
+		g.Verdicts = append(g.Verdicts, v)
+	}
+	if in.Workflow.Type == PromiseWorkflow {
+		// Dependencies go to every matching destination.
+		for _, i := range candidates {
+			g.Verdicts[i].Chosen = true
+			g.Destinations = append(g.Destinations, g.Verdicts[i].Destination)
+		}
+		return
+	}
+	// A placed resource stays where it is while its destination exists.
+	if prev := in.Previous[g.Directory]; len(prev) > 0 {
+		if d := byName[prev[0]]; d != nil {
+			g.Sticky = true
+			g.Destinations = []string{d.Name}
+			for i := range g.Verdicts {
+				v := &g.Verdicts[i]
+				if v.Destination != d.Name {
+					continue
+				}
+				v.Chosen = true
+				if v.Reason != "" {
+					plan.Warnings = append(plan.Warnings, fmt.Sprintf(
+						"group %s stays on destination %s where it was placed, although it no longer matches (%s); run `render drain` to move it",
+						g.Directory, d.Name, v.Reason))
+					v.Reason = ""
+				}
+			}
+			return
+		}
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("group %s was placed on destination %s, which no longer exists: placing it again", g.Directory, prev[0]))
+	}
+	if len(candidates) == 0 {
+		return
+	}
+	key := workloadKey(in.Workflow) + "#" + g.Directory
+	var best int
+	switch in.Strategy {
+	case Random:
+		r := rand.New(rand.NewPCG(in.Seed, stableHash(key)))
+		best = candidates[r.IntN(len(candidates))]
+	default:
+		best = -1
+		for _, i := range candidates {
+			v := &g.Verdicts[i]
+			v.Score = load(in, v.Destination)
+			if best < 0 || v.Score < g.Verdicts[best].Score ||
+				(v.Score == g.Verdicts[best].Score && stableHash(key+"@"+v.Destination) > stableHash(key+"@"+g.Verdicts[best].Destination)) {
+				best = i
+			}
+		}
+	}
+	g.Verdicts[best].Chosen = true
+	g.Destinations = []string{g.Verdicts[best].Destination}
+}
+
+// load is a candidate's score under the spread strategy: the resources of
+// the same flavour it holds, or all resources when there is no flavour.
+func load(in Input, dest string) int {
+	if in.Flavour != "" {
+		return in.Load.ByFlavour[in.Flavour][dest]
+	}
+	return in.Load.Total[dest]
+}
+
+func workloadKey(w Workflow) string {
+	return strings.Join([]string{string(w.Type), w.Namespace, w.Promise, w.Name, w.Pipeline}, "/")
+}
+
+// stableHash is FNV-1a: the same on every machine and every run, unlike
+// Go's map order or math/rand.
+func stableHash(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
