@@ -20,19 +20,27 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
-// LocalPath reports whether u names a repository on this machine, and its path.
+// LocalPath reports whether u names a repository on this machine, and its
+// absolute path: file:///abs/path, an absolute path, or file://rel/path and
+// ./rel/path, which are resolved from the current folder.
 func LocalPath(u string) (string, bool) {
-	if strings.HasPrefix(u, "file://") {
-		p, err := url.PathUnescape(strings.TrimPrefix(u, "file://"))
-		if err != nil {
+	var p string
+	switch {
+	case strings.HasPrefix(u, "file://"):
+		var err error
+		if p, err = url.PathUnescape(strings.TrimPrefix(u, "file://")); err != nil {
 			return "", false
 		}
-		return p, true
+	case strings.HasPrefix(u, "/"), strings.HasPrefix(u, "./"), strings.HasPrefix(u, "../"):
+		p = u
+	default:
+		return "", false
 	}
-	if strings.HasPrefix(u, "/") {
-		return u, true
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", false
 	}
-	return "", false
+	return abs, true
 }
 
 // localRepo writes a bare repository on this machine in place.

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/render-dev/render/internal/engine"
+	"github.com/render-dev/render/renderer"
+)
+
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}
+
+// writeText prints what a person reads: where each group went, and what
+// each store did (or, with --dry-run, would do) per destination.
+func writeText(w io.Writer, rep *engine.Report, explain bool) {
+	if rep.Plan == nil {
+		for _, s := range rep.Stores {
+			if s.Err != nil {
+				fmt.Fprintf(w, "%s: not written\n", s.Store)
+			}
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s: %s\n", rep.Workflow.Action, rep.Workflow)
+	for _, g := range rep.Plan.Groups {
+		dest := strings.Join(g.Destinations, ", ")
+		switch {
+		case g.Unscheduled():
+			dest = "UNSCHEDULED"
+		case g.Sticky:
+			dest += " (kept from an earlier render)"
+		}
+		fmt.Fprintf(w, "  group %s (%s, %d files, selector %s) -> %s\n", g.Directory, g.ID, len(g.Files), g.Selector, dest)
+		if explain || g.Unscheduled() {
+			for _, v := range g.Verdicts {
+				fmt.Fprintf(w, "      %s\n", verdictLine(v))
+			}
+		}
+	}
+	for _, warn := range rep.Plan.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	for _, s := range rep.Stores {
+		r := s.Result
+		switch {
+		case s.Err != nil:
+			fmt.Fprintf(w, "%s: FAILED\n", s.Store)
+			continue
+		case rep.DryRun && r.Updated:
+			fmt.Fprintf(w, "%s: would write %d added, %d changed, %d deleted\n", s.Store, len(r.Added), len(r.Changed), len(r.Deleted))
+		case rep.DryRun:
+			fmt.Fprintf(w, "%s: nothing would change\n", s.Store)
+		case r.Updated:
+			fmt.Fprintf(w, "%s: wrote %s (%d added, %d changed, %d deleted)\n", s.Store, short(r.Revision), len(r.Added), len(r.Changed), len(r.Deleted))
+		default:
+			fmt.Fprintf(w, "%s: up to date\n", s.Store)
+		}
+		if rep.DryRun {
+			for _, d := range s.Destinations {
+				fmt.Fprintf(w, "  destination %s (%s):\n", d.Destination, d.Path)
+				for _, f := range d.Added {
+					fmt.Fprintf(w, "    + %s\n", f)
+				}
+				for _, f := range d.Changed {
+					fmt.Fprintf(w, "    ~ %s\n", f)
+				}
+				for _, f := range d.Deleted {
+					fmt.Fprintf(w, "    - %s\n", f)
+				}
+			}
+		}
+	}
+}
+
+func verdictLine(v renderer.Verdict) string {
+	switch {
+	case v.Reason != "":
+		return fmt.Sprintf("%-20s filtered out: %s", v.Destination, v.Reason)
+	case v.Chosen:
+		return fmt.Sprintf("%-20s chosen (score %d)", v.Destination, v.Score)
+	default:
+		return fmt.Sprintf("%-20s candidate (score %d)", v.Destination, v.Score)
+	}
+}
+
+// unscheduledLine is the one-line reason a group went nowhere.
+func unscheduledLine(g renderer.Group) string {
+	var reasons []string
+	for _, v := range g.Verdicts {
+		if v.Reason != "" {
+			reasons = append(reasons, v.Destination+": "+v.Reason)
+		}
+	}
+	if len(reasons) == 0 {
+		reasons = append(reasons, "there are no destinations")
+	}
+	return fmt.Sprintf("group %s is unscheduled: no destination matches selector %s (%s)", g.Directory, g.Selector, strings.Join(reasons, "; "))
+}
+
+type jsonVerdict struct {
+	Destination string `json:"destination"`
+	Filtered    string `json:"filtered,omitempty"`
+	Score       int    `json:"score"`
+	Chosen      bool   `json:"chosen"`
+}
+
+type jsonGroup struct {
+	Directory    string        `json:"directory"`
+	ID           string        `json:"id"`
+	Files        []string      `json:"files"`
+	Selector     string        `json:"selector"`
+	Destinations []string      `json:"destinations"`
+	Unscheduled  bool          `json:"unscheduled"`
+	Kept         bool          `json:"kept"`
+	Verdicts     []jsonVerdict `json:"verdicts"`
+}
+
+type jsonDest struct {
+	Destination string   `json:"destination"`
+	Path        string   `json:"path"`
+	Added       []string `json:"added"`
+	Changed     []string `json:"changed"`
+	Deleted     []string `json:"deleted"`
+}
+
+type jsonStore struct {
+	Store        string     `json:"store"`
+	Description  string     `json:"description"`
+	Updated      bool       `json:"updated"`
+	Revision     string     `json:"revision,omitempty"`
+	Attempts     int        `json:"attempts,omitempty"`
+	Error        string     `json:"error,omitempty"`
+	Destinations []jsonDest `json:"destinations"`
+}
+
+type jsonReport struct {
+	Workflow struct {
+		Type      string `json:"type"`
+		Action    string `json:"action"`
+		Promise   string `json:"promise"`
+		Pipeline  string `json:"pipeline"`
+		Name      string `json:"name,omitempty"`
+		Namespace string `json:"namespace,omitempty"`
+	} `json:"workflow"`
+	DryRun   bool        `json:"dryRun"`
+	Groups   []jsonGroup `json:"groups"`
+	Stores   []jsonStore `json:"stores"`
+	Warnings []string    `json:"warnings"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func writeJSON(w io.Writer, rep *engine.Report) error {
+	var out jsonReport
+	out.Workflow.Type, out.Workflow.Action = string(rep.Workflow.Type), string(rep.Workflow.Action)
+	out.Workflow.Promise, out.Workflow.Pipeline = rep.Workflow.Promise, rep.Workflow.Pipeline
+	out.Workflow.Name, out.Workflow.Namespace = rep.Workflow.Name, rep.Workflow.Namespace
+	out.DryRun = rep.DryRun
+	out.Groups, out.Stores, out.Warnings = []jsonGroup{}, []jsonStore{}, []string{}
+	if rep.Plan != nil {
+		out.Warnings = nonNil(rep.Plan.Warnings)
+		for _, g := range rep.Plan.Groups {
+			jg := jsonGroup{Directory: g.Directory, ID: g.ID, Files: nonNil(g.Files), Selector: g.Selector.String(),
+				Destinations: nonNil(g.Destinations), Unscheduled: g.Unscheduled(), Kept: g.Sticky, Verdicts: []jsonVerdict{}}
+			for _, v := range g.Verdicts {
+				jg.Verdicts = append(jg.Verdicts, jsonVerdict{Destination: v.Destination, Filtered: v.Reason, Score: v.Score, Chosen: v.Chosen})
+			}
+			out.Groups = append(out.Groups, jg)
+		}
+	}
+	for _, s := range rep.Stores {
+		js := jsonStore{Store: s.Store.String(), Description: s.Name, Updated: s.Result.Updated, Attempts: s.Result.Attempts, Destinations: []jsonDest{}}
+		if s.Result.Updated && !rep.DryRun {
+			js.Revision = s.Result.Revision
+		}
+		if s.Err != nil {
+			js.Error = s.Err.Error()
+		}
+		for _, d := range s.Destinations {
+			js.Destinations = append(js.Destinations, jsonDest{Destination: d.Destination, Path: d.Path,
+				Added: nonNil(d.Added), Changed: nonNil(d.Changed), Deleted: nonNil(d.Deleted)})
+		}
+		out.Stores = append(out.Stores, js)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(&out)
+}

@@ -1,0 +1,457 @@
+// Package engine runs one render end to end: it loads and validates every
+// input, reads what the stores remember, calls the pure renderer, and
+// applies one update per store. It holds store clients between renders, so
+// watch mode keeps its clones. It prints nothing; the CLI reports.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
+)
+
+// Options configure an Engine. The CLI fills them from flags.
+type Options struct {
+	OutputDir, MetadataDir, InputDir string
+	Platform                         []string
+	SecretsDir                       string
+	// Identity holds the workflow identity flags that were set, by flag name
+	// (workflow-type, action, promise, pipeline, name, namespace).
+	Identity map[string]string
+	Getenv   func(string) string
+	DryRun   bool
+	Strategy renderer.Strategy
+	// FlavourKey is the label on the resource request that names its flavour.
+	FlavourKey string
+	// RetryDeadline bounds how long an unreachable store is retried.
+	RetryDeadline time.Duration
+	Version       string
+	Seed          uint64
+	Log           *slog.Logger
+}
+
+// Engine renders; it may be used for many renders, one at a time.
+type Engine struct {
+	opts   Options
+	log    *slog.Logger
+	mu     sync.Mutex
+	stores map[renderer.StoreRef]keptStore
+}
+
+type keptStore struct {
+	key   string
+	store statestore.Store
+}
+
+// New makes an Engine.
+func New(opts Options) *Engine {
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.FlavourKey == "" {
+		opts.FlavourKey = "flavour"
+	}
+	if opts.Strategy == "" {
+		opts.Strategy = renderer.Spread
+	}
+	return &Engine{opts: opts, log: opts.Log, stores: map[renderer.StoreRef]keptStore{}}
+}
+
+// Close releases every kept store client.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for ref, k := range e.stores {
+		errs = append(errs, k.store.Close())
+		delete(e.stores, ref)
+	}
+	return errors.Join(errs...)
+}
+
+// Report is what a render did.
+type Report struct {
+	Workflow renderer.Workflow
+	Plan     *renderer.Plan
+	Stores   []StoreReport
+	DryRun   bool
+	Duration time.Duration
+	Files    int // files read from the output
+}
+
+// StoreReport is one store's outcome.
+type StoreReport struct {
+	Store  renderer.StoreRef
+	Name   string // the store's own description (URL, branch or bucket)
+	Result statestore.Result
+	Err    error
+	// Destinations maps destination name to its share of the diff.
+	Destinations []DestinationDiff
+}
+
+// DestinationDiff is the part of a store's diff inside one destination,
+// with paths relative to the destination.
+type DestinationDiff struct {
+	Destination string
+	Path        string
+	statestore.Diff
+}
+
+// Failed returns the stores that failed.
+func (r *Report) Failed() []StoreReport {
+	var out []StoreReport
+	for _, s := range r.Stores {
+		if s.Err != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Inputs is everything loaded from disk for one render.
+type Inputs struct {
+	Platform  *inputs.Platform
+	Input     renderer.Input
+	Object    *inputs.Object
+	Selectors []renderer.SelectorEntry
+}
+
+// Load reads and validates every input. Its errors are InputErrors.
+func (e *Engine) Load() (*Inputs, error) {
+	o := e.opts
+	plat, err := inputs.LoadPlatform(o.Platform, o.SecretsDir)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := inputs.LoadObject(o.InputDir)
+	if err != nil {
+		return nil, err
+	}
+	wf := inputs.Identity(o.Getenv, o.Identity, obj)
+	if err := renderer.ValidateWorkflow(wf); err != nil {
+		return nil, err
+	}
+	in := renderer.Input{Workflow: wf, Destinations: plat.Destinations, Strategy: o.Strategy, Seed: o.Seed}
+	if pr := plat.Promises[wf.Promise]; pr != nil {
+		in.Promise = pr
+	}
+	if wf.Type == renderer.ResourceWorkflow && obj != nil {
+		in.Flavour = obj.Labels[o.FlavourKey]
+	}
+	res := &Inputs{Platform: plat, Object: obj}
+	if wf.Action == renderer.Delete {
+		res.Input = in
+		return res, nil
+	}
+	sels, selFile, err := inputs.LoadSelectors(o.MetadataDir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := inputs.ScanOutput(o.OutputDir)
+	if err != nil {
+		return nil, err
+	}
+	in.Selectors, in.SelectorsFile = sels, selFile
+	in.Output, in.OutputDirs = out.Files, out.Dirs
+	res.Input = in
+	res.Selectors = sels
+	return res, nil
+}
+
+// Render runs one whole render. A returned error is an InputError (nothing
+// was written); store failures are in the Report.
+func (e *Engine) Render(ctx context.Context) (*Report, error) {
+	start := time.Now()
+	ld, err := e.Load()
+	if err != nil {
+		return nil, err
+	}
+	in := ld.Input
+	wf := in.Workflow
+
+	// Every store any destination uses: records are read from all of them.
+	refs := storeRefs(ld.Platform)
+	stores, err := e.open(ld.Platform, refs)
+	if err != nil {
+		return nil, err
+	}
+	// Validate the selectors and layout before any store is contacted.
+	if _, err := renderer.Render(in); err != nil {
+		return nil, err
+	}
+
+	recs, failed := e.readRecords(ctx, stores)
+	report := &Report{Workflow: wf, DryRun: e.opts.DryRun, Files: len(in.Output)}
+	if len(failed) > 0 {
+		// Without every store's records, placements could be duplicated or
+		// files orphaned: write nothing rather than guess.
+		for ref, err := range failed {
+			report.Stores = append(report.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: err})
+		}
+		sort.Slice(report.Stores, func(i, j int) bool { return report.Stores[i].Store.String() < report.Stores[j].Store.String() })
+		report.Duration = time.Since(start)
+		return report, nil
+	}
+	key := workloadKey(wf)
+	holders := applyRecords(&in, recs, key)
+
+	plan, err := renderer.Render(in)
+	if err != nil {
+		return nil, err
+	}
+	report.Plan = plan
+
+	updates := map[renderer.StoreRef]statestore.Update{}
+	record := e.record(wf, in, plan, ld.Selectors)
+	for _, w := range plan.Writes {
+		updates[w.Store] = statestore.Update{
+			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates,
+			Destinations: w.Destinations, Record: record,
+		}
+	}
+	// Promise workflows leave their record in every store, so that resource
+	// workflows inherit their root selector even when they wrote no files.
+	if wf.Type == renderer.PromiseWorkflow && wf.Action == renderer.Configure && len(record.DefaultSelector) > 0 {
+		for ref := range stores {
+			if _, ok := updates[ref]; !ok {
+				updates[ref] = statestore.Update{Workload: key, Record: record}
+			}
+		}
+	}
+	// Stores that held this workload and get nothing now lose its files.
+	for ref := range holders {
+		if _, ok := updates[ref]; !ok {
+			updates[ref] = statestore.Update{Workload: key}
+		}
+	}
+	msg := message(wf, e.opts.Version)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for ref, u := range updates {
+		u.Message = msg
+		u.DryRun = e.opts.DryRun
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := stores[ref]
+			res, err := st.Apply(ctx, u)
+			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: err}
+			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
+			mu.Lock()
+			report.Stores = append(report.Stores, sr)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Slice(report.Stores, func(i, j int) bool { return report.Stores[i].Store.String() < report.Stores[j].Store.String() })
+	report.Duration = time.Since(start)
+	return report, nil
+}
+
+// open returns a client per store, reusing kept ones whose configuration
+// is unchanged.
+func (e *Engine) open(p *inputs.Platform, refs []renderer.StoreRef) (map[renderer.StoreRef]statestore.Store, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[renderer.StoreRef]statestore.Store{}
+	for _, ref := range refs {
+		s, key, err := e.openStore(p, ref)
+		if err != nil {
+			return nil, err
+		}
+		if kept, ok := e.stores[ref]; ok && kept.key == key {
+			s.Close()
+			out[ref] = kept.store
+			continue
+		}
+		if kept, ok := e.stores[ref]; ok {
+			kept.store.Close()
+		}
+		e.stores[ref] = keptStore{key: key, store: s}
+		out[ref] = s
+	}
+	return out, nil
+}
+
+func storeRefs(p *inputs.Platform) []renderer.StoreRef {
+	seen := map[renderer.StoreRef]bool{}
+	var refs []renderer.StoreRef
+	for _, d := range p.Destinations {
+		if !seen[d.Store] {
+			seen[d.Store] = true
+			refs = append(refs, d.Store)
+		}
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	return refs
+}
+
+func (e *Engine) readRecords(ctx context.Context, stores map[renderer.StoreRef]statestore.Store) (map[renderer.StoreRef][]statestore.Record, map[renderer.StoreRef]error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	recs := map[renderer.StoreRef][]statestore.Record{}
+	failed := map[renderer.StoreRef]error{}
+	for ref, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.Records(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed[ref] = err
+				return
+			}
+			recs[ref] = r
+		}()
+	}
+	wg.Wait()
+	return recs, failed
+}
+
+// applyRecords fills what the renderer needs from the stores' records:
+// earlier placements, the promise workflow's selector and the load per
+// destination. It returns the stores that hold this workload.
+func applyRecords(in *renderer.Input, recs map[renderer.StoreRef][]statestore.Record, key string) map[renderer.StoreRef]bool {
+	holders := map[renderer.StoreRef]bool{}
+	in.Load = renderer.Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}
+	counted := map[string]bool{}
+	var promiseSelectors []statestore.Record
+	refs := make([]renderer.StoreRef, 0, len(recs))
+	for ref := range recs {
+		refs = append(refs, ref)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	for _, ref := range refs {
+		for _, r := range recs[ref] {
+			if r.Workload == key {
+				holders[ref] = true
+				if in.Previous == nil && len(r.Placements) > 0 {
+					in.Previous = map[string][]string{}
+					for _, p := range r.Placements {
+						in.Previous[p.Group] = p.Destinations
+					}
+				}
+				continue
+			}
+			if r.Type == string(renderer.PromiseWorkflow) && r.Promise == in.Workflow.Promise && len(r.DefaultSelector) > 0 {
+				promiseSelectors = append(promiseSelectors, r)
+			}
+			if r.Type == string(renderer.ResourceWorkflow) && !counted[r.Workload] {
+				counted[r.Workload] = true
+				for _, p := range r.Placements {
+					for _, d := range p.Destinations {
+						in.Load.Total[d]++
+						if r.Flavour != "" {
+							if in.Load.ByFlavour[r.Flavour] == nil {
+								in.Load.ByFlavour[r.Flavour] = map[string]int{}
+							}
+							in.Load.ByFlavour[r.Flavour][d]++
+						}
+					}
+				}
+			}
+		}
+	}
+	if in.Workflow.Type == renderer.ResourceWorkflow && len(promiseSelectors) > 0 {
+		sort.Slice(promiseSelectors, func(i, j int) bool { return promiseSelectors[i].Workload < promiseSelectors[j].Workload })
+		in.PromiseWorkflowSelector = map[string]string{}
+		for _, r := range promiseSelectors {
+			for k, v := range r.DefaultSelector {
+				if _, ok := in.PromiseWorkflowSelector[k]; !ok {
+					in.PromiseWorkflowSelector[k] = v
+				}
+			}
+		}
+	}
+	return holders
+}
+
+func (e *Engine) record(wf renderer.Workflow, in renderer.Input, plan *renderer.Plan, sels []renderer.SelectorEntry) *statestore.Record {
+	r := &statestore.Record{
+		Type: string(wf.Type), Promise: wf.Promise, Pipeline: wf.Pipeline,
+		Placements: plan.Placements(),
+	}
+	if wf.Type == renderer.ResourceWorkflow {
+		r.Namespace, r.Name, r.Flavour = wf.Namespace, wf.Name, in.Flavour
+	}
+	if wf.Type == renderer.PromiseWorkflow {
+		for _, s := range sels {
+			if s.Directory == "" {
+				for k, v := range s.MatchLabels {
+					if r.DefaultSelector == nil {
+						r.DefaultSelector = map[string]string{}
+					}
+					r.DefaultSelector[k] = v
+				}
+			}
+		}
+	}
+	return r
+}
+
+func workloadKey(w renderer.Workflow) string {
+	return statestore.WorkloadKey(string(w.Type), w.Promise, w.Namespace, w.Name, w.Pipeline)
+}
+
+func message(w renderer.Workflow, version string) statestore.Message {
+	m := statestore.Message{}
+	if w.Type == renderer.PromiseWorkflow {
+		m.Subject = fmt.Sprintf("render: %s promise %s (pipeline %s)", w.Action, w.Promise, w.Pipeline)
+	} else {
+		m.Subject = fmt.Sprintf("render: %s resource %s/%s of promise %s (pipeline %s)", w.Action, w.Namespace, w.Name, w.Promise, w.Pipeline)
+	}
+	add := func(k, v string) {
+		if v != "" {
+			m.Trailers = append(m.Trailers, statestore.Trailer{Key: k, Value: v})
+		}
+	}
+	add("Render-Workflow-Type", string(w.Type))
+	add("Render-Action", string(w.Action))
+	add("Render-Promise", w.Promise)
+	if w.Type == renderer.ResourceWorkflow {
+		add("Render-Resource", w.Name)
+		add("Render-Namespace", w.Namespace)
+	}
+	add("Render-Pipeline", w.Pipeline)
+	add("Render-Version", version)
+	return m
+}
+
+// splitByDestination groups a store's diff by destination folder.
+func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.Diff) []DestinationDiff {
+	var out []DestinationDiff
+	for _, dest := range p.Destinations {
+		if dest.Store != ref {
+			continue
+		}
+		dd := DestinationDiff{Destination: dest.Name, Path: dest.Path}
+		pick := func(list []string) []string {
+			var r []string
+			for _, f := range list {
+				if strings.HasPrefix(f, dest.Path+"/") {
+					r = append(r, strings.TrimPrefix(f, dest.Path+"/"))
+				}
+			}
+			return r
+		}
+		dd.Added, dd.Changed, dd.Deleted = pick(d.Added), pick(d.Changed), pick(d.Deleted)
+		if len(dd.Added)+len(dd.Changed)+len(dd.Deleted) > 0 {
+			out = append(out, dd)
+		}
+	}
+	return out
+}

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/gitstore"
+)
+
+// openStore builds the client for one store from the platform
+// configuration. Problems with the configuration (a missing secret or key)
+// are InputErrors: they are known before anything is written.
+func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestore.Store, string, error) {
+	switch ref.Kind {
+	case "GitStateStore":
+		gs := p.GitStores[ref.Name]
+		cfg := gitstore.Config{
+			Name: ref.String(), URL: gs.URL, Branch: gs.Branch, Path: gs.Path,
+			AuthorName: gs.GitAuthor.Name, AuthorEmail: gs.GitAuthor.Email,
+			InsecureSkipTLS: gs.InsecureSkipTLSVerify,
+			RetryDeadline:   e.opts.RetryDeadline,
+		}
+		where := "GitStateStore " + gs.Name
+		if _, local := gitstore.LocalPath(gs.URL); !local {
+			secret, err := e.secret(p, gs.File, where, gs.SecretRef, gs.AuthMethod != "")
+			if err != nil {
+				return nil, "", err
+			}
+			if cfg.Auth, err = gitAuth(gs, secret, where); err != nil {
+				return nil, "", err
+			}
+			if ca, ok := secret["ca.crt"]; ok {
+				cfg.CABundle = ca
+			}
+		}
+		if gs.InsecureSkipTLSVerify {
+			e.log.Warn("TLS verification is off for this store (insecureSkipTLSVerify: true)", "store", ref.String())
+		}
+		s, err := gitstore.New(cfg)
+		if err != nil {
+			return nil, "", &renderer.InputError{File: gs.File, Where: where, Msg: err.Error()}
+		}
+		return s, gitKey(gs) + secretDigest(secretOrNil(p, gs.SecretRef)), nil
+	case "BucketStateStore":
+		bs := p.BucketStores[ref.Name]
+		return e.openBucket(p, ref, bs)
+	}
+	return nil, "", fmt.Errorf("unknown store kind %s", ref.Kind)
+}
+
+// secret resolves a secretRef; required says whether the store needs one.
+func (e *Engine) secret(p *inputs.Platform, file, where string, ref *inputs.SecretRef, required bool) (map[string][]byte, error) {
+	if ref == nil {
+		if required {
+			return nil, &renderer.InputError{File: file, Where: where, Msg: "spec.secretRef is required for this authMethod"}
+		}
+		return nil, nil
+	}
+	s, ok := p.Secret(ref)
+	if !ok {
+		hint := "define a Secret document"
+		if e.opts.SecretsDir != "" {
+			hint += " or mount it as " + e.opts.SecretsDir + "/" + ref.Name + "/<key>"
+		} else {
+			hint += " or pass --secrets-dir"
+		}
+		return nil, &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("secret %q (spec.secretRef) was not found: %s", ref.Name, hint)}
+	}
+	return s, nil
+}
+
+func gitAuth(gs *inputs.GitStateStore, secret map[string][]byte, where string) (transport.AuthMethod, error) {
+	need := func(keys ...string) error {
+		for _, k := range keys {
+			if len(secret[k]) == 0 {
+				return &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("secret %s has no key %q, which authMethod %s needs", gs.SecretRef.Name, k, gs.AuthMethod)}
+			}
+		}
+		return nil
+	}
+	switch gs.AuthMethod {
+	case "":
+		return nil, nil
+	case "basicAuth":
+		if err := need("username", "password"); err != nil {
+			return nil, err
+		}
+		return &githttp.BasicAuth{Username: strings.TrimSpace(string(secret["username"])), Password: strings.TrimSpace(string(secret["password"]))}, nil
+	case "ssh":
+		if err := need("sshPrivateKey", "knownHosts"); err != nil {
+			return nil, err
+		}
+		user := "git"
+		if i := strings.Index(gs.URL, "@"); i > 0 {
+			u := gs.URL[:i]
+			u = u[strings.LastIndex(u, "/")+1:]
+			if u != "" {
+				user = u
+			}
+		}
+		keys, err := gitssh.NewPublicKeys(user, secret["sshPrivateKey"], "")
+		if err != nil {
+			return nil, &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("secret %s: sshPrivateKey cannot be parsed: %v", gs.SecretRef.Name, redactKeyErr(err))}
+		}
+		cb, err := knownHostsCallback(secret["knownHosts"])
+		if err != nil {
+			return nil, &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("secret %s: knownHosts: %v", gs.SecretRef.Name, err)}
+		}
+		keys.HostKeyCallback = cb
+		return keys, nil
+	}
+	return nil, &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("authMethod %q is unknown", gs.AuthMethod)}
+}
+
+func redactKeyErr(err error) string {
+	s := err.Error()
+	if len(s) > 120 {
+		s = s[:120]
+	}
+	return s
+}
+
+// knownHostsCallback verifies host keys against the secret's known_hosts lines.
+func knownHostsCallback(data []byte) (ssh.HostKeyCallback, error) {
+	f, err := os.CreateTemp("", "render-known-hosts-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return nil, err
+	}
+	f.Close()
+	cb, err := gitssh.NewKnownHostsCallback(f.Name())
+	if err != nil {
+		return nil, err
+	}
+	return cb, nil
+}
+
+// gitKey identifies a store's configuration, so a kept client is reused
+// only while its configuration is unchanged.
+func gitKey(gs *inputs.GitStateStore) string {
+	return fmt.Sprintf("git|%s|%s|%s|%s|%t", gs.URL, gs.Branch, gs.Path, gs.AuthMethod, gs.InsecureSkipTLSVerify)
+}
+
+func secretOrNil(p *inputs.Platform, ref *inputs.SecretRef) map[string][]byte {
+	s, _ := p.Secret(ref)
+	return s
+}
+
+// secretDigest lets a kept client notice rotated credentials without
+// keeping or printing them.
+func secretDigest(s map[string][]byte) string {
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s=%x;", k, s[k])
+	}
+	return fmt.Sprintf("|%x", h.Sum(nil)[:8])
+}
