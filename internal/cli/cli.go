@@ -61,7 +61,12 @@ type renderOptions struct {
 	LogFormat               string
 	LogLevel                string
 	Explain                 bool
-	flags                   *pflag.FlagSet
+	// Watch mode (see watch.go).
+	Watch       bool
+	QuietPeriod time.Duration
+	MaxWait     time.Duration
+	MetricsAddr string
+	flags       *pflag.FlagSet
 }
 
 var identityFlags = []struct{ name, env, help string }{
@@ -93,6 +98,10 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.Explain, "explain", false, "print, per group, every destination with why it was filtered out or its score")
+	fs.BoolVar(&o.Watch, "watch", false, "keep running: render whenever the output, metadata or platform folders settle; on SIGTERM render once more and exit 0")
+	fs.DurationVar(&o.QuietPeriod, "quiet-period", 150*time.Millisecond, "with --watch: how long the inputs must be quiet before a render")
+	fs.DurationVar(&o.MaxWait, "max-wait", 5*time.Second, "with --watch: the longest a render waits for quiet while changes keep coming")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. :9090)")
 }
 
 // Validate checks the flags' values.
@@ -117,6 +126,12 @@ func (o *renderOptions) Validate() error {
 	}
 	if o.RetryDeadline <= 0 {
 		return bad("--retry-deadline must be positive")
+	}
+	if o.Watch && (o.QuietPeriod <= 0 || o.MaxWait < o.QuietPeriod) {
+		return bad("--quiet-period must be positive and --max-wait at least as long")
+	}
+	if o.Watch && o.DryRun {
+		return bad("--watch and --dry-run do not go together")
 	}
 	return nil
 }
@@ -207,6 +222,9 @@ func Main(ctx context.Context, args []string, io IO) int {
 // runRender is one render, or a watch loop with --watch.
 func runRender(ctx context.Context, o *renderOptions, io IO) error {
 	log := newLogger(io.Err, o.LogFormat, o.LogLevel)
+	if o.Watch {
+		return runWatch(ctx, o, io, log)
+	}
 	eng := engine.New(o.engineOptions(io, log))
 	defer eng.Close()
 	rep, err := eng.Render(ctx)

@@ -98,6 +98,8 @@ type StoreReport struct {
 	Name   string // the store's own description (URL, branch or bucket)
 	Result statestore.Result
 	Err    error
+	// Duration is how long the store's write (or its failed read) took.
+	Duration time.Duration
 	// Destinations maps destination name to its share of the diff.
 	Destinations []DestinationDiff
 }
@@ -247,8 +249,9 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			st := stores[ref]
+			t0 := time.Now()
 			res, err := st.Apply(ctx, u)
-			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: err}
+			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: err, Duration: time.Since(t0)}
 			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
 			mu.Lock()
 			report.Stores = append(report.Stores, sr)
