@@ -124,8 +124,8 @@ type Destination struct {
 
 // Promise is the part of a Promise that scheduling reads.
 type Promise struct {
-	Name                 string
-	DestinationSelectors []Selector
+	Name                 string     `yaml:"name"`
+	DestinationSelectors []Selector `yaml:"destinationSelectors"`
 }
 
 // Strategy chooses among the destinations that match a resource's group.
