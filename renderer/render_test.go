@@ -137,8 +137,8 @@ func equal(t *testing.T, got, want any) {
 // Promise's; document-0.yaml and some-dir/ follow the Promise.
 func TestDirectoryBasedExample(t *testing.T) {
 	in := Input{
-		Workflow: promiseWF(),
-		Output:   files("document-0.yaml", "some-dir/document-1.yaml", "scheduled-dir/document-2.yaml", "scheduled-dir/document-3.yaml"),
+		Workflow:  promiseWF(),
+		Output:    files("document-0.yaml", "some-dir/document-1.yaml", "scheduled-dir/document-2.yaml", "scheduled-dir/document-3.yaml"),
 		Selectors: []SelectorEntry{{Directory: "scheduled-dir", Selector: Selector{MatchLabels: map[string]string{"workflow": "subdir"}}}},
 		Promise:   &Promise{Name: "jenkins", DestinationSelectors: []Selector{{MatchLabels: map[string]string{"promise": "label"}}}},
 		Destinations: []Destination{

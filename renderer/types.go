@@ -143,10 +143,10 @@ const (
 
 // Input is everything a render reads, as values.
 type Input struct {
-	Workflow  Workflow
-	Output    []File
+	Workflow   Workflow
+	Output     []File
 	OutputDirs []string // top-level folders of the output, even empty ones
-	Selectors []SelectorEntry
+	Selectors  []SelectorEntry
 	// SelectorsFile names destination-selectors.yaml in messages.
 	SelectorsFile string
 	Destinations  []Destination
