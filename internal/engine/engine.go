@@ -49,8 +49,24 @@ type Engine struct {
 }
 
 type keptStore struct {
-	key   string
-	store statestore.Store
+	key    string
+	store  statestore.Store
+	secret string // the secret its credentials come from, for messages
+}
+
+// annotate adds what the user needs to act on a store error: which secret
+// was refused.
+func (e *Engine) annotate(ref renderer.StoreRef, err error) error {
+	if err == nil || !errors.Is(err, statestore.ErrAuth) {
+		return err
+	}
+	e.mu.Lock()
+	secret := e.stores[ref].secret
+	e.mu.Unlock()
+	if secret == "" {
+		return fmt.Errorf("%w (the store has no secretRef: set authMethod and secretRef)", err)
+	}
+	return fmt.Errorf("%w (credentials from secret %s)", err, secret)
 }
 
 // New makes an Engine.
@@ -201,7 +217,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		// Without every store's records, placements could be duplicated or
 		// files orphaned: write nothing rather than guess.
 		for ref, err := range failed {
-			report.Stores = append(report.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: err})
+			report.Stores = append(report.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: e.annotate(ref, err)})
 		}
 		sort.Slice(report.Stores, func(i, j int) bool { return report.Stores[i].Store.String() < report.Stores[j].Store.String() })
 		report.Duration = time.Since(start)
@@ -251,7 +267,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 			st := stores[ref]
 			t0 := time.Now()
 			res, err := st.Apply(ctx, u)
-			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: err, Duration: time.Since(t0)}
+			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
 			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
 			mu.Lock()
 			report.Stores = append(report.Stores, sr)
@@ -283,10 +299,27 @@ func (e *Engine) open(p *inputs.Platform, refs []renderer.StoreRef) (map[rendere
 		if kept, ok := e.stores[ref]; ok {
 			kept.store.Close()
 		}
-		e.stores[ref] = keptStore{key: key, store: s}
+		e.stores[ref] = keptStore{key: key, store: s, secret: secretName(p, ref)}
 		out[ref] = s
 	}
 	return out, nil
+}
+
+func secretName(p *inputs.Platform, ref renderer.StoreRef) string {
+	var sr *inputs.SecretRef
+	switch ref.Kind {
+	case "GitStateStore":
+		sr = p.GitStores[ref.Name].SecretRef
+	case "BucketStateStore":
+		sr = p.BucketStores[ref.Name].SecretRef
+	}
+	if sr == nil {
+		return ""
+	}
+	if sr.Namespace != "" {
+		return sr.Namespace + "/" + sr.Name
+	}
+	return sr.Name
 }
 
 func storeRefs(p *inputs.Platform) []renderer.StoreRef {

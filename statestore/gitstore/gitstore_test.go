@@ -1,9 +1,14 @@
 package gitstore
 
 import (
+	"context"
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/storetest"
@@ -59,4 +64,55 @@ func mustNewRemote(t *testing.T, cfg Config) *Store {
 	s := mustNew(t, cfg)
 	s.repo = newRemoteRepo(s.cfg)
 	return s
+}
+
+// TestRejectedPushCarriesServerMessage: a pre-receive hook's refusal is not
+// a lost race; it is returned at once with the hook's own words.
+func TestRejectedPushCarriesServerMessage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state.git")
+	if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	hook := filepath.Join(dir, "hooks", "pre-receive")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'policy: main is frozen for the release' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := mustNewRemote(t, Config{URL: "file://" + dir, MaxAttempts: 3})
+	res, err := s.Apply(context.Background(), statestore.Update{
+		Workload: "w/a", Files: map[string][]byte{"d/a.yaml": []byte("a\n")},
+		Record: &statestore.Record{}, Message: statestore.Message{Subject: "test"},
+	})
+	if !errors.Is(err, statestore.ErrRejected) {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+	if !strings.Contains(err.Error(), "main is frozen for the release") {
+		t.Fatalf("error does not carry the hook's message: %v", err)
+	}
+	if !strings.Contains(err.Error(), s.String()) {
+		t.Fatalf("error does not name the store: %v", err)
+	}
+	if res.Attempts != 1 {
+		t.Fatalf("a refusal was retried as a race: %d attempts", res.Attempts)
+	}
+}
+
+// TestUnreachableRemoteGivesUp: a closed port is retried until the
+// deadline, then reported as unreachable.
+func TestUnreachableRemoteGivesUp(t *testing.T) {
+	s := mustNew(t, Config{URL: "http://127.0.0.1:1/state.git", RetryDeadline: 300 * time.Millisecond})
+	_, err := s.Records(context.Background())
+	if !errors.Is(err, statestore.ErrUnreachable) {
+		t.Fatalf("err = %v, want ErrUnreachable", err)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for _, in := range []string{
+		"https://user:s3cret@git.example.com/x.git",
+		"failed: Get \"https://user:s3cret@host/x\": dial tcp",
+	} {
+		if out := RedactURL(in); strings.Contains(out, "s3cret") {
+			t.Errorf("RedactURL(%q) = %q", in, out)
+		}
+	}
 }

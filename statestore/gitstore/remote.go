@@ -99,12 +99,17 @@ func (r *remoteRepo) publish(ctx context.Context, objs storer.EncodedObjectStore
 		return err
 	}
 	spec := config.RefSpec(fmt.Sprintf("%s:%s", local, r.branch))
+	// The server's own words (a pre-receive hook's output) arrive on the
+	// sideband; keep them for the error message.
+	var server strings.Builder
 	err := r.retry(ctx, func() error {
+		server.Reset()
 		return r.remote.PushContext(ctx, &git.PushOptions{
 			RefSpecs:        []config.RefSpec{spec},
 			Auth:            r.cfg.Auth,
 			CABundle:        r.cfg.CABundle,
 			InsecureSkipTLS: r.cfg.InsecureSkipTLS,
+			Progress:        &server,
 		})
 	})
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
@@ -120,7 +125,24 @@ func (r *remoteRepo) publish(ctx context.Context, objs storer.EncodedObjectStore
 	if r.tip() != old {
 		return errStale
 	}
-	return fmt.Errorf("%w: %s", statestore.ErrRejected, strings.TrimSpace(err.Error()))
+	msg := strings.TrimSpace(err.Error())
+	if said := serverMessage(server.String()); said != "" {
+		msg += "; the server said: " + said
+	}
+	return fmt.Errorf("%w: %s", statestore.ErrRejected, RedactURL(msg))
+}
+
+// serverMessage keeps the lines a server printed, without progress counters.
+func serverMessage(s string) string {
+	var lines []string
+	for _, l := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "remote:"))
+		if l == "" || strings.Contains(l, "Counting objects") || strings.Contains(l, "Compressing objects") || strings.Contains(l, "Processing") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	return strings.Join(lines, " | ")
 }
 
 func (r *remoteRepo) close() error { return nil }
