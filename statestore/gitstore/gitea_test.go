@@ -1,0 +1,121 @@
+package gitstore_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/gitstore"
+	"github.com/render-dev/render/statestore/storetest"
+)
+
+func giteaStore(t *testing.T, g *testenv.GiteaServer, cloneURL, user, password string) *gitstore.Store {
+	t.Helper()
+	s, err := gitstore.New(gitstore.Config{
+		Name: "GitStateStore/gitea", URL: cloneURL, Path: "clusters",
+		Auth: &githttp.BasicAuth{Username: user, Password: password},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestGiteaConformance runs the store suite against a real Gitea over HTTP
+// with basic auth.
+func TestGiteaConformance(t *testing.T) {
+	g := testenv.Gitea(t)
+	storetest.Run(t, storetest.Harness{
+		Fresh: func(t *testing.T) func() statestore.Store {
+			u := g.CreateRepo(t, "conformance")
+			return func() statestore.Store { return giteaStore(t, g, u, g.AdminUser(), g.AdminPassword()) }
+		},
+		Missing: func(t *testing.T) statestore.Store {
+			return giteaStore(t, g, g.URL()+"/"+g.AdminUser()+"/"+testenv.UniqueName("never-created")+".git", g.AdminUser(), g.AdminPassword())
+		},
+		Writers: 12,
+	})
+}
+
+// TestGiteaAuthFailures: a wrong password is ErrAuth, names the store, and
+// never shows the password.
+func TestGiteaAuthFailures(t *testing.T) {
+	g := testenv.Gitea(t)
+	repo := g.CreateRepoInfo(t, "auth")
+	g.API(t, http.MethodPatch, "/repos/"+repo.Owner+"/"+repo.Name, map[string]any{"private": true}, nil)
+	const wrong = "definitely-not-the-password-42"
+	s := giteaStore(t, g, repo.CloneURL, g.AdminUser(), wrong)
+	_, err := s.Records(context.Background())
+	if !errors.Is(err, statestore.ErrAuth) {
+		t.Fatalf("err = %v, want ErrAuth", err)
+	}
+	if !strings.Contains(err.Error(), "GitStateStore/gitea") || strings.Contains(err.Error(), wrong) {
+		t.Fatalf("error must name the store and hide the password: %v", err)
+	}
+	// A user who may read but not write is refused at push time, with
+	// Gitea's own reason and no retry loop.
+	user := g.CreateUser(t, "reader", "reader-password-1")
+	g.AddCollaborator(t, repo.Owner, repo.Name, user, "read")
+	r := giteaStore(t, g, repo.CloneURL, user, "reader-password-1")
+	_, err = r.Apply(context.Background(), statestore.Update{Workload: "w/a", Files: map[string][]byte{"d/a.yaml": []byte("a\n")},
+		Record: &statestore.Record{}, Message: statestore.Message{Subject: "test"}})
+	if err == nil || !(errors.Is(err, statestore.ErrAuth) || errors.Is(err, statestore.ErrRejected)) {
+		t.Fatalf("push by a read-only user: err = %v, want ErrAuth or ErrRejected", err)
+	}
+	// A token works as the password.
+	token := g.CreateToken(t, g.AdminUser(), g.AdminPassword(), "write:repository")
+	ts := giteaStore(t, g, repo.CloneURL, g.AdminUser(), token)
+	if _, err := ts.Apply(context.Background(), statestore.Update{Workload: "w/a", Files: map[string][]byte{"d/a.yaml": []byte("a\n")},
+		Record: &statestore.Record{}, Message: statestore.Message{Subject: "test"}}); err != nil {
+		t.Fatalf("push with a token: %v", err)
+	}
+}
+
+// TestGiteaTLS puts Gitea behind a TLS proxy: verification is on by
+// default, a custom CA makes it pass, and skipping verification is an
+// explicit opt-in.
+func TestGiteaTLS(t *testing.T) {
+	g := testenv.Gitea(t)
+	target, _ := url.Parse(g.URL())
+	proxy := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	defer proxy.Close()
+	repo := g.CreateRepoInfo(t, "tls")
+	u, _ := url.Parse(repo.CloneURL)
+	tlsURL := proxy.URL + u.Path
+
+	open := func(cfg gitstore.Config) *gitstore.Store {
+		cfg.Name, cfg.URL = "GitStateStore/tls", tlsURL
+		cfg.Auth = &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
+		s, err := gitstore.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if _, err := open(gitstore.Config{}).Records(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("untrusted certificate accepted: %v", err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
+	if _, err := x509.ParseCertificate(proxy.Certificate().Raw); err != nil {
+		t.Fatal(err)
+	}
+	s := open(gitstore.Config{CABundle: ca})
+	if _, err := s.Apply(context.Background(), statestore.Update{Workload: "w/a", Files: map[string][]byte{"d/a.yaml": []byte("a\n")},
+		Record: &statestore.Record{}, Message: statestore.Message{Subject: "test"}}); err != nil {
+		t.Fatalf("with the CA: %v", err)
+	}
+	if _, err := open(gitstore.Config{InsecureSkipTLS: true}).Records(context.Background()); err != nil {
+		t.Fatalf("with verification skipped: %v", err)
+	}
+}
