@@ -237,13 +237,14 @@ func Run(t *testing.T, h Harness) {
 		errs := make(chan error, h.Writers)
 		for i := range h.Writers {
 			p := fmt.Sprintf("shared-dest/w%d/file.yaml", i)
-			want[p] = fmt.Sprintf("writer %d\n", i)
+			content := fmt.Sprintf("writer %d\n", i)
+			want[p] = content
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				s := open()
 				defer s.Close()
-				_, err := s.Apply(context.Background(), update(fmt.Sprintf("w/%d", i), map[string]string{p: want[p]}))
+				_, err := s.Apply(context.Background(), update(fmt.Sprintf("w/%d", i), map[string]string{p: content}))
 				errs <- err
 			}()
 		}

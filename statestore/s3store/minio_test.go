@@ -1,0 +1,676 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/storetest"
+)
+
+const testPath = "clusters"
+
+func minioConfig(m *testenv.MinIOServer, bucket string) Config {
+	return Config{
+		Name:            "BucketStateStore/test",
+		Endpoint:        m.Endpoint(),
+		Bucket:          bucket,
+		Path:            testPath,
+		Region:          testenv.Region,
+		Insecure:        true,
+		AccessKeyID:     m.AccessKey(),
+		SecretAccessKey: m.SecretKey(),
+	}
+}
+
+func open(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestConformance runs the backend-neutral suite against a real MinIO.
+func TestConformance(t *testing.T) {
+	m := testenv.MinIO(t)
+	storetest.Run(t, storetest.Harness{
+		Fresh: func(t *testing.T) func() statestore.Store {
+			cfg := minioConfig(m, m.CreateBucket(t, "conformance"))
+			return func() statestore.Store { return open(t, cfg) }
+		},
+		Missing: func(t *testing.T) statestore.Store {
+			return open(t, minioConfig(m, testenv.UniqueName("missing")))
+		},
+	})
+}
+
+// counter is an http.RoundTripper that counts S3 requests by kind.
+type counter struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	n    map[string]int
+	puts []string // keys
+}
+
+func newCounter() *counter { return &counter{base: http.DefaultTransport, n: map[string]int{}} }
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	q := r.URL.Query()
+	kind := r.Method
+	switch {
+	case r.Method == http.MethodGet && q.Has("list-type"), r.Method == http.MethodGet && q.Has("prefix"):
+		kind = "LIST"
+	case r.Method == http.MethodGet && q.Has("location"):
+		kind = "LOCATION"
+	case r.Method == http.MethodPost && q.Has("delete"):
+		kind = "DELETE"
+	}
+	c.mu.Lock()
+	c.n[kind]++
+	if kind == http.MethodPut {
+		c.puts = append(c.puts, r.URL.Path)
+	}
+	c.mu.Unlock()
+	return c.base.RoundTrip(r)
+}
+
+// take returns the counts since the last take, and the PUT object paths
+// relative to the bucket's store path, sorted.
+func (c *counter) take() (map[string]int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, puts := c.n, c.puts
+	c.n, c.puts = map[string]int{}, nil
+	var rel []string
+	for _, p := range puts {
+		if _, after, ok := strings.Cut(p, "/"+testPath+"/"); ok {
+			rel = append(rel, after)
+		} else {
+			rel = append(rel, p)
+		}
+	}
+	sort.Strings(rel)
+	return n, rel
+}
+
+func wantCounts(t *testing.T, what string, got, want map[string]int) {
+	t.Helper()
+	for k, v := range got {
+		if v == 0 {
+			delete(got, k)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: requests %v, want %v", what, got, want)
+	}
+	t.Logf("%s: requests %v", what, got)
+}
+
+func render(n int, change map[string]string) statestore.Update {
+	u := statestore.Update{
+		Workload:     "promise/p/configure",
+		Files:        map[string][]byte{},
+		Record:       &statestore.Record{Type: "promise", Promise: "p", Pipeline: "configure"},
+		Destinations: []string{"dev"},
+		Message:      statestore.Message{Subject: "render: promise p", Trailers: []statestore.Trailer{{Key: "Render-Run", Value: "1"}}},
+	}
+	for i := range n {
+		u.Files[fmt.Sprintf("dev/p/f%02d.yaml", i)] = fmt.Appendf(nil, "kind: ConfigMap\nmetadata:\n  name: f%02d\n", i)
+	}
+	for p, c := range change {
+		if c == "" {
+			delete(u.Files, p)
+		} else {
+			u.Files[p] = []byte(c)
+		}
+	}
+	return u
+}
+
+func applyOK(t *testing.T, s statestore.Store, u statestore.Update) statestore.Result {
+	t.Helper()
+	res, err := s.Apply(context.Background(), u)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	return res
+}
+
+// checkMarker verifies dest's marker against a fresh listing, as a reader would.
+func checkMarker(t *testing.T, m *testenv.MinIOServer, bucket, dest string) Marker {
+	t.Helper()
+	c := m.Client(t)
+	etags := map[string]string{}
+	prefix := testPath + "/" + dest + "/"
+	for o := range c.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		etags[strings.TrimPrefix(o.Key, prefix)] = o.ETag
+	}
+	obj, err := c.GetObject(context.Background(), bucket, prefix+MarkerName, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	var mk Marker
+	if err := json.NewDecoder(obj).Decode(&mk); err != nil {
+		t.Fatalf("marker of %s: %v", dest, err)
+	}
+	if mk.Digest != DestinationDigest(etags) || mk.Destination != dest || mk.Objects != len(etags)-1 {
+		t.Fatalf("marker of %s does not match the listing: %+v (%d objects listed)", dest, mk, len(etags))
+	}
+	return mk
+}
+
+// TestRequestCounts counts the requests of first, unchanged and changed
+// renders of 50 files into one destination, each render from a new client
+// as a new render process would.
+func TestRequestCounts(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "counts")
+	cnt := newCounter()
+	cfg := minioConfig(m, bucket)
+	cfg.Transport = cnt
+	run := func(u statestore.Update) statestore.Result { return applyOK(t, open(t, cfg), u) }
+
+	// First render: one LIST (an empty listing), then 50 files, the record
+	// and the marker. No GET: there is no record and the marker is new.
+	res := run(render(50, nil))
+	n, puts := cnt.take()
+	wantCounts(t, "first render", n, map[string]int{"LIST": 1, "PUT": 52})
+	if len(res.Added) != 50 || !slices.Contains(puts, ".render/workloads/promise/p/configure.json") || !slices.Contains(puts, "dev/"+MarkerName) {
+		t.Fatalf("first render: %d added, puts %v", len(res.Added), puts)
+	}
+	mk := checkMarker(t, m, bucket, "dev")
+	if mk.Objects != 50 || mk.Workload != "promise/p/configure" || mk.Subject != "render: promise p" || len(mk.Trailers) != 1 {
+		t.Fatalf("marker: %+v", mk)
+	}
+
+	// Unchanged: one LIST (51 objects, one page), one GET of the record
+	// (the planner reads it) and one GET of the marker (is it current?).
+	// Nothing is written.
+	for range 2 {
+		res = run(render(50, nil))
+		n, _ = cnt.take()
+		wantCounts(t, "unchanged render", n, map[string]int{"LIST": 1, "GET": 2})
+		if res.Updated {
+			t.Fatalf("unchanged render reported an update: %+v", res)
+		}
+	}
+
+	// Without a configured region the client asks for the bucket's
+	// location once.
+	noRegion := cfg
+	noRegion.Region = ""
+	applyOK(t, open(t, noRegion), render(50, nil))
+	n, _ = cnt.take()
+	wantCounts(t, "unchanged render, no region", n, map[string]int{"LOCATION": 1, "LIST": 1, "GET": 2})
+
+	// One file changed (same size: ETag, not size, tells): exactly one PUT
+	// for it, one for the record (the commit, which always moves) and one
+	// for the marker. The marker is not read: the destination changed.
+	res = run(render(50, map[string]string{"dev/p/f07.yaml": "kind: ConfigMap\nmetadata:\n  name: F07\n"}))
+	n, puts = cnt.take()
+	wantCounts(t, "one changed file", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 3})
+	if want := []string{".render/workloads/promise/p/configure.json", "dev/" + MarkerName, "dev/p/f07.yaml"}; !reflect.DeepEqual(puts, want) {
+		t.Fatalf("one changed file: puts %v, want %v", puts, want)
+	}
+	if !reflect.DeepEqual(res.Changed, []string{"dev/p/f07.yaml"}) || len(res.Added)+len(res.Deleted) != 0 {
+		t.Fatalf("one changed file: %+v", res.Diff)
+	}
+	checkMarker(t, m, bucket, "dev")
+
+	// One file removed: one batch DELETE, the record and the marker.
+	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
+	n, puts = cnt.take()
+	wantCounts(t, "two removed files", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 2, "DELETE": 1})
+	if want := []string{".render/workloads/promise/p/configure.json", "dev/" + MarkerName}; !reflect.DeepEqual(puts, want) {
+		t.Fatalf("removed file: puts %v", puts)
+	}
+	if !reflect.DeepEqual(res.Deleted, []string{"dev/p/f07.yaml", "dev/p/f08.yaml"}) {
+		t.Fatalf("removed files: %+v", res.Diff)
+	}
+	checkMarker(t, m, bucket, "dev")
+
+	// A marker that does not match (a writer died before writing it) is
+	// repaired by the next render, which writes nothing else.
+	c := m.Client(t)
+	if _, err := c.PutObject(context.Background(), bucket, testPath+"/dev/"+MarkerName, strings.NewReader("{}"), 2, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cnt.take()
+	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
+	n, puts = cnt.take()
+	wantCounts(t, "stale marker", n, map[string]int{"LIST": 1, "GET": 2, "PUT": 1})
+	if !res.Updated || !reflect.DeepEqual(puts, []string{"dev/" + MarkerName}) {
+		t.Fatalf("stale marker: %+v, puts %v", res, puts)
+	}
+	checkMarker(t, m, bucket, "dev")
+
+	// A dry run of a change reads as much and writes nothing.
+	u := render(50, nil)
+	u.DryRun = true
+	res = run(u)
+	n, _ = cnt.take()
+	wantCounts(t, "dry run", n, map[string]int{"LIST": 1, "GET": 1})
+	if !res.Updated || len(res.Added) != 2 {
+		t.Fatalf("dry run: %+v", res)
+	}
+}
+
+// TestMultipartNotReuploaded: a file that a tool re-uploaded as a
+// multipart object (whose ETag is not an MD5) with the same content is
+// compared by content, once per render, and never uploaded again.
+func TestMultipartNotReuploaded(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "multipart")
+	cnt := newCounter()
+	cfg := minioConfig(m, bucket)
+	cfg.Transport = cnt
+	run := func(u statestore.Update) statestore.Result { return applyOK(t, open(t, cfg), u) }
+	run(render(5, nil))
+
+	key := testPath + "/dev/p/f03.yaml"
+	data := render(5, nil).Files["dev/p/f03.yaml"]
+	core := minio.Core{Client: m.Client(t)}
+	ctx := context.Background()
+	id, err := core.NewMultipartUpload(ctx, bucket, key, minio.PutObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := core.PutObjectPart(ctx, bucket, key, id, 1, bytes.NewReader(data), int64(len(data)), minio.PutObjectPartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := core.CompleteMultipartUpload(ctx, bucket, key, id, []minio.CompletePart{{PartNumber: 1, ETag: part.ETag}}, minio.PutObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isMultipart(info.ETag) {
+		t.Fatalf("out-of-band upload has a single-part ETag %q", info.ETag)
+	}
+	cnt.take()
+	// The first render after the upload reads the record, the marker and
+	// the multipart object's content, and rewrites only the marker: the
+	// object's ETag, which the marker's digest covers, has changed.
+	res := run(render(5, nil))
+	n, puts := cnt.take()
+	wantCounts(t, "first render after a multipart upload", n, map[string]int{"LIST": 1, "GET": 3, "PUT": 1})
+	if !reflect.DeepEqual(puts, []string{"dev/" + MarkerName}) || len(res.Added)+len(res.Changed)+len(res.Deleted) > 0 {
+		t.Fatalf("first render after a multipart upload: puts %v, %+v", puts, res)
+	}
+	checkMarker(t, m, bucket, "dev")
+	for i := range 2 {
+		res := run(render(5, nil))
+		n, _ := cnt.take()
+		wantCounts(t, fmt.Sprintf("render %d after a multipart upload", i+2), n, map[string]int{"LIST": 1, "GET": 3})
+		if res.Updated {
+			t.Fatalf("render %d rewrote the multipart object: %+v", i+2, res)
+		}
+	}
+	// A different size is a change, known without reading.
+	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
+	n, puts = cnt.take()
+	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 3})
+	if !slices.Contains(puts, "dev/p/f03.yaml") {
+		t.Fatalf("puts %v", puts)
+	}
+	// Now single-part again: compared by ETag, no GET.
+	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
+	n, _ = cnt.take()
+	wantCounts(t, "back to single-part", n, map[string]int{"LIST": 1, "GET": 2})
+}
+
+// TestFailures: refused credentials, a missing bucket, and CreateBucket.
+func TestFailures(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "failures")
+	ctx := context.Background()
+
+	bad := minioConfig(m, bucket)
+	bad.SecretAccessKey = "wrong-secret-for-render-tests"
+	s := open(t, bad)
+	_, err := s.Records(ctx)
+	if !errors.Is(err, statestore.ErrAuth) {
+		t.Fatalf("wrong secret: got %v, want ErrAuth", err)
+	}
+	_, aerr := s.Apply(ctx, render(1, nil))
+	if !errors.Is(aerr, statestore.ErrAuth) {
+		t.Fatalf("wrong secret, Apply: got %v, want ErrAuth", aerr)
+	}
+	bad = minioConfig(m, bucket)
+	bad.AccessKeyID = "no-such-access-key"
+	_, kerr := open(t, bad).Records(ctx)
+	if !errors.Is(kerr, statestore.ErrAuth) {
+		t.Fatalf("unknown access key: got %v, want ErrAuth", kerr)
+	}
+	for _, e := range []error{err, aerr, kerr} {
+		var se *statestore.StoreError
+		if !errors.As(e, &se) || !strings.Contains(e.Error(), bucket) {
+			t.Fatalf("error does not name the store and bucket: %v", e)
+		}
+		for _, secret := range []string{m.SecretKey(), "wrong-secret-for-render-tests"} {
+			if strings.Contains(e.Error(), secret) {
+				t.Fatalf("error shows a secret: %v", e)
+			}
+		}
+	}
+	t.Logf("wrong secret: %v", err)
+
+	missing := testenv.UniqueName("missing")
+	s = open(t, minioConfig(m, missing))
+	for _, op := range []func() error{
+		func() error { _, err := s.Records(ctx); return err },
+		func() error { _, err := s.Snapshot(ctx); return err },
+		func() error { _, err := s.Apply(ctx, render(1, nil)); return err },
+	} {
+		err := op()
+		if !errors.Is(err, statestore.ErrNotFound) || !strings.Contains(err.Error(), missing) || strings.Contains(err.Error(), m.SecretKey()) {
+			t.Fatalf("missing bucket: got %v, want ErrNotFound naming %s", err, missing)
+		}
+	}
+	t.Logf("missing bucket: %v", op0(s.Records(ctx)))
+
+	cfg := minioConfig(m, missing)
+	cfg.CreateBucket = true
+	s = open(t, cfg)
+	if recs, err := s.Records(ctx); err != nil || len(recs) != 0 {
+		t.Fatalf("Records of a bucket to be created: %v, %v", recs, err)
+	}
+	dry := render(2, nil)
+	dry.DryRun = true
+	if res := applyOK(t, s, dry); !res.Updated || len(res.Added) != 2 {
+		t.Fatalf("dry run: %+v", res)
+	}
+	if ok, err := m.Client(t).BucketExists(ctx, missing); err != nil || ok {
+		t.Fatalf("a dry run created the bucket: %v, %v", ok, err)
+	}
+	applyOK(t, s, render(2, nil))
+	t.Cleanup(func() { removeBucket(t, m, missing) })
+	if recs, err := open(t, minioConfig(m, missing)).Records(ctx); err != nil || len(recs) != 1 {
+		t.Fatalf("after CreateBucket: %v, %v", recs, err)
+	}
+}
+
+func op0[T any](_ T, err error) error { return err }
+
+func removeBucket(t *testing.T, m *testenv.MinIOServer, bucket string) {
+	c := m.Client(t)
+	ctx := context.Background()
+	ch := make(chan minio.ObjectInfo)
+	go func() {
+		defer close(ch)
+		for o := range c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+			ch <- o
+		}
+	}()
+	for range c.RemoveObjects(ctx, bucket, ch, minio.RemoveObjectsOptions{}) {
+	}
+	_ = c.RemoveBucket(ctx, bucket)
+}
+
+// contents reads every file of a store, render's own included.
+func contents(t *testing.T, s statestore.Store) map[string]string {
+	t.Helper()
+	snap, err := s.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, _ := snap.List("")
+	out := map[string]string{}
+	for _, p := range paths {
+		if isMarker(p) || statestore.IsMeta(p) {
+			continue
+		}
+		b, err := snap.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p] = string(b)
+	}
+	return out
+}
+
+// TestSameWorkloadRaces races renders of one workload, over and over, with
+// different, overlapping and identical file sets and with markers: every
+// round must end with exactly one render's files, whole, owned by the
+// record, and a marker that matches.
+func TestSameWorkloadRaces(t *testing.T) {
+	m := testenv.MinIO(t)
+	rounds := 12
+	if testing.Short() {
+		rounds = 3
+	}
+	variants := []map[string]string{
+		{"d/w/a.yaml": "A\n", "d/w/b.yaml": "A\n"},
+		{"d/w/b.yaml": "B\n", "d/w/c.yaml": "B\n", "d/w/d.yaml": "B\n"},
+		{"d/w/a.yaml": "C\n", "d/w/b.yaml": "C\n"}, // same paths as A, other content
+		{"d/w/a.yaml": "A\n", "d/w/b.yaml": "A\n"}, // identical to A
+	}
+	var mu sync.Mutex
+	retried := 0
+	for round := range rounds {
+		bucket := m.CreateBucket(t, "race")
+		cfg := minioConfig(m, bucket)
+		seed := statestore.Update{Workload: "w/same", Files: map[string][]byte{"d/w/old.yaml": []byte("0\n")}, Record: &statestore.Record{}, Destinations: []string{"d"}}
+		applyOK(t, open(t, cfg), seed)
+		var wg sync.WaitGroup
+		errs := make(chan error, len(variants))
+		for i, files := range variants {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				u := statestore.Update{Workload: "w/same", Files: map[string][]byte{}, Record: &statestore.Record{Pipeline: fmt.Sprint(i % 2)}, Destinations: []string{"d"}}
+				for p, c := range files {
+					u.Files[p] = []byte(c)
+				}
+				s := open(t, cfg)
+				res, err := s.Apply(context.Background(), u)
+				mu.Lock()
+				retried += res.Attempts - 1
+				mu.Unlock()
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: racing writer failed: %v", round, err)
+			}
+		}
+		s := open(t, cfg)
+		got := contents(t, s)
+		whole := false
+		for _, v := range variants {
+			whole = whole || maps.Equal(got, v)
+		}
+		if !whole {
+			t.Fatalf("round %d: the renders left a mix: %v", round, got)
+		}
+		recs, err := s.Records(context.Background())
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("round %d: records %v, %v", round, recs, err)
+		}
+		if owned := slices.Sorted(maps.Keys(got)); !reflect.DeepEqual(recs[0].Files, owned) {
+			t.Fatalf("round %d: record owns %v, store holds %v", round, recs[0].Files, owned)
+		}
+		checkMarker(t, m, bucket, "d")
+		removeBucket(t, m, bucket)
+	}
+	t.Logf("%d rounds of %d racing writers: %d re-plans in all", rounds, len(variants), retried)
+}
+
+// TestManyWorkloadsOneDestination: concurrent renders of different
+// workloads into one destination all land, with one shared canary and one
+// aggregated file, and the marker describes the final destination.
+func TestManyWorkloadsOneDestination(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "many")
+	cfg := minioConfig(m, bucket)
+	const writers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u := statestore.Update{
+				Workload:     fmt.Sprintf("w/%d", i),
+				Files:        map[string][]byte{fmt.Sprintf("dev/w%d/f.yaml", i): fmt.Appendf(nil, "w: %d\n", i)},
+				Shared:       map[string][]byte{"dev/canary.yaml": fmt.Appendf(nil, "canary: %d\n", i)},
+				Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: fmt.Appendf(nil, "w: %d\n", i)}},
+				Record:       &statestore.Record{},
+				Destinations: []string{"dev"},
+				Message:      statestore.Message{Subject: fmt.Sprintf("writer %d", i)},
+			}
+			_, err := open(t, cfg).Apply(context.Background(), u)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("writer failed: %v", err)
+		}
+	}
+	s := open(t, cfg)
+	got := contents(t, s)
+	if len(got) != writers+2 {
+		t.Fatalf("contents: %v", got)
+	}
+	var all []string
+	for i := range writers {
+		all = append(all, fmt.Sprintf("w: %d", i))
+	}
+	if got["dev/all.yaml"] != strings.Join(all, "\n---\n")+"\n" {
+		t.Fatalf("aggregate lost a contribution:\n%s", got["dev/all.yaml"])
+	}
+	if !strings.HasPrefix(got["dev/canary.yaml"], "canary: ") {
+		t.Fatalf("canary %q", got["dev/canary.yaml"])
+	}
+	if mk := checkMarker(t, m, bucket, "dev"); mk.Objects != writers+2 {
+		t.Fatalf("marker: %+v", mk)
+	}
+}
+
+// TestRemovalTombstone: a removed workload's record becomes a tombstone
+// that render reads as absent, and the workload can come back.
+func TestRemovalTombstone(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "tombstone")
+	s := open(t, minioConfig(m, bucket))
+	u := render(2, nil)
+	applyOK(t, s, u)
+	rm := statestore.Update{Workload: u.Workload, Destinations: u.Destinations}
+	if res := applyOK(t, s, rm); !res.Updated || len(res.Deleted) != 2 {
+		t.Fatalf("removal: %+v", res)
+	}
+	if recs, err := s.Records(context.Background()); err != nil || len(recs) != 0 {
+		t.Fatalf("records after removal: %v, %v", recs, err)
+	}
+	info, err := m.Client(t).StatObject(context.Background(), bucket, testPath+"/"+statestore.RecordPath(u.Workload), minio.StatObjectOptions{})
+	if err != nil || info.Size != tombstoneSize {
+		t.Fatalf("tombstone: %+v, %v", info, err)
+	}
+	if res := applyOK(t, s, rm); res.Updated {
+		t.Fatalf("second removal wrote: %+v", res)
+	}
+	if got := contents(t, s); len(got) != 0 {
+		t.Fatalf("contents after removal: %v", got)
+	}
+	checkMarker(t, m, bucket, "dev")
+	if res := applyOK(t, s, u); len(res.Added) != 2 {
+		t.Fatalf("re-creation: %+v", res)
+	}
+	if recs, err := s.Records(context.Background()); err != nil || len(recs) != 1 {
+		t.Fatalf("records after re-creation: %v, %v", recs, err)
+	}
+}
+
+// gate holds the first PUT whose path ends with suffix until released.
+type gate struct {
+	base     http.RoundTripper
+	suffix   string
+	once     sync.Once
+	reached  chan struct{}
+	released chan struct{}
+}
+
+func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, g.suffix) {
+		held := false
+		g.once.Do(func() { held = true })
+		if held {
+			close(g.reached)
+			<-g.released
+		}
+	}
+	return g.base.RoundTrip(r)
+}
+
+// TestStaleUploadAfterOtherCommit pins the window where both writers of one
+// workload have uploaded: A plans, its upload of x is held while B plans,
+// uploads and commits completely (B did not change x), then A's stale upload
+// lands inside B's committed state. A's commit must then fail, and A must
+// re-plan and commit, so that the store ends with A whole and nothing of B.
+func TestStaleUploadAfterOtherCommit(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "stale"))
+	upd := func(files map[string]string) statestore.Update {
+		u := statestore.Update{Workload: "w/same", Files: map[string][]byte{}, Record: &statestore.Record{}, Destinations: []string{"d"}}
+		for p, c := range files {
+			u.Files[p] = []byte(c)
+		}
+		return u
+	}
+	applyOK(t, open(t, cfg), upd(map[string]string{"d/w/x.yaml": "0\n"}))
+
+	g := &gate{base: http.DefaultTransport, suffix: "/d/w/x.yaml", reached: make(chan struct{}), released: make(chan struct{})}
+	acfg := cfg
+	acfg.Transport = g
+	aFiles := map[string]string{"d/w/x.yaml": "A\n", "d/w/y.yaml": "A\n"}
+	done := make(chan statestore.Result, 1)
+	go func() {
+		res, err := open(t, acfg).Apply(context.Background(), upd(aFiles))
+		if err != nil {
+			t.Errorf("A: %v", err)
+		}
+		done <- res
+	}()
+	<-g.reached
+	bres := applyOK(t, open(t, cfg), upd(map[string]string{"d/w/x.yaml": "0\n", "d/w/z.yaml": "B\n"}))
+	close(g.released)
+	ares := <-done
+	if bres.Attempts != 1 || ares.Attempts != 2 {
+		t.Fatalf("attempts: A %d, B %d; want A to re-plan once", ares.Attempts, bres.Attempts)
+	}
+	s := open(t, cfg)
+	if got := contents(t, s); !maps.Equal(got, aFiles) {
+		t.Fatalf("store holds %v, want A whole %v", got, aFiles)
+	}
+	recs, err := s.Records(context.Background())
+	if err != nil || len(recs) != 1 || !reflect.DeepEqual(recs[0].Files, []string{"d/w/x.yaml", "d/w/y.yaml"}) {
+		t.Fatalf("records %v, %v", recs, err)
+	}
+	checkMarker(t, m, cfg.Bucket, "d")
+}

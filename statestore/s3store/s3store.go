@@ -1,0 +1,428 @@
+// Package s3store is the S3 state store backend, written with minio-go. It
+// works with AWS S3, MinIO and other S3-compatible servers that honour
+// conditional writes (If-Match and If-None-Match on PUT).
+//
+// # Layout
+//
+// Everything lives under Config.Path inside the bucket, exactly as in the git
+// backend: destination folders with the workloads' files, and render's own
+// folder .render/ with one record per workload (.render/workloads/<key>.json)
+// and the parts of aggregated files (.render/aggregate/...). Ownership,
+// pruning, shared files and aggregation are decided by statestore.PlanUpdate;
+// this package only provides the snapshot it plans against and publishes the
+// operations it returns.
+//
+// # Reading
+//
+// A snapshot is ONE recursive listing of the store's prefix (one LIST per
+// 1,000 objects). Whether a file already holds the wanted content is decided
+// from the listing alone: the ETag of a single-part object is the MD5 of its
+// content, so Compare does not read files. render always uploads with a
+// single-part PUT (multipart disabled), so its own objects always compare
+// this way. An object uploaded by someone else as a multipart upload has an
+// ETag of the form "<hex>-<parts>", which is not an MD5 of the content:
+// Compare then answers "changed" when the size differs and otherwise reads
+// the object (one GET) and compares the bytes. Such an object is therefore
+// never re-uploaded when its content is already right; it costs one GET per
+// render while it stays multipart. (A stored digest in user metadata would
+// not help: listings do not return metadata.) Buckets whose single-part
+// ETags are not the MD5 of the content (AWS SSE-KMS or SSE-C encryption) are
+// not supported: every render would re-upload every file.
+//
+// The records and aggregate parts the planner reads are fetched with
+// If-Match on the listed ETag, so a plan is made from exactly the listed
+// versions or not at all (a record is compared by content, which the
+// planner has always read already).
+//
+// Requests per Apply, for a store of fewer than 1,000 objects:
+//   - unchanged: 1 LIST, 1 GET (the workload's record) and 1 GET per
+//     destination (is its marker current?); no PUT, no DELETE;
+//   - changed: 1 LIST, 1 GET (the record), 1 PUT per added or changed file,
+//     1 DeleteObjects request per 1,000 deleted files, 1 PUT for the
+//     record (the commit, always) and 1 PUT per changed destination's
+//     marker;
+//   - with an empty Config.Region, one more request (the bucket's
+//     location) the first time a Store talks to the bucket.
+//
+// Records costs 1 LIST and 1 GET per workload.
+//
+// # Writing, and racing writers
+//
+// S3 has no transactions. Each workload's record object is its lock: Apply
+// lists, plans, then
+//
+//  1. uploads the workload's new and changed files and aggregate parts,
+//     each conditioned on the ETag it had in the listing (If-None-Match: *
+//     for a new file, If-Match for a changed one), and shared files (the
+//     canaries) with If-None-Match: * (losing that race is fine: somebody
+//     else created it first), with at most Config.Concurrency uploads in
+//     flight;
+//  2. deletes the files the workload no longer wants, in batches
+//     (DeleteObjects);
+//  3. rewrites aggregated targets from their parts, conditioned on the ETag
+//     they were planned against (a target that becomes empty is deleted and
+//     its parts folder listed again, to catch a contributor that arrived
+//     meanwhile);
+//  4. commits: writes the record conditioned on the ETag the record had when
+//     the plan was made. The stored record carries a random "s3Revision"
+//     field, so every commit changes the ETag even when the record's
+//     content does not (which would otherwise let two writers both "win");
+//     a removed workload's record is replaced by a small tombstone object
+//     (S3 has no conditional DELETE), which render reads as "no record";
+//  5. writes the destinations' completeness markers (below).
+//
+// Any precondition failure in steps 1-4, or an object changing between the
+// listing and its read, means another writer got there first: Apply waits a
+// jittered backoff, lists again and re-plans against what is there now (the
+// planner deletes whatever the fresh record lists that this update does not
+// want), up to Config.MaxAttempts times. A writer that has written anything
+// always finishes with a successful commit (even when its new plan is
+// empty), which fences out every other writer of the same workload that
+// planned before it.
+//
+// Guarantees, and their limits:
+//   - Renders of different workloads never conflict on records, so any
+//     number of them can write into one bucket and one destination at once
+//     and all of them land.
+//   - Two renders of the same workload that both return without error leave
+//     exactly one of them, whole: the store holds the files of whichever
+//     committed last, and no file of the other. Every write of a writer
+//     happens before its commit and every other writer's commit is
+//     conditioned on the record it planned against, so a writer whose writes
+//     landed inside another's plan-to-commit window makes that commit fail.
+//   - While two writers race, readers can see a mix (S3 readers see objects
+//     one by one in any case). A writer that gives up (retry budget, context
+//     cancelled, crash) after uploading can leave the other's state mixed
+//     with its own files until the next render of that workload, which
+//     repairs it; files it uploaded that no record lists are then left
+//     behind.
+//   - Two different workloads that both create the same new path at the
+//     same moment can both claim it; the git backend would refuse the
+//     second with ErrConflict. Sequential renders are refused correctly.
+//   - Servers that ignore If-Match / If-None-Match on PUT degrade all of
+//     this to "last writer wins".
+//
+// # Completeness markers
+//
+// For every destination in Update.Destinations (and every destination
+// holding a marker in which the update changed a file), Apply writes, after
+// everything else, a small JSON object named MarkerName in the destination
+// folder, e.g. "clusters/dev/.render-complete.json" (see Marker). Its digest
+// covers every object of the destination as listed (see DestinationDigest),
+// so a reader can check with one LIST that what it sees is complete. A
+// marker is only rewritten when the destination changed or the marker does
+// not match the listing (checking that costs one GET per destination on an
+// otherwise unchanged render). Markers are written conditionally too: when
+// writers of different workloads race on one destination, the loser lists
+// the destination again and rewrites the marker from what is there, so the
+// last marker written describes the destination's final content (as long
+// as every writer of the destination names it in Update.Destinations).
+// A marker looks like this:
+//
+//	{
+//	  "format": 1,
+//	  "destination": "dev",
+//	  "digest": "sha256:9f2c…",
+//	  "objects": 50,
+//	  "workload": "promise/p/configure",
+//	  "subject": "render: promise p",
+//	  "trailers": [{"key": "Render-Run", "value": "42"}]
+//	}
+//
+// A reader lists the destination, computes DestinationDigest over what it
+// sees and compares: a mismatch means a render is under way (or died before
+// finishing; the next render of any of the destination's workloads repairs
+// the marker). Update paths named MarkerName are refused. Snapshots show
+// markers like any other object.
+//
+// # Failures
+//
+// Errors are *statestore.StoreError naming the store and its bucket. An
+// unreachable endpoint (connection errors, 5xx, throttling) is retried with
+// backoff until Config.RetryDeadline and then wraps statestore.ErrUnreachable;
+// refused credentials wrap statestore.ErrAuth; a missing bucket wraps
+// statestore.ErrNotFound unless Config.CreateBucket is set. Credentials never
+// appear in errors.
+package s3store
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// Config describes one S3 state store.
+type Config struct {
+	// Name identifies the store in messages, e.g. "BucketStateStore/default".
+	Name string
+	// Endpoint is host:port, with no scheme.
+	Endpoint string
+	// Bucket holds the store.
+	Bucket string
+	// Path is the prefix inside the bucket that holds the destinations.
+	Path string
+	// Region is the bucket's region; empty makes each Store ask the server
+	// once (one more request).
+	Region string
+	// Insecure talks plain HTTP, exactly as Kratix's `insecure: true`.
+	Insecure bool
+	// AccessKeyID and SecretAccessKey are the static credentials
+	// (authMethod accessKey). With neither set and UseIAM false, requests
+	// are anonymous.
+	AccessKeyID, SecretAccessKey string
+	// UseIAM uses the ambient credential chain (authMethod IAM): the
+	// AWS_* and MINIO_* environment variables, the AWS credentials file, then
+	// the instance, container or EKS identity.
+	UseIAM bool
+	// CABundle adds trusted roots (PEM) for TLS, which is always verified.
+	CABundle []byte
+	// CreateBucket creates a missing bucket on the first write instead of
+	// failing with ErrNotFound.
+	CreateBucket bool
+	// Concurrency bounds the uploads in flight (default 16).
+	Concurrency int
+	// RetryDeadline bounds how long an unreachable endpoint is retried (default 2m).
+	RetryDeadline time.Duration
+	// MaxAttempts bounds how often an update is re-planned after losing a
+	// race to another writer (default 10).
+	MaxAttempts int
+	// Transport is the HTTP transport (optional; tests wrap it to count
+	// requests). CABundle is applied to it when it is an *http.Transport.
+	Transport http.RoundTripper
+}
+
+// Store is an S3 state store. It is safe for one goroutine at a time, like
+// the git backend; separate Stores may write one bucket concurrently.
+type Store struct {
+	cfg    Config
+	prefix string // Config.Path, cleaned, "" for the bucket's root
+	client *minio.Client
+	owned  *http.Transport // the transport New built, closed by Close
+}
+
+var _ statestore.Store = (*Store)(nil)
+
+// New opens the store described by cfg. It does not contact the endpoint;
+// the first Records, Snapshot or Apply does.
+func New(cfg Config) (*Store, error) {
+	if cfg.Name == "" {
+		cfg.Name = "s3://" + cfg.Endpoint + "/" + cfg.Bucket
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.RetryDeadline <= 0 {
+		cfg.RetryDeadline = 2 * time.Minute
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 10
+	}
+	s := &Store{cfg: cfg}
+	fail := func(format string, args ...any) (*Store, error) {
+		return nil, &statestore.StoreError{Store: s.String(), Op: "configure", Err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case cfg.Endpoint == "":
+		return fail("no endpoint")
+	case strings.Contains(cfg.Endpoint, "://") || strings.ContainsAny(cfg.Endpoint, "/?#@"):
+		return fail("endpoint %q must be host:port, without a scheme or a path", cfg.Endpoint)
+	}
+	if err := s3utils.CheckValidBucketNameStrict(cfg.Bucket); err != nil {
+		return fail("bucket %q: %v", cfg.Bucket, err)
+	}
+	prefix := strings.Trim(cfg.Path, "/")
+	if prefix == "." {
+		prefix = ""
+	}
+	if prefix != "" {
+		if err := statestore.ValidPath(prefix); err != nil {
+			return fail("path: %v", err)
+		}
+	}
+	s.prefix = prefix
+
+	var creds *credentials.Credentials
+	switch {
+	case cfg.UseIAM && (cfg.AccessKeyID != "" || cfg.SecretAccessKey != ""):
+		return fail("both IAM and static credentials are configured; choose one")
+	case cfg.UseIAM:
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},
+			&credentials.EnvMinio{},
+			&credentials.FileAWSCredentials{},
+			&credentials.IAM{},
+		})
+	case (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == ""):
+		return fail("an access key needs both an access key ID and a secret access key")
+	default:
+		creds = credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, "")
+	}
+
+	rt, owned, err := transport(cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
+	client, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:     creds,
+		Secure:    !cfg.Insecure,
+		Region:    cfg.Region,
+		Transport: rt,
+		// One try per request: retries, with their deadline, are ours.
+		MaxRetries: 1,
+	})
+	if err != nil {
+		return fail("%s", s.redact(err.Error()))
+	}
+	s.client, s.owned = client, owned
+	return s, nil
+}
+
+func transport(cfg Config) (http.RoundTripper, *http.Transport, error) {
+	var t *http.Transport
+	switch rt := cfg.Transport.(type) {
+	case nil:
+		var err error
+		if t, err = minio.DefaultTransport(!cfg.Insecure); err != nil {
+			return nil, nil, err
+		}
+	case *http.Transport:
+		if len(cfg.CABundle) == 0 {
+			return rt, nil, nil
+		}
+		t = rt.Clone()
+	default:
+		if len(cfg.CABundle) > 0 {
+			return nil, nil, errors.New("a CA bundle cannot be added to a custom transport")
+		}
+		return rt, nil, nil
+	}
+	if len(cfg.CABundle) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(cfg.CABundle) {
+			return nil, nil, errors.New("the CA bundle holds no PEM certificate")
+		}
+		if t.TLSClientConfig == nil {
+			t.TLSClientConfig = newTLSConfig()
+		}
+		t.TLSClientConfig.RootCAs = pool
+	}
+	return t, t, nil
+}
+
+// String names the store, its bucket and endpoint, with no credentials.
+func (s *Store) String() string {
+	where := s.cfg.Bucket
+	if s.prefix != "" {
+		where += "/" + s.prefix
+	}
+	return fmt.Sprintf("%s (bucket %s at %s)", s.cfg.Name, where, s.cfg.Endpoint)
+}
+
+// Close releases idle connections of the transport New built.
+func (s *Store) Close() error {
+	if s.owned != nil {
+		s.owned.CloseIdleConnections()
+	}
+	return nil
+}
+
+func (s *Store) wrap(op string, err error) error {
+	var se *statestore.StoreError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &statestore.StoreError{Store: s.String(), Op: op, Err: err}
+}
+
+// key is the object key of a path relative to the store.
+func (s *Store) key(p string) string {
+	if s.prefix == "" {
+		return p
+	}
+	return s.prefix + "/" + p
+}
+
+// Records reads every workload record: one listing of the records folder
+// and one GET per record, Concurrency of them at a time.
+func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
+	for attempt := 1; ; attempt++ {
+		snap, err := s.list(ctx, statestore.RecordsDir)
+		if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, s.wrap("read", err)
+		}
+		var paths []string
+		for p := range snap.objs {
+			if isRecordPath(p) && !snap.objs[p].tomb {
+				paths = append(paths, p)
+			}
+		}
+		err = snap.prefetch(paths)
+		var recs []statestore.Record
+		if err == nil {
+			recs, err = statestore.ReadRecords(snap)
+		}
+		if err == nil {
+			return recs, nil
+		}
+		if !errors.Is(err, errChanged) || attempt >= s.cfg.MaxAttempts {
+			return nil, s.wrap("read records", err)
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return nil, s.wrap("read records", err)
+		}
+	}
+}
+
+// Snapshot lists the store once. Contents are read on demand, each exactly
+// in the listed version: a file that changed since the listing fails to read
+// with an error wrapping statestore.ErrConflict.
+func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
+	snap, err := s.list(ctx, "")
+	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
+		return s.emptySnapshot(ctx), nil
+	}
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	return snap, nil
+}
+
+// backoff grows from 20ms and caps at 2s, with jitter so that writers that
+// collided once do not collide again in lockstep.
+func backoff(attempt int) time.Duration {
+	d := 20 * time.Millisecond << min(attempt, 7)
+	d = min(d, 2*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// isMarker reports whether p is a completeness marker.
+func isMarker(p string) bool { return path.Base(p) == MarkerName }

@@ -1,0 +1,302 @@
+package s3store
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/render-dev/render/statestore"
+)
+
+const (
+	testAccessKey = "AKIDrenderUnitTest"
+	testSecretKey = "s3cr3t-render-unit-test-value"
+)
+
+func unitStore(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	if cfg.Endpoint == "" {
+		cfg.Endpoint = "127.0.0.1:9"
+	}
+	if cfg.Bucket == "" {
+		cfg.Bucket = "state"
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestSealedRecordRoundTrip(t *testing.T) {
+	rec := statestore.Record{Workload: "promise/p/x", Type: "promise", Promise: "p", Pipeline: "x", Files: []string{"d/a.yaml"}}
+	canonical := rec.Encode()
+	a, b := sealRecord(canonical), sealRecord(canonical)
+	if string(a) == string(b) {
+		t.Fatal("two seals of one record are identical: commits would not change the ETag")
+	}
+	if md5hex(a) == md5hex(b) {
+		t.Fatal("same ETag")
+	}
+	if got := unsealRecord(a); string(got) != string(canonical) {
+		t.Fatalf("unseal:\n%s\nwant\n%s", got, canonical)
+	}
+	dec, err := statestore.DecodeRecord("r.json", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(dec.Encode()) != string(canonical) {
+		t.Fatalf("sealed record decodes differently:\n%s", dec.Encode())
+	}
+	if got := unsealRecord(canonical); string(got) != string(canonical) {
+		t.Fatal("unseal changed an unsealed record")
+	}
+}
+
+func TestTombstoneSmallerThanAnyRecord(t *testing.T) {
+	smallest := int64(len(sealRecord((&statestore.Record{}).Encode())))
+	if tombstoneSize >= smallest {
+		t.Fatalf("tombstone (%d bytes) is not smaller than the smallest record (%d bytes)", tombstoneSize, smallest)
+	}
+	if int64(len(tombstone())) != tombstoneSize {
+		t.Fatal("tombstones vary in size")
+	}
+	if !isTombstone(statestore.RecordPath("w/a"), tombstoneSize) || isTombstone("d/x.json", tombstoneSize) {
+		t.Fatal("isTombstone")
+	}
+	// An old reader sees a record with no files.
+	r, err := statestore.DecodeRecord("t", tombstone())
+	if err != nil || len(r.Files) != 0 {
+		t.Fatalf("tombstone as a record: %+v, %v", r, err)
+	}
+}
+
+func TestDestinationDigest(t *testing.T) {
+	a := DestinationDigest(map[string]string{"x.yaml": "AB", "sub/y.yaml": `"cd"`, MarkerName: "ff"})
+	b := DestinationDigest(map[string]string{"sub/y.yaml": "cd", "x.yaml": "ab"})
+	if a != b || !strings.HasPrefix(a, "sha256:") {
+		t.Fatalf("digest is not canonical: %s vs %s", a, b)
+	}
+	if a == DestinationDigest(map[string]string{"x.yaml": "ab"}) {
+		t.Fatal("digest ignores an object")
+	}
+	// The documented formula, spelled out.
+	if got := DestinationDigest(map[string]string{}); got != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		t.Fatalf("empty digest %s", got)
+	}
+	m := newMarker("d", map[string]string{"x.yaml": "ab", "n/" + MarkerName: "cd"}, statestore.Update{
+		Workload: "w/a",
+		Message:  statestore.Message{Subject: "s", Trailers: []statestore.Trailer{{Key: "K", Value: "v"}}},
+	})
+	var back Marker
+	if err := json.Unmarshal(encodeMarker(m), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Objects != 1 || back.Format != MarkerFormat || back.Trailers[0].Key != "K" || back.Digest != m.Digest {
+		t.Fatalf("marker: %+v", back)
+	}
+}
+
+func TestCheckUpdate(t *testing.T) {
+	for _, u := range []statestore.Update{
+		{},
+		{Workload: "w", Files: map[string][]byte{"d/" + MarkerName: nil}},
+		{Workload: "w", Shared: map[string][]byte{MarkerName: nil}},
+		{Workload: "w", Destinations: []string{"../x"}},
+		{Workload: "w", Destinations: []string{".render/x"}},
+	} {
+		if _, err := checkUpdate(u); err == nil {
+			t.Errorf("checkUpdate(%+v) accepted", u)
+		}
+	}
+	d, err := checkUpdate(statestore.Update{Workload: "w", Destinations: []string{"b/", "a", "b"}})
+	if err != nil || strings.Join(d, ",") != "a,b" {
+		t.Fatalf("destinations %v, %v", d, err)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, cfg := range []Config{
+		{Endpoint: "", Bucket: "bkt"},
+		{Endpoint: "http://127.0.0.1:9000", Bucket: "bkt"},
+		{Endpoint: "127.0.0.1:9000", Bucket: "B_ad"},
+		{Endpoint: "127.0.0.1:9000", Bucket: "bkt", Path: "../x"},
+		{Endpoint: "127.0.0.1:9000", Bucket: "bkt", AccessKeyID: "a"},
+		{Endpoint: "127.0.0.1:9000", Bucket: "bkt", UseIAM: true, AccessKeyID: "a", SecretAccessKey: testSecretKey},
+		{Endpoint: "127.0.0.1:9000", Bucket: "bkt", CABundle: []byte("not pem")},
+	} {
+		_, err := New(cfg)
+		if err == nil {
+			t.Errorf("New(%q, %q, %q) accepted", cfg.Endpoint, cfg.Bucket, cfg.Path)
+			continue
+		}
+		if strings.Contains(err.Error(), testSecretKey) {
+			t.Errorf("error shows the secret: %v", err)
+		}
+	}
+	s := unitStore(t, Config{Name: "BucketStateStore/default", Endpoint: "127.0.0.1:9000", Bucket: "bkt", Path: "/clusters/", UseIAM: true})
+	if s.prefix != "clusters" || s.key("d/x.yaml") != "clusters/d/x.yaml" {
+		t.Fatalf("prefix %q", s.prefix)
+	}
+	if got := s.String(); got != "BucketStateStore/default (bucket bkt/clusters at 127.0.0.1:9000)" {
+		t.Fatalf("String() = %q", got)
+	}
+}
+
+func TestTranslate(t *testing.T) {
+	s := unitStore(t, Config{Endpoint: "127.0.0.1:9000", Bucket: "state", AccessKeyID: testAccessKey, SecretAccessKey: testSecretKey})
+	cases := []struct {
+		err  error
+		want error
+	}{
+		{minio.ErrorResponse{Code: "InvalidAccessKeyId", StatusCode: 403, Message: "bad key " + testAccessKey}, statestore.ErrAuth},
+		{minio.ErrorResponse{Code: "SignatureDoesNotMatch", StatusCode: 403}, statestore.ErrAuth},
+		{minio.ErrorResponse{Code: "NoSuchBucket", StatusCode: 404}, statestore.ErrNotFound},
+		{minio.ErrorResponse{Code: "PreconditionFailed", StatusCode: 412}, errChanged},
+		{minio.ErrorResponse{Code: "ConditionalRequestConflict", StatusCode: 409}, errChanged},
+		{minio.ErrorResponse{Code: "SlowDown", StatusCode: 503}, statestore.ErrUnreachable},
+		{minio.ErrorResponse{Code: "InternalError", StatusCode: 500}, statestore.ErrUnreachable},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}, statestore.ErrUnreachable},
+	}
+	for _, c := range cases {
+		got := s.translate(c.err)
+		if !errors.Is(got, c.want) {
+			t.Errorf("translate(%v) = %v, want %v", c.err, got, c.want)
+		}
+		if strings.Contains(got.Error(), testSecretKey) || strings.Contains(got.Error(), testAccessKey) {
+			t.Errorf("translate(%v) shows a credential: %v", c.err, got)
+		}
+	}
+	if err := s.translate(minio.ErrorResponse{Code: "NoSuchBucket", StatusCode: 404}); !strings.Contains(err.Error(), `"state"`) {
+		t.Errorf("missing bucket error does not name it: %v", err)
+	}
+}
+
+// TestUnreachable points a store at a closed loopback port: it retries
+// until its deadline, then fails with ErrUnreachable naming the store.
+func TestUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var tries int
+	counting := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		tries++
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	s := unitStore(t, Config{
+		Name: "BucketStateStore/unreachable", Endpoint: addr, Bucket: "state", Insecure: true, Region: "us-east-1",
+		AccessKeyID: testAccessKey, SecretAccessKey: testSecretKey,
+		RetryDeadline: 1500 * time.Millisecond, Transport: counting,
+	})
+	start := time.Now()
+	_, err = s.Records(context.Background())
+	elapsed := time.Since(start)
+	if !errors.Is(err, statestore.ErrUnreachable) {
+		t.Fatalf("Records: got %v, want ErrUnreachable", err)
+	}
+	var se *statestore.StoreError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), s.String()) {
+		t.Fatalf("error does not name the store: %v", err)
+	}
+	if strings.Contains(err.Error(), testSecretKey) {
+		t.Fatalf("error shows the secret: %v", err)
+	}
+	if tries < 2 || elapsed > 5*time.Second {
+		t.Fatalf("%d tries in %s: want retries, bounded by the deadline", tries, elapsed)
+	}
+	t.Logf("%d tries in %s: %v", tries, elapsed.Round(time.Millisecond), err)
+
+	u := statestore.Update{Workload: "w/a", Files: map[string][]byte{"d/x.yaml": []byte("x\n")}, Record: &statestore.Record{}}
+	if _, err := s.Apply(context.Background(), u); !errors.Is(err, statestore.ErrUnreachable) {
+		t.Fatalf("Apply: got %v, want ErrUnreachable", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestParallelBounds(t *testing.T) {
+	var inFlight, peak int
+	mu := make(chan struct{}, 1)
+	jobs := make([]func(context.Context) error, 40)
+	for i := range jobs {
+		jobs[i] = func(context.Context) error {
+			mu <- struct{}{}
+			inFlight++
+			peak = max(peak, inFlight)
+			<-mu
+			time.Sleep(2 * time.Millisecond)
+			mu <- struct{}{}
+			inFlight--
+			<-mu
+			return nil
+		}
+	}
+	if err := parallel(context.Background(), 4, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if peak > 4 || peak < 2 {
+		t.Fatalf("peak %d in flight, want 2..4", peak)
+	}
+	boom := errors.New("boom")
+	jobs[3] = func(context.Context) error { return boom }
+	if err := parallel(context.Background(), 4, jobs); !errors.Is(err, boom) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestTLS: TLS is verified by default, and CABundle adds trusted roots.
+func TestTLS(t *testing.T) {
+	var requests int
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		if r.URL.Query().Get("list-type") != "2" {
+			http.Error(w, "unexpected", http.StatusNotImplemented)
+			return
+		}
+		w.Header().Set("Content-Type", "application/xml")
+		io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>state</Name><Prefix></Prefix><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated></ListBucketResult>`)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	srv.StartTLS()
+	defer srv.Close()
+	cfg := Config{
+		Endpoint: strings.TrimPrefix(srv.URL, "https://"), Bucket: "state", Region: "us-east-1",
+		AccessKeyID: testAccessKey, SecretAccessKey: testSecretKey, RetryDeadline: 30 * time.Second,
+	}
+	start := time.Now()
+	_, err := unitStore(t, cfg).Records(context.Background())
+	if err == nil || errors.Is(err, statestore.ErrUnreachable) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("untrusted certificate: got %v, want a TLS error that is not retried", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("a TLS error was retried for %s", time.Since(start))
+	}
+	t.Logf("untrusted: %v", err)
+
+	cfg.CABundle = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	recs, err := unitStore(t, cfg).Records(context.Background())
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("trusted by CABundle: %v, %v", recs, err)
+	}
+	if requests != 1 {
+		t.Fatalf("%d requests reached the server, want 1 (the trusted listing)", requests)
+	}
+}
