@@ -16,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/render-dev/render/statestore"
 )
@@ -55,32 +56,43 @@ type localRepo struct {
 // this old is never a live one.
 const staleLock = 30 * time.Second
 
-// open opens the repository, creating a bare one when the folder does not
-// exist (but its parent does) or is empty, so the embedded default needs no
-// set-up while a mistyped parent folder is still an error. A fresh storage
-// is opened on every read, so packs written by other processes are seen.
-func (l *localRepo) open() (*filesystem.Storage, error) {
+// exists reports whether the repository folder exists and is not empty. A
+// missing folder whose parent is missing too is ErrNotFound: a mistyped
+// path is an error, not a new repository.
+func (l *localRepo) exists() (bool, error) {
 	entries, err := os.ReadDir(l.dir)
-	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
-		if err := os.Mkdir(l.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("%w: repository %s (its parent folder does not exist)", statestore.ErrNotFound, l.dir)
-			}
-			return nil, fmt.Errorf("create repository: %w", err)
-		}
-		r, err := git.PlainInit(l.dir, true)
-		if err != nil && !errors.Is(err, git.ErrRepositoryAlreadyExists) {
-			return nil, fmt.Errorf("create repository: %w", err)
-		}
-		if err == nil {
-			head := plumbing.NewSymbolicReference(plumbing.HEAD, l.branch)
-			if err := r.Storer.SetReference(head); err != nil {
-				return nil, fmt.Errorf("create repository: %w", err)
-			}
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("open repository: %w", err)
+	switch {
+	case err == nil:
+		return len(entries) > 0, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return false, fmt.Errorf("open repository: %w", err)
 	}
+	if _, perr := os.Stat(filepath.Dir(l.dir)); perr != nil {
+		return false, fmt.Errorf("%w: repository %s (its parent folder does not exist)", statestore.ErrNotFound, l.dir)
+	}
+	return false, nil
+}
+
+// create makes a bare repository whose HEAD names the store's branch, so
+// the embedded default needs no set-up. Only a write creates it: reading a
+// missing repository (a dry run) sees an empty one and leaves no trace.
+func (l *localRepo) create() error {
+	if err := os.Mkdir(l.dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create repository: %w", err)
+	}
+	r, err := git.PlainInit(l.dir, true)
+	if errors.Is(err, git.ErrRepositoryAlreadyExists) {
+		return nil // another writer was first
+	}
+	if err != nil {
+		return fmt.Errorf("create repository: %w", err)
+	}
+	return r.Storer.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, l.branch))
+}
+
+// open opens the existing repository. A fresh storage is opened on every
+// read, so packs written by other processes are seen.
+func (l *localRepo) open() (*filesystem.Storage, error) {
 	gitDir := l.dir
 	if fi, err := os.Stat(filepath.Join(l.dir, ".git")); err == nil && fi.IsDir() {
 		gitDir = filepath.Join(l.dir, ".git") // a non-bare repository also works
@@ -92,6 +104,14 @@ func (l *localRepo) open() (*filesystem.Storage, error) {
 }
 
 func (l *localRepo) head(_ context.Context, _ bool) (plumbing.Hash, storer.EncodedObjectStorer, error) {
+	ok, err := l.exists()
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	if !ok {
+		l.st = nil
+		return plumbing.ZeroHash, memory.NewStorage(), nil
+	}
 	st, err := l.open()
 	if err != nil {
 		return plumbing.ZeroHash, nil, err
@@ -112,10 +132,21 @@ func (l *localRepo) head(_ context.Context, _ bool) (plumbing.Hash, storer.Encod
 // branch still points at old, write the new id to the lock and rename it
 // over the ref. Readers see the old commit or the new one, never a mix.
 func (l *localRepo) publish(_ context.Context, objs storer.EncodedObjectStorer, old, commit plumbing.Hash) error {
-	if ov, ok := objs.(*overlay); ok {
-		if err := ov.flush(); err != nil {
+	ov := objs.(*overlay)
+	if l.st == nil {
+		// The repository did not exist when this update was planned.
+		if err := l.create(); err != nil {
 			return err
 		}
+		st, err := l.open()
+		if err != nil {
+			return err
+		}
+		l.st = st
+		ov.EncodedObjectStorer = st
+	}
+	if err := ov.flush(); err != nil {
+		return err
 	}
 	refFile := filepath.Join(l.st.Filesystem().Root(), filepath.FromSlash(l.branch.String()))
 	if err := os.MkdirAll(filepath.Dir(refFile), 0o755); err != nil {

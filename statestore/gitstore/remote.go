@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -205,9 +204,5 @@ var userinfo = regexp.MustCompile(`://[^/@\s]+@`)
 
 // RedactURL removes credentials from any URL in s.
 func RedactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil && u.Scheme != "" {
-		u.User = url.User("***")
-		return u.String()
-	}
 	return userinfo.ReplaceAllString(s, "://***@")
 }
