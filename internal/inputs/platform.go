@@ -132,11 +132,12 @@ func LoadPlatform(paths []string, secretsDir string) (*Platform, error) {
 			files = append(files, root)
 			continue
 		}
-		err = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		wr := walkRoot(root)
+		err = filepath.WalkDir(wr, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != root {
+			if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != wr {
 				return filepath.SkipDir
 			}
 			if !d.IsDir() && isYAML(p) {
@@ -159,6 +160,16 @@ func LoadPlatform(paths []string, secretsDir string) (*Platform, error) {
 		}
 	}
 	return p, p.validate()
+}
+
+// walkRoot is root as filepath.WalkDir must be given it to descend into a
+// root that is a link to a folder: WalkDir does not follow a link given as
+// its root, and would report the link itself as a file.
+func walkRoot(root string) string {
+	if strings.HasSuffix(root, string(filepath.Separator)) {
+		return root
+	}
+	return root + string(filepath.Separator)
 }
 
 func isYAML(p string) bool {
@@ -188,7 +199,7 @@ func (p *Platform) loadFile(file string) error {
 		}
 		where := fmt.Sprintf("document %d", i)
 		if err != nil {
-			return &renderer.InputError{File: file, Where: where, Msg: "invalid YAML: " + err.Error()}
+			return &renderer.InputError{File: file, Where: where, Msg: "invalid YAML: " + yamlMsg(err)}
 		}
 		if doc.Kind == "" && doc.APIVersion == "" {
 			continue // an empty document
@@ -207,7 +218,7 @@ func decodeSpec(doc *document, file, where string, into any) error {
 		return nil
 	}
 	if err := doc.Spec.Decode(into); err != nil {
-		return &renderer.InputError{File: file, Where: where, Msg: "spec: " + err.Error()}
+		return &renderer.InputError{File: file, Where: where, Msg: "spec: " + yamlMsg(err)}
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func ParseSelectors(data []byte) ([]renderer.SelectorEntry, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("invalid YAML: %s (want a list of {directory, matchLabels})", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("invalid YAML: %s (want a list of {directory, matchLabels})", yamlMsg(err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -87,7 +87,7 @@ func ScanOutput(dir string) (*Output, error) {
 		return nil, &renderer.InputError{File: dir, Msg: cleanErr(err)}
 	}
 	out := &Output{}
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(walkRoot(root), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return &renderer.InputError{File: p, Msg: "cannot read: " + cleanErr(err)}
 		}
@@ -139,6 +139,17 @@ func ScanOutput(dir string) (*Output, error) {
 	return out, nil
 }
 
+// yamlMsg is a YAML error as one line without the "yaml: " prefix: a
+// decoding (type) error lists each of its problems on a line of its own,
+// and a message is printed as one line.
+func yamlMsg(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return strings.Join(te.Errors, "; ")
+	}
+	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", " ")
+}
+
 // CheckYAML reports the first document of data that is not valid YAML.
 func CheckYAML(data []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -177,7 +188,7 @@ func LoadObject(inputDir string) (*Object, error) {
 		Metadata meta `yaml:"metadata"`
 	}
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &renderer.InputError{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		return nil, &renderer.InputError{File: file, Msg: "invalid YAML: " + yamlMsg(err)}
 	}
 	return &Object{File: file, Name: doc.Metadata.Name, Namespace: doc.Metadata.Namespace, Labels: doc.Metadata.Labels}, nil
 }
