@@ -1,0 +1,375 @@
+// Package bootstrap writes what a worker cluster applies so that its Flux
+// (or Argo CD) reconciles one destination's folder: a source for the state
+// store, and two reconcilers, dependencies first, then resources.
+//
+// Flux: a GitRepository for a GitStateStore (url, ref.branch, secretRef by
+// name), or a Bucket for a BucketStateStore (provider generic, bucketName,
+// endpoint, insecure, secretRef by name, and spec.prefix
+// "<store path>/<destination path>/" so only this destination's objects are
+// listed, and writes elsewhere in the bucket do not change its revision);
+// then Kustomizations <destination>-dependencies on
+// ./<store path>/<destination path>/dependencies and <destination>-resources
+// on .../resources, which dependsOn the first, both with prune. A Bucket
+// artifact keeps the objects' full keys (source-controller downloads each
+// object to <artifact>/<key>), so the Kustomization paths are the same for a
+// Bucket as for a GitRepository: they include the prefix.
+//
+// Argo CD: two Applications with directory.recurse, the resources one a sync
+// wave after the dependencies one. Argo CD reads git repositories only.
+//
+// Credentials are referenced by Secret name and never printed; the worker's
+// Secret is the worker's own (read-only) credential, with the keys its
+// reconciler expects, which the comments at the top of the output list.
+package bootstrap
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/renderer"
+)
+
+// API versions written.
+const (
+	SourceAPIVersion        = "source.toolkit.fluxcd.io/v1"
+	KustomizationAPIVersion = "kustomize.toolkit.fluxcd.io/v1"
+	ApplicationAPIVersion   = "argoproj.io/v1alpha1"
+)
+
+// FluxOptions tune the Flux objects.
+type FluxOptions struct {
+	Namespace string        // default "flux-system"
+	Interval  time.Duration // default 1m
+}
+
+// ArgoCDOptions tune the Argo CD Applications.
+type ArgoCDOptions struct {
+	Namespace string // where Argo CD runs; default "argocd"
+	Project   string // default "default"
+	Server    string // the cluster to deploy to; default https://kubernetes.default.svc
+}
+
+// Output is what to print: YAML documents, and warnings for the user.
+type Output struct {
+	YAML     []byte
+	Warnings []string
+}
+
+// target is a destination resolved against its store.
+type target struct {
+	dest   renderer.Destination
+	git    *inputs.GitStateStore
+	bucket *inputs.BucketStateStore
+	// folder is <store path>/<destination path>, without a leading "./".
+	folder string
+}
+
+func resolve(p *inputs.Platform, name string) (*target, error) {
+	var known []string
+	for _, d := range p.Destinations {
+		if d.Name == name {
+			t := &target{dest: d}
+			storePath := ""
+			switch d.Store.Kind {
+			case "GitStateStore":
+				t.git = p.GitStores[d.Store.Name]
+				if t.git != nil {
+					storePath = t.git.Path
+				}
+			case "BucketStateStore":
+				t.bucket = p.BucketStores[d.Store.Name]
+				if t.bucket != nil {
+					storePath = t.bucket.Path
+				}
+			}
+			if t.git == nil && t.bucket == nil {
+				return nil, &renderer.InputError{File: p.DestinationFile(name), Where: "Destination " + name, Msg: fmt.Sprintf("its state store %s is not defined", d.Store)}
+			}
+			t.folder = strings.Trim(path.Join(strings.Trim(storePath, "/"), d.Path), "/")
+			return t, nil
+		}
+		known = append(known, d.Name)
+	}
+	sort.Strings(known)
+	list := "none are defined"
+	if len(known) > 0 {
+		list = "known destinations: " + strings.Join(known, ", ")
+	}
+	return nil, &renderer.InputError{Where: "destination " + name, Msg: fmt.Sprintf("no Destination named %q in the platform configuration (%s)", name, list)}
+}
+
+// Flux returns the GitRepository or Bucket and the two Kustomizations for
+// destination.
+func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error) {
+	if o.Namespace == "" {
+		o.Namespace = "flux-system"
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Minute
+	}
+	t, err := resolve(p, destination)
+	if err != nil {
+		return nil, err
+	}
+	out := &Output{}
+	interval := duration(o.Interval)
+	var source doc
+	var sourceKind, sourceName string
+	var notes []string
+	if t.git != nil {
+		s := t.git
+		sourceKind, sourceName = "GitRepository", s.Name
+		url, warn := fluxGitURL(s.URL)
+		if warn != "" {
+			out.Warnings = append(out.Warnings, warn)
+		}
+		if s.InsecureSkipTLSVerify {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s skips TLS verification; Flux's GitRepository cannot: give it the server's CA with spec.certSecretRef", s.Name))
+		}
+		spec := mapping{
+			{"interval", interval},
+			{"url", url},
+			{"ref", mapping{{"branch", s.Branch}}},
+		}
+		if s.SecretRef != nil && s.SecretRef.Name != "" {
+			spec = append(spec, kv{"secretRef", mapping{{"name", s.SecretRef.Name}}})
+			keys := "username and password"
+			if s.AuthMethod == "ssh" || strings.HasPrefix(url, "ssh://") {
+				keys = "identity and known_hosts"
+			}
+			notes = append(notes, fmt.Sprintf("Create Secret %s in namespace %s on the worker first, with keys %s (a read-only credential).", s.SecretRef.Name, o.Namespace, keys))
+		}
+		source = object(SourceAPIVersion, "GitRepository", s.Name, o.Namespace, spec)
+	} else {
+		s := t.bucket
+		sourceKind, sourceName = "Bucket", s.Name+"-"+t.dest.Name
+		if s.AuthMethod == "IAM" {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("BucketStateStore %s uses IAM; the generic provider printed here authenticates with a Secret only: on AWS, set spec.provider: aws so Flux uses the worker's IAM role", s.Name))
+		}
+		endpoint, insecure := bucketEndpoint(s.Endpoint, s.Insecure)
+		spec := mapping{
+			{"interval", interval},
+			{"provider", "generic"},
+			{"bucketName", s.BucketName},
+			{"endpoint", endpoint},
+			{"insecure", insecure},
+		}
+		if s.Region != "" {
+			spec = append(spec, kv{"region", s.Region})
+		}
+		// The trailing slash keeps destination "dev" from listing "dev-eu/".
+		spec = append(spec, kv{"prefix", t.folder + "/"})
+		if s.SecretRef != nil && s.SecretRef.Name != "" {
+			spec = append(spec, kv{"secretRef", mapping{{"name", s.SecretRef.Name}}})
+			notes = append(notes, fmt.Sprintf("Create Secret %s in namespace %s on the worker first, with keys accesskey and secretkey (a read-only credential).", s.SecretRef.Name, o.Namespace))
+		}
+		source = object(SourceAPIVersion, "Bucket", sourceName, o.Namespace, spec)
+	}
+	ref := mapping{{"kind", sourceKind}, {"name", sourceName}}
+	deps := t.dest.Name + "-dependencies"
+	kust := func(name, section string, dependsOn string) doc {
+		spec := mapping{{"interval", interval}}
+		if dependsOn != "" {
+			spec = append(spec, kv{"dependsOn", []mapping{{{"name", dependsOn}}}})
+		}
+		spec = append(spec,
+			kv{"sourceRef", ref},
+			kv{"path", "./" + path.Join(t.folder, section)},
+			kv{"prune", true},
+		)
+		return object(KustomizationAPIVersion, "Kustomization", name, o.Namespace, spec)
+	}
+	header := []string{
+		fmt.Sprintf("Flux on the worker of destination %s: %s, then %s, then %s.", t.dest.Name, sourceKind+" "+sourceName, deps, t.dest.Name+"-resources"),
+	}
+	out.YAML, err = encode(append(header, notes...), source, kust(deps, "dependencies", ""), kust(t.dest.Name+"-resources", "resources", deps))
+	return out, err
+}
+
+// ArgoCD returns two Applications for destination, whose store must be git.
+func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, error) {
+	if o.Namespace == "" {
+		o.Namespace = "argocd"
+	}
+	if o.Project == "" {
+		o.Project = "default"
+	}
+	if o.Server == "" {
+		o.Server = "https://kubernetes.default.svc"
+	}
+	t, err := resolve(p, destination)
+	if err != nil {
+		return nil, err
+	}
+	if t.git == nil {
+		return nil, &renderer.InputError{File: p.DestinationFile(destination), Where: "Destination " + destination,
+			Msg: fmt.Sprintf("it is in %s; Argo CD reads git repositories only (use render bootstrap flux, whose Bucket source reads it)", t.dest.Store)}
+	}
+	s := t.git
+	out := &Output{}
+	if warn := localURLWarning(s.URL); warn != "" {
+		out.Warnings = append(out.Warnings, warn)
+	}
+	app := func(section, wave string) doc {
+		d := object(ApplicationAPIVersion, "Application", t.dest.Name+"-"+section, o.Namespace, mapping{
+			{"project", o.Project},
+			{"source", mapping{
+				{"repoURL", s.URL},
+				{"targetRevision", s.Branch},
+				{"path", path.Join(t.folder, section)},
+				{"directory", mapping{{"recurse", true}}},
+			}},
+			{"destination", mapping{{"server", o.Server}}},
+			{"syncPolicy", mapping{
+				{"automated", mapping{{"prune", true}, {"selfHeal", true}}},
+			}},
+		})
+		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
+		return d
+	}
+	header := []string{
+		fmt.Sprintf("Argo CD on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
+		"Sync waves order Applications that an app of apps creates; applied by hand, apply the dependencies one first.",
+	}
+	if s.SecretRef != nil && s.SecretRef.Name != "" {
+		header = append(header, fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository) in namespace %s; give it the worker's read-only counterpart of Secret %s.", s.URL, o.Namespace, s.SecretRef.Name))
+	}
+	out.YAML, err = encode(header, app("dependencies", "0"), app("resources", "1"))
+	return out, err
+}
+
+// fluxGitURL turns Kratix's URL forms into one Flux accepts: scp-like
+// git@host:org/repo becomes ssh://git@host/org/repo.
+func fluxGitURL(u string) (string, string) {
+	if warn := localURLWarning(u); warn != "" {
+		return u, warn
+	}
+	if !strings.Contains(u, "://") {
+		if at := strings.Index(u, "@"); at >= 0 {
+			if colon := strings.Index(u[at:], ":"); colon > 0 {
+				host := u[:at+colon]
+				rest := strings.TrimPrefix(u[at+colon+1:], "/")
+				return "ssh://" + host + "/" + rest, ""
+			}
+		}
+	}
+	return u, ""
+}
+
+func localURLWarning(u string) string {
+	if strings.HasPrefix(u, "file://") || strings.HasPrefix(u, "/") {
+		return fmt.Sprintf("the store's url %s is a repository on this machine; a worker cluster cannot read it: serve it over http(s) or ssh", u)
+	}
+	return ""
+}
+
+// bucketEndpoint drops a scheme from the endpoint, as Flux wants host[:port];
+// http:// means insecure.
+func bucketEndpoint(e string, insecure bool) (string, bool) {
+	switch {
+	case strings.HasPrefix(e, "http://"):
+		return strings.TrimSuffix(strings.TrimPrefix(e, "http://"), "/"), true
+	case strings.HasPrefix(e, "https://"):
+		return strings.TrimSuffix(strings.TrimPrefix(e, "https://"), "/"), insecure
+	}
+	return e, insecure
+}
+
+// duration prints a Go duration the short way: 1m, 30s, 1h30m.
+func duration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// kv and mapping keep keys in the order Kubernetes users read them.
+type kv struct {
+	key   string
+	value any
+}
+
+type mapping []kv
+
+func (m mapping) node() *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	for _, e := range m {
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: e.key}, valueNode(e.value))
+	}
+	return n
+}
+
+func valueNode(v any) *yaml.Node {
+	switch v := v.(type) {
+	case mapping:
+		return v.node()
+	case []mapping:
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, m := range v {
+			n.Content = append(n.Content, m.node())
+		}
+		return n
+	case string:
+		n := &yaml.Node{}
+		_ = n.Encode(v) // quotes strings that would read as another type
+		return n
+	default:
+		n := &yaml.Node{}
+		_ = n.Encode(v)
+		return n
+	}
+}
+
+type doc struct {
+	apiVersion, kind, name, namespace string
+	annotations                       mapping
+	spec                              mapping
+}
+
+func object(apiVersion, kind, name, namespace string, spec mapping) doc {
+	return doc{apiVersion: apiVersion, kind: kind, name: name, namespace: namespace, spec: spec}
+}
+
+func (d doc) node() *yaml.Node {
+	md := mapping{{"name", d.name}, {"namespace", d.namespace}}
+	if len(d.annotations) > 0 {
+		md = append(md, kv{"annotations", d.annotations})
+	}
+	return mapping{
+		{"apiVersion", d.apiVersion},
+		{"kind", d.kind},
+		{"metadata", md},
+		{"spec", d.spec},
+	}.node()
+}
+
+// encode writes comment lines, then the documents, each starting with ---.
+func encode(comments []string, docs ...doc) ([]byte, error) {
+	var b bytes.Buffer
+	for _, c := range comments {
+		b.WriteString("# " + c + "\n")
+	}
+	for _, d := range docs {
+		b.WriteString("---\n")
+		enc := yaml.NewEncoder(&b)
+		enc.SetIndent(2)
+		if err := enc.Encode(d.node()); err != nil {
+			return nil, err
+		}
+		if err := enc.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bytes(), nil
+}

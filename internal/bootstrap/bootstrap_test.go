@@ -1,0 +1,104 @@
+package bootstrap
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/renderer"
+)
+
+func TestBootstrapGitURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		"git@github.com:org/state.git":          "ssh://git@github.com/org/state.git",
+		"git@git.example.com:/srv/state.git":    "ssh://git@git.example.com/srv/state.git",
+		"ssh://git@git.example.com/state.git":   "ssh://git@git.example.com/state.git",
+		"https://git.example.com/org/state.git": "https://git.example.com/org/state.git",
+		"http://user@gitea:3000/render/state":   "http://user@gitea:3000/render/state",
+	} {
+		if got, warn := fluxGitURL(in); got != want || warn != "" {
+			t.Errorf("fluxGitURL(%q) = %q, %q; want %q", in, got, warn, want)
+		}
+	}
+	for _, local := range []string{"file://.demo/state.git", "/srv/git/state.git"} {
+		if _, warn := fluxGitURL(local); warn == "" {
+			t.Errorf("%s: no warning", local)
+		}
+	}
+}
+
+func TestBootstrapDurationsAndEndpoints(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Minute: "1m", 30 * time.Second: "30s", time.Hour: "1h", 90 * time.Minute: "1h30m", 2*time.Minute + 5*time.Second: "2m5s",
+	} {
+		if got := duration(d); got != want {
+			t.Errorf("duration(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for _, c := range []struct {
+		in       string
+		insecure bool
+		want     string
+		wantIns  bool
+	}{
+		{"minio:9000", false, "minio:9000", false},
+		{"http://minio:9000/", false, "minio:9000", true},
+		{"https://s3.example.com", false, "s3.example.com", false},
+	} {
+		if got, ins := bucketEndpoint(c.in, c.insecure); got != c.want || ins != c.wantIns {
+			t.Errorf("bucketEndpoint(%q) = %q %v", c.in, got, ins)
+		}
+	}
+}
+
+// A Bucket's prefix ends with a slash, so destination "dev" does not list
+// (and change revision with) "dev-eu".
+func TestBootstrapBucketPrefixPerDestination(t *testing.T) {
+	p := &inputs.Platform{
+		BucketStores: map[string]*inputs.BucketStateStore{"s3": {Name: "s3", Endpoint: "s3:9000", BucketName: "b", Path: "clusters"}},
+		Destinations: []renderer.Destination{
+			{Name: "dev", Path: "dev", Store: renderer.StoreRef{Kind: "BucketStateStore", Name: "s3"}},
+			{Name: "dev-eu", Path: "dev-eu", Store: renderer.StoreRef{Kind: "BucketStateStore", Name: "s3"}},
+		},
+	}
+	prefixes := map[string]string{}
+	for _, d := range []string{"dev", "dev-eu"} {
+		out, err := Flux(p, d, FluxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bucket struct {
+			Kind     string
+			Metadata struct{ Name string }
+			Spec     struct {
+				Prefix    string
+				SecretRef any `yaml:"secretRef"`
+			}
+		}
+		if err := yaml.NewDecoder(strings.NewReader(string(out.YAML))).Decode(&bucket); err != nil {
+			t.Fatal(err)
+		}
+		if bucket.Kind != "Bucket" || bucket.Spec.SecretRef != nil {
+			t.Errorf("%s: %+v", d, bucket)
+		}
+		prefixes[d] = bucket.Spec.Prefix
+	}
+	if prefixes["dev"] != "clusters/dev/" || prefixes["dev-eu"] != "clusters/dev-eu/" {
+		t.Errorf("prefixes %v", prefixes)
+	}
+	if strings.HasPrefix(prefixes["dev-eu"], prefixes["dev"]) {
+		t.Errorf("prefix %q also lists %q", prefixes["dev"], prefixes["dev-eu"])
+	}
+}
+
+func TestBootstrapUnknownDestination(t *testing.T) {
+	_, err := Flux(&inputs.Platform{}, "x", FluxOptions{})
+	var ie *renderer.InputError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "none are defined") {
+		t.Errorf("got %v", err)
+	}
+}

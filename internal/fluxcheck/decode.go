@@ -1,0 +1,199 @@
+package fluxcheck
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	"sigs.k8s.io/kustomize/api/provider"
+	"sigs.k8s.io/kustomize/api/resource"
+)
+
+// factory is kustomize's resource factory, the one Flux's generator decodes
+// files with.
+var factory *resource.Factory = provider.NewDefaultDepProvider().GetResourceFactory()
+
+// decodeFile decodes one plain file the way Flux's generated kustomization
+// reads it. Section and File are left to the caller.
+func decodeFile(data []byte) ([]Object, *checkError) {
+	nodes, err := factory.RNodesFromBytes(data)
+	if err != nil {
+		return nil, locate(data, err)
+	}
+	objs := make([]Object, 0, len(nodes))
+	for _, n := range nodes {
+		o := Object{APIVersion: n.GetApiVersion(), Kind: n.GetKind(), Namespace: n.GetNamespace(), Name: n.GetName()}
+		if o.APIVersion == "" {
+			return nil, locate(data, errors.New("missing apiVersion"))
+		}
+		objs = append(objs, o)
+	}
+	return objs, nil
+}
+
+// kyaml's document separator: a line starting with "---".
+var separator = regexp.MustCompile(`\n---.*\n`)
+
+// locate finds the document of data that kustomize (or server-side apply)
+// refuses, and says what is wrong with it in plain words. whole is the
+// error for the whole file, used when no single document is at fault.
+func locate(data []byte, whole error) *checkError {
+	s := strings.ReplaceAll(string(data), "\r\n", "\n")
+	docs := splitDocs(s)
+	for i, doc := range docs {
+		where := fmt.Sprintf("document %d", i+1)
+		if len(docs) == 1 {
+			where = ""
+		}
+		if msg := problem(doc); msg != "" {
+			return &checkError{where: where, msg: msg}
+		}
+		if _, err := factory.RNodesFromBytes([]byte(doc)); err != nil {
+			return &checkError{where: where, msg: "Flux cannot decode it: " + cleanKustomizeErr(err)}
+		}
+	}
+	msg := cleanKustomizeErr(whole)
+	if strings.Contains(msg, "separator") {
+		msg = "invalid YAML: " + msg
+	}
+	return &checkError{msg: "Flux cannot decode it: " + msg}
+}
+
+// splitDocs splits like kyaml's ByteReader.
+func splitDocs(s string) []string {
+	var docs []string
+	prev := 0
+	for _, loc := range separator.FindAllStringIndex(s, -1) {
+		docs = append(docs, s[prev:loc[0]]+"\n")
+		prev = loc[1]
+	}
+	return append(docs, s[prev:])
+}
+
+// problem says why one document is not a Kubernetes object, or "".
+func problem(doc string) string {
+	var n yaml.Node
+	err := yaml.NewDecoder(strings.NewReader(doc)).Decode(&n)
+	if errors.Is(err, io.EOF) {
+		return "" // empty or only comments
+	}
+	if err != nil {
+		return "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	root := &n
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			return ""
+		}
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return ""
+	}
+	return objectProblem(root, "")
+}
+
+const notObject = " (every .yaml and .yml file under a Flux Kustomization's path must hold Kubernetes objects)"
+
+// objectProblem checks one node as a Kubernetes object; in names it for
+// list items ("item 3: ").
+func objectProblem(n *yaml.Node, in string) string {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind != yaml.MappingNode {
+		return in + "not a Kubernetes object: a mapping with apiVersion, kind and metadata is expected, not " + nodeKind(n) + notObject
+	}
+	apiVersion, kind := scalar(n, "apiVersion"), scalar(n, "kind")
+	var missing []string
+	if apiVersion == "" {
+		missing = append(missing, "apiVersion")
+	}
+	if kind == "" {
+		missing = append(missing, "kind")
+	}
+	items := field(n, "items")
+	isList := strings.HasSuffix(kind, "List") && items != nil
+	if !isList {
+		md := field(n, "metadata")
+		switch {
+		case md != nil && md.Kind != yaml.MappingNode && !(md.Kind == yaml.ScalarNode && md.Tag == "!!null"):
+			return in + "not a Kubernetes object: metadata is " + nodeKind(md) + ", not a mapping" + notObject
+		case md == nil || scalar(md, "name") == "":
+			missing = append(missing, "metadata.name")
+		}
+	}
+	if len(missing) > 0 {
+		return in + "not a Kubernetes object: missing " + joinAnd(missing) + notObject
+	}
+	if isList && items.Kind == yaml.SequenceNode {
+		for i, it := range items.Content {
+			if msg := objectProblem(it, fmt.Sprintf("%s item %d: ", kind, i+1)); msg != "" {
+				return in + msg
+			}
+		}
+	}
+	return ""
+}
+
+func field(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := n.Content[i+1]
+			for v.Kind == yaml.AliasNode && v.Alias != nil {
+				v = v.Alias
+			}
+			return v
+		}
+	}
+	return nil
+}
+
+func scalar(n *yaml.Node, key string) string {
+	v := field(n, key)
+	if v == nil || v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+		return ""
+	}
+	return v.Value
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("the scalar %q", truncate(n.Value, 40))
+	}
+	return "something else"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func joinAnd(s []string) string {
+	switch len(s) {
+	case 1:
+		return s[0]
+	case 2:
+		return s[0] + " and " + s[1]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// cleanKustomizeErr drops kyaml's stack-carrying wrappers and Go struct dumps.
+func cleanKustomizeErr(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, " in object {"); i > 0 {
+		msg = msg[:i]
+	}
+	msg = strings.TrimPrefix(msg, "MalformedYAMLError: ")
+	return strings.TrimSpace(string(bytes.TrimSpace([]byte(msg))))
+}
