@@ -36,8 +36,26 @@ type Record struct {
 	// DefaultSelector is a promise workflow's root destination selector, which
 	// later resource workflows of the same promise inherit.
 	DefaultSelector map[string]string `json:"defaultSelector,omitempty"`
+	// Objects are the Kubernetes objects the workload's files hold, per
+	// destination section, so later renders of other workloads can refuse a
+	// duplicate that would break Flux's build without reading these files.
+	Objects []Object `json:"objects,omitempty"`
 	// Files are the paths the workload owns in this store (filled in by the planner).
 	Files []string `json:"files"`
+}
+
+// Object identifies one Kubernetes object a workload writes, and where.
+// Its fields match fluxcheck.Object, which converts to it directly.
+type Object struct {
+	APIVersion  string `json:"apiVersion"`
+	Kind        string `json:"kind"`
+	Namespace   string `json:"namespace,omitempty"`
+	Name        string `json:"name"`
+	Section     string `json:"section"`
+	File        string `json:"file"`
+	Store       string `json:"store,omitempty"`
+	Destination string `json:"destination,omitempty"`
+	Source      string `json:"source,omitempty"`
 }
 
 // Placement is where one workload group went.

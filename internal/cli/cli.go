@@ -61,6 +61,7 @@ type renderOptions struct {
 	LogFormat               string
 	LogLevel                string
 	Explain                 bool
+	Hydrate                 bool
 	// Watch mode (see watch.go).
 	Watch       bool
 	QuietPeriod time.Duration
@@ -98,6 +99,7 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.Explain, "explain", false, "print, per group, every destination with why it was filtered out or its score")
+	fs.BoolVar(&o.Hydrate, "hydrate", false, "build output folders that hold a kustomization.yaml into plain manifests before scheduling")
 	fs.BoolVar(&o.Watch, "watch", false, "keep running: render whenever the output, metadata or platform folders settle; on SIGTERM render once more and exit 0")
 	fs.DurationVar(&o.QuietPeriod, "quiet-period", 150*time.Millisecond, "with --watch: how long the inputs must be quiet before a render")
 	fs.DurationVar(&o.MaxWait, "max-wait", 5*time.Second, "with --watch: the longest a render waits for quiet while changes keep coming")
@@ -147,7 +149,7 @@ func (o *renderOptions) engineOptions(io IO, log *slog.Logger) engine.Options {
 		OutputDir: o.Output, MetadataDir: o.Metadata, InputDir: o.Input,
 		Platform: o.Platform, SecretsDir: o.SecretsDir,
 		Identity: ids, Getenv: io.Getenv,
-		DryRun: o.DryRun, Strategy: renderer.Strategy(o.Strategy), FlavourKey: o.FlavourKey,
+		DryRun: o.DryRun, Hydrate: o.Hydrate, Strategy: renderer.Strategy(o.Strategy), FlavourKey: o.FlavourKey,
 		RetryDeadline: o.RetryDeadline, Version: Version, Log: log,
 	}
 }
@@ -184,6 +186,7 @@ Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but som
 		},
 	}
 	o.AddFlags(root.Flags())
+	root.AddCommand(newBootstrapCommand(io))
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {

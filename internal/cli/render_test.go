@@ -403,7 +403,7 @@ type badCase struct {
 }
 
 func validWorkflow(wf *workflow) map[string]string {
-	wf.setOutput(map[string]string{"db.yaml": "kind: ConfigMap\n", "backup/job.yaml": "kind: Job\n"})
+	wf.setOutput(map[string]string{"db.yaml": obj("ConfigMap"), "backup/job.yaml": obj("Job")})
 	wf.setSelectors("- directory: backup\n  matchLabels: {zone: eu}\n")
 	return resourceEnv("postgres", "team-a", "orders", "configure")
 }
@@ -452,7 +452,7 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 		}},
 		{"nested directory", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
-			writeFile(w.t, filepath.Join(wf.output, "a", "b", "x.yaml"), "kind: X\n")
+			writeFile(w.t, filepath.Join(wf.output, "a", "b", "x.yaml"), obj("X"))
 			wf.setSelectors("- directory: a/b\n  matchLabels: {zone: eu}\n")
 			return env, nil, []string{"destination-selectors.yaml: entry 1 (directory \"a/b\"): nested directories are not supported"}
 		}},
@@ -508,7 +508,7 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 		}},
 		{"symlink out of the output", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
-			secret := w.file("elsewhere/secret.yaml", "kind: Secret\n")
+			secret := w.file("elsewhere/secret.yaml", obj("Secret"))
 			link := filepath.Join(wf.output, "backup", "leak.yaml")
 			if err := os.Symlink(secret, link); err != nil {
 				w.t.Fatal(err)
@@ -517,7 +517,7 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 		}},
 		{"relative symlink out of the output", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
-			w.file("wf/"+wf.name+"/metadata/other.yaml", "kind: X\n")
+			w.file("wf/"+wf.name+"/metadata/other.yaml", obj("X"))
 			link := filepath.Join(wf.output, "leak.yaml")
 			if err := os.Symlink("../metadata/other.yaml", link); err != nil {
 				w.t.Fatal(err)
@@ -679,7 +679,7 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 func TestNonYAMLFileIsCarriedVerbatim(t *testing.T) {
 	w := newWorld(t)
 	w.file("platform/destinations.yaml", dest("only", nil))
-	wf := w.workflow("wf").setOutput(map[string]string{"notes.txt": "a: b: c: [\x00garbage", "cm.yaml": "kind: ConfigMap\n"})
+	wf := w.workflow("wf").setOutput(map[string]string{"notes.txt": "a: b: c: [\x00garbage", "cm.yaml": obj("ConfigMap")})
 	wf.mustRun(0, resourceEnv("p", "ns", "r", "pipe"))
 	tree := repoTree(t, w.repo)
 	got, ok := tree["clusters/only/resources/ns/p/r/pipe/5058f/notes.txt"]
@@ -693,7 +693,7 @@ func TestNonYAMLFileIsCarriedVerbatim(t *testing.T) {
 func TestIdentityFallsBackToObjectYAML(t *testing.T) {
 	w := newWorld(t)
 	w.file("platform/destinations.yaml", dest("only", nil))
-	wf := w.workflow("wf").setOutput(map[string]string{"cm.yaml": "kind: ConfigMap\n"})
+	wf := w.workflow("wf").setOutput(map[string]string{"cm.yaml": obj("ConfigMap")})
 	env := map[string]string{"KRATIX_WORKFLOW_TYPE": "resource", "KRATIX_PROMISE_NAME": "p", "KRATIX_PIPELINE_NAME": "pipe"}
 
 	wf.setObject("apiVersion: x/v1\nkind: P\nmetadata:\n  name: from-object\n  namespace: obj-ns\n")
@@ -704,7 +704,11 @@ func TestIdentityFallsBackToObjectYAML(t *testing.T) {
 	}
 
 	// The variables win over object.yaml; the flags win over the variables.
+	// (Each resource writes its own ConfigMap: one object may not come from
+	// two workloads in one destination.)
+	wf.setOutput(map[string]string{"cm.yaml": objNamed("ConfigMap", "cm-env")})
 	wf.mustRun(0, with(env, "KRATIX_OBJECT_NAME", "from-env", "KRATIX_OBJECT_NAMESPACE", "env-ns"))
+	wf.setOutput(map[string]string{"cm.yaml": objNamed("ConfigMap", "cm-flag")})
 	wf.mustRun(0, with(env, "KRATIX_OBJECT_NAME", "from-env"), "--name", "from-flag", "--namespace", "flag-ns")
 	tree = repoTree(t, w.repo)
 	for _, p := range []string{
@@ -717,6 +721,7 @@ func TestIdentityFallsBackToObjectYAML(t *testing.T) {
 	}
 
 	wf.setObject("apiVersion: x/v1\nkind: P\nmetadata:\n  name: no-ns\n")
+	wf.setOutput(map[string]string{"cm.yaml": objNamed("ConfigMap", "cm-no-ns")})
 	wf.mustRun(0, env)
 	if _, ok := repoTree(t, w.repo)["clusters/only/resources/default/p/no-ns/pipe/5058f/cm.yaml"]; !ok {
 		t.Fatalf("a namespace-less object should land in default: %v", keysOf(repoTree(t, w.repo)))
@@ -751,7 +756,7 @@ func TestCredentialsAreNeverPrinted(t *testing.T) {
 				w.file("platform/store.yaml", store)
 				w.file("platform/destinations.yaml", dest("far", nil, "store=remote"))
 				extra := v.setup(w)
-				wf := w.workflow("wf").setOutput(map[string]string{"cm.yaml": "kind: ConfigMap\n"})
+				wf := w.workflow("wf").setOutput(map[string]string{"cm.yaml": obj("ConfigMap")})
 				extra = append(extra, "--retry-deadline", "1s", "--log-level", "debug", "-o", format)
 				r := wf.run(resourceEnv("p", "ns", "r", "pipe"), extra...)
 				if r.code != 1 {
@@ -778,9 +783,9 @@ func TestUnscheduledGroupExit3(t *testing.T) {
 	w := newWorld(t)
 	w.file("platform/destinations.yaml", twoDests)
 	wf := w.workflow("wf").setOutput(map[string]string{
-		"db.yaml":         "kind: ConfigMap\n",
-		"backup/b.yaml":   "kind: Job\n",
-		"mars/rover.yaml": "kind: Rover\n",
+		"db.yaml":         obj("ConfigMap"),
+		"backup/b.yaml":   obj("Job"),
+		"mars/rover.yaml": obj("Rover"),
 	})
 	wf.setSelectors("- directory: backup\n  matchLabels: {zone: eu}\n- directory: mars\n  matchLabels: {zone: mars}\n")
 	r := wf.run(resourceEnv("p", "ns", "r", "pipe"))
@@ -804,7 +809,7 @@ func TestUnscheduledGroupExit3(t *testing.T) {
 	}
 	tree := repoTree(t, w.repo)
 	backup := "clusters/dev-eu/resources/ns/p/r/pipe/" + md5id("backup") + "/backup/b.yaml"
-	if tree[backup] != "kind: Job\n" {
+	if tree[backup] != obj("Job") {
 		t.Errorf("the backup group was not written to dev-eu: %v", keysOf(tree))
 	}
 	db := append(underPrefix(tree, "clusters/dev-eu/resources/ns/p/r/pipe/5058f/"), underPrefix(tree, "clusters/dev-us/resources/ns/p/r/pipe/5058f/")...)
@@ -833,7 +838,7 @@ func TestDryRunWritesNothingAndShowsTheDiff(t *testing.T) {
 	w.file("platform/destinations.yaml", twoDests)
 	env := resourceEnv("p", "ns", "r", "pipe")
 	wf := w.workflow("wf").setOutput(map[string]string{
-		"keep.yaml": "kind: A\n", "change.yaml": "kind: B\n", "drop.yaml": "kind: C\n", "backup/b.yaml": "kind: Job\n",
+		"keep.yaml": obj("A"), "change.yaml": obj("B"), "drop.yaml": obj("C"), "backup/b.yaml": obj("Job"),
 	})
 	wf.setSelectors("- matchLabels: {zone: us}\n- directory: backup\n  matchLabels: {zone: eu}\n")
 
@@ -851,7 +856,7 @@ func TestDryRunWritesNothingAndShowsTheDiff(t *testing.T) {
 	before := branchTip(t, w.repo)
 	beforeTree := repoTree(t, w.repo)
 
-	wf.setOutput(map[string]string{"keep.yaml": "kind: A\n", "change.yaml": "kind: B2\n", "new.yaml": "kind: D\n", "backup/b.yaml": "kind: Job\n"})
+	wf.setOutput(map[string]string{"keep.yaml": obj("A"), "change.yaml": obj("B2"), "new.yaml": obj("D"), "backup/b.yaml": obj("Job")})
 	r = wf.mustRun(0, env, "--dry-run")
 	if branchTip(t, w.repo) != before {
 		t.Fatal("a dry run moved the branch")
@@ -915,7 +920,7 @@ func TestDryRunWritesNothingAndShowsTheDiff(t *testing.T) {
 	wf.mustRun(0, env)
 	after := repoTree(t, w.repo)
 	base := "clusters/dev-us/resources/ns/p/r/pipe/5058f/"
-	if after[base+"new.yaml"] != "kind: D\n" || after[base+"change.yaml"] != "kind: B2\n" || after[base+"keep.yaml"] != beforeTree[base+"keep.yaml"] {
+	if after[base+"new.yaml"] != obj("D") || after[base+"change.yaml"] != obj("B2") || after[base+"keep.yaml"] != beforeTree[base+"keep.yaml"] {
 		t.Errorf("render after dry run: %v", keysOf(after))
 	}
 	if _, ok := after[base+"drop.yaml"]; ok {
@@ -937,9 +942,9 @@ func TestOwnershipAcrossWorkloads(t *testing.T) {
 	))
 	envA := resourceEnv("p", "team", "r1", "pipe")
 	envB := resourceEnv("p", "team", "r2", "pipe")
-	a := w.workflow("a").setOutput(map[string]string{"a1.yaml": "kind: A1\n", "a2.yaml": "kind: A2\n", "extra/e.yaml": "kind: E\n"})
+	a := w.workflow("a").setOutput(map[string]string{"a1.yaml": obj("A1"), "a2.yaml": obj("A2"), "extra/e.yaml": obj("E")})
 	a.setSelectors("- matchLabels: {role: worker}\n- directory: extra\n  matchLabels: {role: edge}\n")
-	b := w.workflow("b").setOutput(map[string]string{"b1.yaml": "kind: B1\n"})
+	b := w.workflow("b").setOutput(map[string]string{"b1.yaml": obj("B1")})
 	b.setSelectors("- matchLabels: {role: worker}\n")
 
 	a.mustRun(0, envA)
@@ -954,7 +959,7 @@ func TestOwnershipAcrossWorkloads(t *testing.T) {
 			t.Fatalf("missing %s: %v", p, keysOf(tree))
 		}
 	}
-	if repoTree(t, other)[aExtra] != "kind: E\n" {
+	if repoTree(t, other)[aExtra] != obj("E") {
 		t.Fatalf("extra group not in the other store: %v", keysOf(repoTree(t, other)))
 	}
 	bOnly := func(tree map[string]string) map[string]string {
@@ -969,13 +974,13 @@ func TestOwnershipAcrossWorkloads(t *testing.T) {
 	bBefore := bOnly(tree)
 
 	// Re-render A with a1 removed and a3 added.
-	a.setOutput(map[string]string{"a2.yaml": "kind: A2\n", "a3.yaml": "kind: A3\n", "extra/e.yaml": "kind: E\n"})
+	a.setOutput(map[string]string{"a2.yaml": obj("A2"), "a3.yaml": obj("A3"), "extra/e.yaml": obj("E")})
 	a.mustRun(0, envA)
 	tree = repoTree(t, w.repo)
 	if _, ok := tree[aDir+"a1.yaml"]; ok {
 		t.Error("A's stale a1.yaml survived")
 	}
-	if tree[aDir+"a3.yaml"] != "kind: A3\n" || tree[aDir+"a2.yaml"] != "kind: A2\n" {
+	if tree[aDir+"a3.yaml"] != obj("A3") || tree[aDir+"a2.yaml"] != obj("A2") {
 		t.Errorf("A's files wrong: %v", underPrefix(tree, aDir))
 	}
 	if fmt.Sprint(bOnly(tree)) != fmt.Sprint(bBefore) {
@@ -983,7 +988,7 @@ func TestOwnershipAcrossWorkloads(t *testing.T) {
 	}
 
 	// A's extra group disappears from the output: its folder goes.
-	a.setOutput(map[string]string{"a2.yaml": "kind: A2\n", "a3.yaml": "kind: A3\n"})
+	a.setOutput(map[string]string{"a2.yaml": obj("A2"), "a3.yaml": obj("A3")})
 	a.setSelectors("- matchLabels: {role: worker}\n")
 	a.mustRun(0, envA)
 	otherTree := repoTree(t, other)
@@ -1000,7 +1005,7 @@ func TestOwnershipAcrossWorkloads(t *testing.T) {
 	}
 
 	// Bring the group back, then delete A.
-	a.setOutput(map[string]string{"a2.yaml": "kind: A2\n", "extra/e.yaml": "kind: E\n"})
+	a.setOutput(map[string]string{"a2.yaml": obj("A2"), "extra/e.yaml": obj("E")})
 	a.setSelectors("- matchLabels: {role: worker}\n- directory: extra\n  matchLabels: {role: edge}\n")
 	a.mustRun(0, envA)
 	if _, ok := repoTree(t, other)[aExtra]; !ok {
@@ -1046,7 +1051,7 @@ func TestOwnershipAcrossWorkloads(t *testing.T) {
 func TestRecordsLiveOutsideDestinations(t *testing.T) {
 	w := newWorld(t)
 	w.file("platform/destinations.yaml", twoDests)
-	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": "kind: X\n"})
+	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": obj("X")})
 	wf.mustRun(0, resourceEnv("p", "ns", "r", "pipe"))
 	for p := range repoTree(t, w.repo) {
 		if strings.HasPrefix(p, "clusters/dev-") {
@@ -1075,7 +1080,7 @@ func placeFresh(t *testing.T, destNames []string, name string) string {
 		ds = append(ds, dest(d, map[string]string{"pool": "a"}))
 	}
 	w.file("platform/destinations.yaml", docs(ds...))
-	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": "kind: X\n"})
+	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": obj("X")})
 	r := wf.mustRun(0, resourceEnv("p", "ns", name, "pipe"), "-o", "json")
 	d := groupDests(t, decodeReport(t, r), ".")
 	if len(d) != 1 {
@@ -1088,7 +1093,7 @@ func TestPlacementIsStickyAcrossRenders(t *testing.T) {
 	w := newWorld(t)
 	w.file("platform/destinations.yaml", docs(dest("s1", map[string]string{"pool": "a"}), dest("s2", map[string]string{"pool": "a"})))
 	env := resourceEnv("p", "ns", "r", "pipe")
-	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": "kind: X\n"})
+	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": obj("X")})
 	r := wf.mustRun(0, env, "-o", "json")
 	first := groupDests(t, decodeReport(t, r), ".")
 	if len(first) != 1 {
@@ -1109,7 +1114,7 @@ func TestPlacementIsStickyAcrossRenders(t *testing.T) {
 	}
 	w.file("platform/third.yaml", dest(third, map[string]string{"pool": "a"}))
 
-	wf.setOutput(map[string]string{"db.yaml": "kind: X\nv: 2\n"})
+	wf.setOutput(map[string]string{"db.yaml": obj("X") + "data: {v: \"2\"}\n"})
 	for i := 0; i < 3; i++ {
 		r = wf.mustRun(0, env, "-o", "json")
 		rep := decodeReport(t, r)
@@ -1124,7 +1129,7 @@ func TestPlacementIsStickyAcrossRenders(t *testing.T) {
 			where = append(where, p)
 		}
 	}
-	if len(where) != 1 || where[0] != "clusters/"+placed+"/resources/ns/p/r/pipe/5058f/db.yaml" || tree[where[0]] != "kind: X\nv: 2\n" {
+	if len(where) != 1 || where[0] != "clusters/"+placed+"/resources/ns/p/r/pipe/5058f/db.yaml" || tree[where[0]] != obj("X")+"data: {v: \"2\"}\n" {
 		t.Errorf("db.yaml is at %v", where)
 	}
 	// The text report says it was kept.
@@ -1163,11 +1168,11 @@ func TestPromiseWorkflowGoesToEveryMatch(t *testing.T) {
 		dest("strict", map[string]string{"env": "dev"}, "strictMatchLabels: true"),
 	))
 	w.file("platform/promise.yaml", "apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nmetadata:\n  name: pg\nspec:\n  destinationSelectors:\n  - matchLabels: {env: dev}\n")
-	wf := w.workflow("wf").setOutput(map[string]string{"operator.yaml": "kind: Deployment\n"})
+	wf := w.workflow("wf").setOutput(map[string]string{"operator.yaml": obj("Deployment")})
 	wf.mustRun(0, promiseEnv("pg", "install"))
 	tree := repoTree(t, w.repo)
 	for _, d := range []string{"a", "b", "strict"} {
-		if tree["clusters/"+d+"/dependencies/pg/install/5058f/operator.yaml"] != "kind: Deployment\n" {
+		if tree["clusters/"+d+"/dependencies/pg/install/5058f/operator.yaml"] != obj("Deployment") {
 			t.Errorf("destination %s lacks the dependency: %v", d, keysOf(tree))
 		}
 	}
@@ -1191,16 +1196,16 @@ func TestResourceInheritsPromiseWorkflowSelector(t *testing.T) {
 	w.file("platform/promise.yaml", "apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nmetadata:\n  name: pg\nspec:\n  destinationSelectors:\n  - matchLabels: {env: dev}\n")
 
 	// Another promise's workflow leaves a root selector too: it must not leak.
-	o := w.workflow("other").setOutput(map[string]string{"x.yaml": "kind: X\n"})
+	o := w.workflow("other").setOutput(map[string]string{"x.yaml": obj("X")})
 	o.setSelectors("- matchLabels: {tier: bronze}\n")
 	o.mustRun(0, promiseEnv("redis", "install"))
 
 	// The promise workflow: its root entry conflicts with the Promise on env.
-	pw := w.workflow("promise").setOutput(map[string]string{"operator.yaml": "kind: Deployment\n"})
+	pw := w.workflow("promise").setOutput(map[string]string{"operator.yaml": obj("Deployment")})
 	pw.setSelectors("- matchLabels: {env: prod, tier: gold}\n")
 	pw.mustRun(0, promiseEnv("pg", "install"))
 
-	rw := w.workflow("resource").setOutput(map[string]string{"db.yaml": "kind: DB\n"})
+	rw := w.workflow("resource").setOutput(map[string]string{"db.yaml": objNamed("DB", "db1")})
 	rw.setSelectors("- matchLabels: {env: staging, tier: silver, zone: eu}\n")
 	r := rw.mustRun(0, resourceEnv("pg", "ns", "db1", "configure"), "-o", "json")
 	rep := decodeReport(t, r)
@@ -1215,7 +1220,7 @@ func TestResourceInheritsPromiseWorkflowSelector(t *testing.T) {
 	}
 
 	// Without its own root entry the resource still gets the inherited tier.
-	rw2 := w.workflow("resource2").setOutput(map[string]string{"db.yaml": "kind: DB\n"})
+	rw2 := w.workflow("resource2").setOutput(map[string]string{"db.yaml": objNamed("DB", "db2")})
 	r = rw2.mustRun(0, resourceEnv("pg", "ns", "db2", "configure"), "-o", "json")
 	rep = decodeReport(t, r)
 	if rep.Groups[0].Selector != "env=dev,tier=gold" {
@@ -1226,7 +1231,7 @@ func TestResourceInheritsPromiseWorkflowSelector(t *testing.T) {
 	}
 
 	// A directory group ignores both the Promise and the inherited selector.
-	rw3 := w.workflow("resource3").setOutput(map[string]string{"db.yaml": "kind: DB\n", "backup/b.yaml": "kind: Job\n"})
+	rw3 := w.workflow("resource3").setOutput(map[string]string{"db.yaml": objNamed("DB", "db3"), "backup/b.yaml": obj("Job")})
 	rw3.setSelectors("- directory: backup\n  matchLabels: {env: prod}\n")
 	r = rw3.mustRun(0, resourceEnv("pg", "ns", "db3", "configure"), "-o", "json")
 	if d := groupDests(t, decodeReport(t, r), "backup"); fmt.Sprint(d) != "[promise-loses]" {
@@ -1243,7 +1248,7 @@ func TestInheritedSelectorWithoutPromiseFiles(t *testing.T) {
 	pw.setSelectors("- matchLabels: {tier: gold}\n")
 	pw.mustRun(0, promiseEnv("pg", "install"))
 	for i := 0; i < 4; i++ {
-		rw := w.workflow(fmt.Sprintf("r%d", i)).setOutput(map[string]string{"db.yaml": "kind: DB\n"})
+		rw := w.workflow(fmt.Sprintf("r%d", i)).setOutput(map[string]string{"db.yaml": objNamed("DB", fmt.Sprintf("db%d", i))})
 		r := rw.mustRun(0, resourceEnv("pg", "ns", fmt.Sprintf("db%d", i), "configure"), "-o", "json")
 		if d := groupDests(t, decodeReport(t, r), "."); fmt.Sprint(d) != "[gold]" {
 			t.Fatalf("resource %d went to %v", i, d)
@@ -1262,7 +1267,7 @@ func TestCommitsIntoAnEmptyBareRepository(t *testing.T) {
 	}
 	w.file("platform/destinations.yaml", twoDests)
 	env := resourceEnv("p", "ns", "r", "pipe")
-	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": "kind: X\n", "backup/b.yaml": "kind: Job\n"})
+	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": obj("X"), "backup/b.yaml": obj("Job")})
 	wf.setSelectors("- directory: backup\n  matchLabels: {zone: eu}\n")
 
 	r := wf.mustRun(0, env)
@@ -1296,13 +1301,13 @@ func TestCommitsIntoAnEmptyBareRepository(t *testing.T) {
 	}
 
 	// A render touching both destinations and several files is one commit.
-	wf.setOutput(map[string]string{"db.yaml": "kind: X2\n", "more.yaml": "kind: Y\n", "backup/b.yaml": "kind: Job2\n"})
+	wf.setOutput(map[string]string{"db.yaml": obj("X2"), "more.yaml": obj("Y"), "backup/b.yaml": obj("Job2")})
 	wf.mustRun(0, env)
 	if n := commitCount(t, w.repo); n != 2 {
 		t.Fatalf("changed render: %d commits, want 2", n)
 	}
 	// A second workload: one more commit.
-	w.workflow("wf2").setOutput(map[string]string{"x.yaml": "kind: X\n"}).mustRun(0, resourceEnv("p", "ns", "r2", "pipe"))
+	w.workflow("wf2").setOutput(map[string]string{"x.yaml": obj("X")}).mustRun(0, resourceEnv("p", "ns", "r2", "pipe"))
 	if n := commitCount(t, w.repo); n != 3 {
 		t.Fatalf("second workload: %d commits, want 3", n)
 	}
@@ -1325,7 +1330,7 @@ func TestMissingBranchIsCreated(t *testing.T) {
 		t.Fatalf("git init --bare: %v\n%s", err, out)
 	}
 	w.file("platform/destinations.yaml", dest("only", nil))
-	w.workflow("wf").setOutput(map[string]string{"db.yaml": "kind: X\n"}).mustRun(0, resourceEnv("p", "ns", "r", "pipe"))
+	w.workflow("wf").setOutput(map[string]string{"db.yaml": obj("X")}).mustRun(0, resourceEnv("p", "ns", "r", "pipe"))
 	if _, ok := repoTree(t, w.repo)["clusters/only/resources/ns/p/r/pipe/5058f/db.yaml"]; !ok {
 		t.Fatal("branch main was not created")
 	}
@@ -1339,7 +1344,7 @@ func TestConcurrentRendersAllLand(t *testing.T) {
 	const n = 6
 	wfs := make([]*workflow, n)
 	for i := range wfs {
-		wfs[i] = w.workflow(fmt.Sprintf("wf%d", i)).setOutput(map[string]string{"db.yaml": fmt.Sprintf("kind: DB\nn: %d\n", i)})
+		wfs[i] = w.workflow(fmt.Sprintf("wf%d", i)).setOutput(map[string]string{"db.yaml": objNamed("DB", fmt.Sprintf("db-%d", i))})
 	}
 	// The first render creates the repository; the rest race on it.
 	wfs[0].mustRun(0, resourceEnv("p", "ns", "r0", "pipe"))
@@ -1361,7 +1366,7 @@ func TestConcurrentRendersAllLand(t *testing.T) {
 	for i := 0; i < n; i++ {
 		var found []string
 		for p, c := range tree {
-			if strings.Contains(p, fmt.Sprintf("/r%d/", i)) && c == fmt.Sprintf("kind: DB\nn: %d\n", i) {
+			if strings.Contains(p, fmt.Sprintf("/r%d/", i)) && c == objNamed("DB", fmt.Sprintf("db-%d", i)) {
 				found = append(found, p)
 			}
 		}
@@ -1375,4 +1380,16 @@ func TestConcurrentRendersAllLand(t *testing.T) {
 	if c := commitCount(t, w.repo); c != n {
 		t.Errorf("%d commits for %d renders", c, n)
 	}
+}
+
+// obj is a minimal Kubernetes object of the given kind, named after it:
+// every output YAML file must hold Kubernetes objects (Flux builds them).
+func obj(kind string) string {
+	return "apiVersion: v1\nkind: " + kind + "\nmetadata:\n  name: " + strings.ToLower(kind) + "\n"
+}
+
+// objNamed is a minimal Kubernetes object with its own name: two workloads
+// may not write the same object into one destination.
+func objNamed(kind, name string) string {
+	return "apiVersion: v1\nkind: " + kind + "\nmetadata:\n  name: " + name + "\n"
 }

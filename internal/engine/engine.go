@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/render-dev/render/internal/fluxcheck"
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
@@ -30,6 +31,9 @@ type Options struct {
 	Identity map[string]string
 	Getenv   func(string) string
 	DryRun   bool
+	// Hydrate builds output folders holding a kustomization.yaml into plain
+	// manifests before scheduling.
+	Hydrate  bool
 	Strategy renderer.Strategy
 	// FlavourKey is the label on the resource request that names its flavour.
 	FlavourKey string
@@ -182,6 +186,11 @@ func (e *Engine) Load() (*Inputs, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Hydrate {
+		if out.Files, err = fluxcheck.Hydrate(out.Files); err != nil {
+			return nil, err
+		}
+	}
 	in.Selectors, in.SelectorsFile = sels, selFile
 	in.Output, in.OutputDirs = out.Files, out.Dirs
 	res.Input = in
@@ -206,8 +215,13 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Validate the selectors and layout before any store is contacted.
-	if _, err := renderer.Render(in); err != nil {
+	// Validate the selectors, the layout and what Flux will build before
+	// any store is contacted.
+	early, err := renderer.Render(in)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fluxcheck.CheckPlan(early); err != nil {
 		return nil, err
 	}
 
@@ -231,13 +245,26 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	report.Plan = plan
+	objects, err := fluxcheck.CheckPlan(plan)
+	if err != nil {
+		return nil, err
+	}
+	if err := fluxcheck.Duplicates(objects, otherObjects(recs, key)); err != nil {
+		return nil, err
+	}
 
 	updates := map[renderer.StoreRef]statestore.Update{}
 	record := e.record(wf, in, plan, ld.Selectors)
 	for _, w := range plan.Writes {
+		r := *record
+		for _, o := range objects {
+			if o.Store == w.Store.String() {
+				r.Objects = append(r.Objects, statestore.Object(o))
+			}
+		}
 		updates[w.Store] = statestore.Update{
 			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates,
-			Destinations: w.Destinations, Record: record,
+			Destinations: w.Destinations, Record: &r,
 		}
 	}
 	// Promise workflows leave their record in every store, so that resource
@@ -303,6 +330,22 @@ func (e *Engine) open(p *inputs.Platform, refs []renderer.StoreRef) (map[rendere
 		out[ref] = s
 	}
 	return out, nil
+}
+
+// otherObjects gathers what other workloads recorded writing, by workload.
+func otherObjects(recs map[renderer.StoreRef][]statestore.Record, key string) map[string][]fluxcheck.Object {
+	out := map[string][]fluxcheck.Object{}
+	for _, rs := range recs {
+		for _, r := range rs {
+			if r.Workload == key {
+				continue
+			}
+			for _, o := range r.Objects {
+				out[r.Workload] = append(out[r.Workload], fluxcheck.Object(o))
+			}
+		}
+	}
+	return out
 }
 
 func secretName(p *inputs.Platform, ref renderer.StoreRef) string {

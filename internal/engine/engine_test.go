@@ -200,7 +200,6 @@ func dests(names ...string) string {
 // fewest, counted from the store's records by fresh engines.
 func TestSpreadByFlavour(t *testing.T) {
 	f := newFixture(t, dests("d1", "d2", "d3"))
-	writeT(t, filepath.Join(f.output, "db.yaml"), "kind: DB\n")
 	count := map[string]map[string]int{"gold": {}, "silver": {}}
 	for i := 0; i < 12; i++ {
 		flavour := "gold"
@@ -208,6 +207,7 @@ func TestSpreadByFlavour(t *testing.T) {
 			flavour = "silver"
 		}
 		writeT(t, filepath.Join(f.input, "object.yaml"), fmt.Sprintf("metadata:\n  name: r%d\n  namespace: ns\n  labels: {flavour: %s}\n", i, flavour))
+		writeT(t, filepath.Join(f.output, "db.yaml"), fmt.Sprintf("apiVersion: v1\nkind: DB\nmetadata:\n  name: db-r%d\n", i))
 		e := f.engine(map[string]string{"workflow-type": "resource", "promise": "pg", "pipeline": "x"}, false)
 		rep, err := e.Render(context.Background())
 		e.Close()
@@ -235,10 +235,10 @@ func TestSpreadByFlavour(t *testing.T) {
 // destination full of silver is still empty for gold.
 func TestSpreadCountsOnlyTheFlavour(t *testing.T) {
 	f := newFixture(t, strings.ReplaceAll(dests("d1", "d2"), "name: d1\n", "name: d1\n  labels: {only: d1}\n"))
-	writeT(t, filepath.Join(f.output, "db.yaml"), "kind: DB\n")
 	render := func(name, flavour string) string {
 		t.Helper()
 		writeT(t, filepath.Join(f.input, "object.yaml"), fmt.Sprintf("metadata:\n  name: %s\n  namespace: ns\n  labels: {flavour: %s}\n", name, flavour))
+		writeT(t, filepath.Join(f.output, "db.yaml"), "apiVersion: v1\nkind: DB\nmetadata:\n  name: db-"+name+"\n")
 		e := f.engine(map[string]string{"workflow-type": "resource", "promise": "pg", "pipeline": "x"}, false)
 		defer e.Close()
 		rep, err := e.Render(context.Background())
@@ -266,7 +266,7 @@ func TestSpreadCountsOnlyTheFlavour(t *testing.T) {
 func TestDeleteIgnoresOutputAndSelectors(t *testing.T) {
 	f := newFixture(t, dests("d1"))
 	ids := map[string]string{"workflow-type": "resource", "promise": "pg", "pipeline": "x", "name": "db", "namespace": "ns"}
-	writeT(t, filepath.Join(f.output, "db.yaml"), "kind: DB\n")
+	writeT(t, filepath.Join(f.output, "db.yaml"), obj("DB"))
 	e := f.engine(ids, false)
 	if _, err := e.Render(context.Background()); err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestDeleteIgnoresOutputAndSelectors(t *testing.T) {
 // Input errors come back as InputErrors with no store contacted.
 func TestRenderInputErrorIsInputError(t *testing.T) {
 	f := newFixture(t, dests("d1"))
-	writeT(t, filepath.Join(f.output, "db.yaml"), "kind: DB\n")
+	writeT(t, filepath.Join(f.output, "db.yaml"), obj("DB"))
 	writeT(t, filepath.Join(f.metadata, "destination-selectors.yaml"), "- directory: nope\n  matchLabels: {a: b}\n")
 	e := f.engine(map[string]string{"workflow-type": "resource", "promise": "pg", "pipeline": "x", "name": "db", "namespace": "ns"}, false)
 	defer e.Close()
@@ -341,4 +341,9 @@ func TestStoreClientsAreKept(t *testing.T) {
 	if !sort.StringsAreSorted(names) || len(names) != 2 {
 		t.Errorf("store refs %v", names)
 	}
+}
+
+// obj is a minimal Kubernetes object of the given kind, named after it.
+func obj(kind string) string {
+	return "apiVersion: v1\nkind: " + kind + "\nmetadata:\n  name: " + strings.ToLower(kind) + "\n"
 }
