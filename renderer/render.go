@@ -25,6 +25,12 @@ var (
 	canaryConfigMap    = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\n")
 )
 
+// CanaryNamespace is the content of the dependencies canary.
+func CanaryNamespace() []byte { return append([]byte(nil), canaryNamespace...) }
+
+// CanaryConfigMap is the content of the resources canary.
+func CanaryConfigMap() []byte { return append([]byte(nil), canaryConfigMap...) }
+
 // Plan is the outcome of a render: where each group goes, and what each
 // store must hold for this workload.
 type Plan struct {
@@ -76,7 +82,11 @@ func (p *Plan) Placements() []statestore.Placement {
 	var out []statestore.Placement
 	for _, g := range p.Groups {
 		if !g.Unscheduled() {
-			out = append(out, statestore.Placement{Group: g.Directory, Destinations: g.Destinations})
+			pl := statestore.Placement{Group: g.Directory, Destinations: g.Destinations, MatchLabels: g.Selector.MatchLabels}
+			for _, e := range g.Selector.MatchExpressions {
+				pl.MatchExpressions = append(pl.MatchExpressions, statestore.Requirement(e))
+			}
+			out = append(out, pl)
 		}
 	}
 	return out

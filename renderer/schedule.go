@@ -234,3 +234,21 @@ func stableHash(s string) uint64 {
 	h.Write([]byte(s))
 	return h.Sum64()
 }
+
+// Place schedules one resource group afresh, ignoring earlier placements,
+// the way a render would: `render drain` uses it to find a new home for a
+// group whose destination is being emptied (that destination passed in
+// cordoned). g.Selector must be set; g's verdicts and destinations are
+// replaced.
+func Place(in Input, g Group) Group {
+	in.Previous = nil
+	dests := append([]Destination(nil), in.Destinations...)
+	sort.Slice(dests, func(i, j int) bool { return dests[i].Name < dests[j].Name })
+	byName := map[string]*Destination{}
+	for i := range dests {
+		byName[dests[i].Name] = &dests[i]
+	}
+	g.Verdicts, g.Destinations, g.Sticky = nil, nil, false
+	schedule(in, dests, byName, &g, &Plan{})
+	return g
+}

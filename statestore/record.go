@@ -58,10 +58,21 @@ type Object struct {
 	Source      string `json:"source,omitempty"`
 }
 
-// Placement is where one workload group went.
+// Placement is where one workload group went, and the selector it was
+// scheduled with, so a drain can find it another home without the
+// workflow's output.
 type Placement struct {
-	Group        string   `json:"group"`
-	Destinations []string `json:"destinations"`
+	Group            string            `json:"group"`
+	Destinations     []string          `json:"destinations"`
+	MatchLabels      map[string]string `json:"matchLabels,omitempty"`
+	MatchExpressions []Requirement     `json:"matchExpressions,omitempty"`
+}
+
+// Requirement is a set-based selector term (Kubernetes' In, NotIn, Exists, DoesNotExist).
+type Requirement struct {
+	Key      string   `json:"key"`
+	Operator string   `json:"operator"`
+	Values   []string `json:"values,omitempty"`
 }
 
 // WorkloadKey is the stable identity of a workflow's output: its type,

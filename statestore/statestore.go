@@ -50,6 +50,13 @@ type Store interface {
 	Close() error
 }
 
+// BatchApplier is implemented by stores that can write several workloads'
+// updates as one change (git: one commit). Tools that move many workloads
+// at once (drain) use it when a store has it, and Apply in turn otherwise.
+type BatchApplier interface {
+	ApplyAll(ctx context.Context, us []Update) (Result, error)
+}
+
 // Sentinel errors every backend wraps, so callers can test with errors.Is.
 var (
 	// ErrNotFound means the repository, branch or bucket does not exist and

@@ -187,6 +187,7 @@ Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but som
 	}
 	o.AddFlags(root.Flags())
 	root.AddCommand(newBootstrapCommand(io))
+	root.AddCommand(newDrainCommand(io))
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {

@@ -105,7 +105,7 @@ func TestRecordOfAWorkflow(t *testing.T) {
 	if fmt.Sprint(r.DefaultSelector) != "map[env:dev]" || r.Name != "" || r.Flavour != "" {
 		t.Errorf("promise record: %+v", r)
 	}
-	if fmt.Sprint(r.Placements) != "[{. [a b]}]" {
+	if len(r.Placements) != 1 || r.Placements[0].Group != "." || fmt.Sprint(r.Placements[0].Destinations) != "[a b]" {
 		t.Errorf("placements: %+v (unscheduled groups are not placements)", r.Placements)
 	}
 	rw := renderer.Workflow{Type: renderer.ResourceWorkflow, Promise: "pg", Pipeline: "x", Name: "db", Namespace: "ns"}

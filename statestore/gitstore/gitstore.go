@@ -176,10 +176,22 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 // force. When another writer moved the branch first, it reads the new tip
 // and plans again, up to MaxAttempts times with jittered backoff.
 func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
+	return s.ApplyAll(ctx, []statestore.Update{u})
+}
+
+var _ statestore.BatchApplier = (*Store)(nil)
+
+// ApplyAll writes several workloads' updates as one commit, each planned on
+// top of the ones before it. The message is the first update's. DryRun is
+// taken from the first update.
+func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
 	var res statestore.Result
+	if len(us) == 0 {
+		return res, nil
+	}
 	refresh := false
 	for attempt := 1; ; attempt++ {
-		res.Attempts = attempt
+		res = statestore.Result{Attempts: attempt}
 		tip, objs, err := s.repo.head(ctx, refresh)
 		if err != nil {
 			return res, s.wrap("read", err)
@@ -189,31 +201,42 @@ func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Resu
 		if err != nil {
 			return res, s.wrap("read", err)
 		}
+		res.Revision = tip.String()
 		ov := newOverlay(objs)
 		snap := newTreeSnap(ov, root, s.prefix)
-		plan, err := statestore.PlanUpdate(snap, u)
-		if err != nil {
-			return res, s.wrap("plan", err)
+		for _, u := range us {
+			plan, err := statestore.PlanUpdate(snap, u)
+			if err != nil {
+				return res, s.wrap("plan", err)
+			}
+			res.Added = append(res.Added, plan.Diff.Added...)
+			res.Changed = append(res.Changed, plan.Diff.Changed...)
+			res.Deleted = append(res.Deleted, plan.Diff.Deleted...)
+			if !plan.Changed() {
+				continue
+			}
+			res.Updated = true
+			newRoot, err := snap.applyOps(plan.Ops)
+			if err != nil {
+				return res, s.wrap("write", err)
+			}
+			// Later updates in the batch see this one's files.
+			cache := snap.cache
+			snap = newTreeSnap(ov, newRoot, s.prefix)
+			snap.cache = cache
 		}
-		res.Diff = plan.Diff
-		res.Updated = plan.Changed()
-		res.Revision = tip.String()
-		if !plan.Changed() || u.DryRun {
+		if !res.Updated || us[0].DryRun {
 			return res, nil
 		}
-		newRoot, err := snap.applyOps(plan.Ops)
-		if err != nil {
-			return res, s.wrap("write", err)
-		}
+		newRoot := snap.root
 		if newRoot.IsZero() {
-			// Git cannot commit an empty tree through go-git's encoder
-			// path of ours; write the well-known empty tree.
+			// Every file is gone: commit git's empty tree.
 			newRoot, err = writeObject(ov, plumbing.TreeObject, nil)
 			if err != nil {
 				return res, s.wrap("write", err)
 			}
 		}
-		commit, err := s.commit(ov, tip, newRoot, u.Message)
+		commit, err := s.commit(ov, tip, newRoot, us[0].Message)
 		if err != nil {
 			return res, s.wrap("commit", err)
 		}

@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
+)
+
+// DrainReport is what a drain did.
+type DrainReport struct {
+	Destination string
+	DryRun      bool
+	Moves       []Move
+	Stuck       []Stuck
+	Stores      []StoreReport
+	Duration    time.Duration
+}
+
+// Move is one resource group that moved.
+type Move struct {
+	Workload, Group, From, To string
+	Files                     int
+	// Verdicts explain the choice of To.
+	Verdicts []renderer.Verdict
+}
+
+// Stuck is one group that did not move, and why. Promise dependencies
+// stay by design; a resource that could not move is Blocked.
+type Stuck struct {
+	Workload, Group, Reason string
+	Blocked                 bool
+}
+
+// Failed returns the stores that failed.
+func (r *DrainReport) Failed() []StoreReport {
+	var out []StoreReport
+	for _, s := range r.Stores {
+		if s.Err != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// pendingWrite accumulates one workload's new state in one store.
+type pendingWrite struct {
+	rec   statestore.Record
+	files map[string][]byte
+	dests map[string]bool
+}
+
+// Drain moves every resource placed on the destination named dest to
+// another matching destination (kcp's "move between sync targets"): it
+// copies the files from the store, updates the placement records, and
+// writes one commit per store. The destination itself is treated as
+// cordoned for the choice; cordon it in the platform (spec.unschedulable)
+// so later renders of new resources skip it too. Promise dependencies stay:
+// they go to every matching destination by design.
+func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
+	start := time.Now()
+	plat, err := inputs.LoadPlatform(e.opts.Platform, e.opts.SecretsDir)
+	if err != nil {
+		return nil, err
+	}
+	var from *renderer.Destination
+	var names []string
+	byName := map[string]*renderer.Destination{}
+	for i := range plat.Destinations {
+		d := &plat.Destinations[i]
+		byName[d.Name] = d
+		names = append(names, d.Name)
+	}
+	if from = byName[dest]; from == nil {
+		return nil, &renderer.InputError{Where: "render drain", Msg: fmt.Sprintf("destination %q is not defined; known destinations: %s", dest, strings.Join(names, ", "))}
+	}
+	stores, err := e.open(plat, storeRefs(plat))
+	if err != nil {
+		return nil, err
+	}
+	rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
+	recs, failed := e.readRecords(ctx, stores)
+	if len(failed) > 0 {
+		for ref, err := range failed {
+			rep.Stores = append(rep.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: e.annotate(ref, err)})
+		}
+		return rep, nil
+	}
+	// The load every choice starts from, updated as groups move.
+	base := renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}}
+	applyRecords(&base, recs, "")
+	cordoned := append([]renderer.Destination(nil), plat.Destinations...)
+	for i := range cordoned {
+		if cordoned[i].Name == dest {
+			cordoned[i].Unschedulable = true
+		}
+	}
+
+	// Each workload's records, by store.
+	byWorkload := map[string]map[renderer.StoreRef]statestore.Record{}
+	for ref, rs := range recs {
+		for _, r := range rs {
+			if byWorkload[r.Workload] == nil {
+				byWorkload[r.Workload] = map[renderer.StoreRef]statestore.Record{}
+			}
+			byWorkload[r.Workload][ref] = r
+		}
+	}
+	keys := make([]string, 0, len(byWorkload))
+	for k := range byWorkload {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	snaps := map[renderer.StoreRef]statestore.Snapshot{}
+	snapshot := func(ref renderer.StoreRef) (statestore.Snapshot, error) {
+		if s, ok := snaps[ref]; ok {
+			return s, nil
+		}
+		s, err := stores[ref].Snapshot(ctx)
+		if err == nil {
+			snaps[ref] = s
+		}
+		return s, err
+	}
+	pending := map[renderer.StoreRef]map[string]*pendingWrite{}
+	pend := func(ref renderer.StoreRef, key string, rec statestore.Record) (*pendingWrite, error) {
+		if pending[ref] == nil {
+			pending[ref] = map[string]*pendingWrite{}
+		}
+		if pw := pending[ref][key]; pw != nil {
+			return pw, nil
+		}
+		pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}}
+		if old, ok := byWorkload[key][ref]; ok {
+			pw.rec = old
+			snap, err := snapshot(ref)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range old.Files {
+				if statestore.IsMeta(f) {
+					continue // aggregate parts: aggregated destinations do not drain
+				}
+				data, err := snap.ReadFile(f)
+				if err != nil {
+					return nil, fmt.Errorf("read %s: %w", f, err)
+				}
+				pw.files[f] = data
+			}
+		}
+		pending[ref][key] = pw
+		return pw, nil
+	}
+
+	for _, key := range keys {
+		var rec statestore.Record
+		for _, r := range byWorkload[key] {
+			rec = r
+			break
+		}
+		for pi, p := range rec.Placements {
+			if !contains(p.Destinations, dest) {
+				continue
+			}
+			if rec.Type != string(renderer.ResourceWorkflow) {
+				rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, "promise dependencies go to every matching destination; they stay", false})
+				continue
+			}
+			if from.Mode != renderer.NestedByMetadata {
+				rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("destination %s uses filepath mode %s; only nestedByMetadata folders can be moved: re-run the workflow instead", dest, from.Mode), true})
+				continue
+			}
+			wf := renderer.Workflow{Type: renderer.ResourceWorkflow, Action: renderer.Configure, Promise: rec.Promise, Pipeline: rec.Pipeline, Name: rec.Name, Namespace: rec.Namespace}
+			g := renderer.Group{Directory: p.Group, ID: renderer.GroupID(p.Group), Selector: renderer.Selector{MatchLabels: p.MatchLabels}}
+			for _, x := range p.MatchExpressions {
+				g.Selector.MatchExpressions = append(g.Selector.MatchExpressions, renderer.Requirement(x))
+			}
+			in := renderer.Input{Workflow: wf, Destinations: cordoned, Load: base.Load, Flavour: rec.Flavour, Strategy: e.opts.Strategy, Seed: e.opts.Seed}
+			g = renderer.Place(in, g)
+			if g.Unscheduled() {
+				var why []string
+				for _, v := range g.Verdicts {
+					if v.Reason != "" && v.Destination != dest {
+						why = append(why, v.Destination+": "+v.Reason)
+					}
+				}
+				if len(why) == 0 {
+					why = append(why, "there is no other destination")
+				}
+				rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("no other destination matches selector %s (%s)", g.Selector, strings.Join(why, "; ")), true})
+				continue
+			}
+			to := byName[g.Destinations[0]]
+			if to.Mode != renderer.NestedByMetadata {
+				rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("the chosen destination %s uses filepath mode %s; only nestedByMetadata folders can be moved", to.Name, to.Mode), true})
+				continue
+			}
+			rel := path.Join("resources", rec.Namespace, rec.Promise, rec.Name, rec.Pipeline, g.ID)
+			oldPrefix := path.Join(from.Path, rel) + "/"
+			newPrefix := path.Join(to.Path, rel) + "/"
+			src, err := pend(from.Store, key, rec)
+			if err != nil {
+				return nil, e.storeErr(from.Store, stores, err)
+			}
+			dst, err := pend(to.Store, key, rec)
+			if err != nil {
+				return nil, e.storeErr(to.Store, stores, err)
+			}
+			moved := 0
+			for f, data := range src.files {
+				if strings.HasPrefix(f, oldPrefix) {
+					delete(src.files, f)
+					dst.files[newPrefix+strings.TrimPrefix(f, oldPrefix)] = data
+					moved++
+				}
+			}
+			dst.dests[to.Path] = true
+			// Every copy of the record learns the new placement.
+			copies := []*pendingWrite{src, dst}
+			for ref := range byWorkload[key] {
+				pw, err := pend(ref, key, rec)
+				if err != nil {
+					return nil, e.storeErr(ref, stores, err)
+				}
+				copies = append(copies, pw)
+			}
+			for _, pw := range uniqueWrites(copies) {
+				pw.rec.Placements = replacePlacement(pw.rec.Placements, pi, dest, to.Name)
+				for i, o := range pw.rec.Objects {
+					if o.Destination == from.Path && strings.HasPrefix(o.File, rel+"/") {
+						pw.rec.Objects[i].Destination, pw.rec.Objects[i].Store = to.Path, to.Store.String()
+					}
+				}
+			}
+			base.Load.Total[dest]--
+			base.Load.Total[to.Name]++
+			if rec.Flavour != "" {
+				if base.Load.ByFlavour[rec.Flavour] == nil {
+					base.Load.ByFlavour[rec.Flavour] = map[string]int{}
+				}
+				base.Load.ByFlavour[rec.Flavour][dest]--
+				base.Load.ByFlavour[rec.Flavour][to.Name]++
+			}
+			rep.Moves = append(rep.Moves, Move{Workload: key, Group: p.Group, From: dest, To: to.Name, Files: moved, Verdicts: g.Verdicts})
+		}
+	}
+
+	msg := statestore.Message{Subject: fmt.Sprintf("render: drain destination %s (%d groups moved)", dest, len(rep.Moves)),
+		Trailers: []statestore.Trailer{{Key: "Render-Drain", Value: dest}, {Key: "Render-Version", Value: e.opts.Version}}}
+	refs := make([]renderer.StoreRef, 0, len(pending))
+	for ref := range pending {
+		refs = append(refs, ref)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	for _, ref := range refs {
+		var us []statestore.Update
+		wkeys := make([]string, 0, len(pending[ref]))
+		for k := range pending[ref] {
+			wkeys = append(wkeys, k)
+		}
+		sort.Strings(wkeys)
+		for _, k := range wkeys {
+			pw := pending[ref][k]
+			u := statestore.Update{Workload: k, Files: pw.files, Message: msg, DryRun: e.opts.DryRun, Shared: map[string][]byte{}}
+			for d := range pw.dests {
+				u.Destinations = append(u.Destinations, d)
+				u.Shared[path.Join(d, renderer.CanaryDependencies)] = renderer.CanaryNamespace()
+				u.Shared[path.Join(d, renderer.CanaryResources)] = renderer.CanaryConfigMap()
+			}
+			if len(pw.files) > 0 {
+				r := pw.rec
+				u.Record = &r
+			}
+			us = append(us, u)
+		}
+		st := stores[ref]
+		t0 := time.Now()
+		var res statestore.Result
+		var err error
+		if b, ok := st.(statestore.BatchApplier); ok {
+			res, err = b.ApplyAll(ctx, us)
+		} else {
+			for _, u := range us {
+				r, uerr := st.Apply(ctx, u)
+				res.Updated = res.Updated || r.Updated
+				res.Added, res.Changed, res.Deleted = append(res.Added, r.Added...), append(res.Changed, r.Changed...), append(res.Deleted, r.Deleted...)
+				res.Revision = r.Revision
+				if uerr != nil {
+					err = uerr
+					break
+				}
+			}
+		}
+		sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
+		sr.Destinations = splitByDestination(plat, ref, res.Diff)
+		rep.Stores = append(rep.Stores, sr)
+	}
+	rep.Duration = time.Since(start)
+	return rep, nil
+}
+
+func (e *Engine) storeErr(ref renderer.StoreRef, stores map[renderer.StoreRef]statestore.Store, err error) error {
+	return &statestore.StoreError{Store: stores[ref].String(), Op: "read", Err: err}
+}
+
+// replacePlacement moves placement i from one destination to another.
+func replacePlacement(ps []statestore.Placement, i int, from, to string) []statestore.Placement {
+	out := append([]statestore.Placement(nil), ps...)
+	if i >= len(out) {
+		return out
+	}
+	var ds []string
+	for _, d := range out[i].Destinations {
+		if d == from {
+			d = to
+		}
+		if !contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	out[i].Destinations = ds
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func uniqueWrites(ws []*pendingWrite) []*pendingWrite {
+	var out []*pendingWrite
+	seen := map[*pendingWrite]bool{}
+	for _, w := range ws {
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
