@@ -64,7 +64,7 @@ type Selector struct {
 // Requirement is one set-based selector term, as in Kubernetes:
 // operator In, NotIn, Exists or DoesNotExist.
 type Requirement struct {
-	Key      string   `json:"key" yaml:"key"`
+	Key string `json:"key" yaml:"key"`
 	// Operator is In, NotIn, Exists or DoesNotExist.
 	Operator string   `json:"operator" yaml:"operator"`
 	Values   []string `json:"values,omitempty" yaml:"values,omitempty"`
