@@ -32,18 +32,34 @@ type Repo struct {
 	HTMLURL  string
 }
 
-// Gitea returns the Gitea test server described by the RENDER_TEST_GITEA_*
-// variables; it skips the test (fails it when CI=true) if they are unset.
+// Gitea returns the shared Gitea test server described by the
+// RENDER_TEST_GITEA_* variables; it skips the test (fails it when CI=true) if
+// they are unset.
 func Gitea(t testing.TB) *GiteaServer {
 	t.Helper()
-	v := requireEnv(t, "Gitea", EnvGiteaURL, EnvGiteaUser, EnvGiteaPassword, EnvGiteaPIDFile)
+	requireEnv(t, "Gitea", giteaVars...)
+	return newGitea(os.Getenv)
+}
+
+// PrivateGitea starts a Gitea server used only by this test (fresh data, own
+// port), stopped and removed when the test ends. Use it for tests that Stop
+// the server. It skips/fails like Gitea when the test servers are not set up.
+func PrivateGitea(t testing.TB) *GiteaServer {
+	t.Helper()
+	vars := startPrivate(t, "gitea", "Gitea", giteaVars...)
+	return newGitea(func(k string) string { return vars[k] })
+}
+
+var giteaVars = []string{EnvGiteaURL, EnvGiteaUser, EnvGiteaPassword, EnvGiteaPIDFile}
+
+func newGitea(get func(string) string) *GiteaServer {
 	return &GiteaServer{
-		url:      strings.TrimRight(v[0], "/"),
-		user:     v[1],
-		password: v[2],
-		token:    os.Getenv(EnvGiteaToken),
+		url:      strings.TrimRight(get(EnvGiteaURL), "/"),
+		user:     get(EnvGiteaUser),
+		password: get(EnvGiteaPassword),
+		token:    get(EnvGiteaToken),
 		client:   &http.Client{Timeout: 30 * time.Second},
-		ctl:      serverControl{name: "gitea", pidfile: v[3]},
+		ctl:      newServerControl("gitea", get(EnvServersDir), get(EnvGiteaPIDFile)),
 	}
 }
 

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"os"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
@@ -15,16 +16,32 @@ type MinIOServer struct {
 	ctl       serverControl
 }
 
-// MinIO returns the MinIO test server described by the RENDER_TEST_MINIO_*
-// variables; it skips the test (fails it when CI=true) if they are unset.
+// MinIO returns the shared MinIO test server described by the
+// RENDER_TEST_MINIO_* variables; it skips the test (fails it when CI=true) if
+// they are unset.
 func MinIO(t testing.TB) *MinIOServer {
 	t.Helper()
-	v := requireEnv(t, "MinIO", EnvMinIOEndpoint, EnvMinIOAccessKey, EnvMinIOSecretKey, EnvMinIOPIDFile)
+	requireEnv(t, "MinIO", minioVars...)
+	return newMinIO(os.Getenv)
+}
+
+// PrivateMinIO starts a MinIO server used only by this test (fresh data, own
+// port), stopped and removed when the test ends. Use it for tests that Stop
+// the server. It skips/fails like MinIO when the test servers are not set up.
+func PrivateMinIO(t testing.TB) *MinIOServer {
+	t.Helper()
+	vars := startPrivate(t, "minio", "MinIO", minioVars...)
+	return newMinIO(func(k string) string { return vars[k] })
+}
+
+var minioVars = []string{EnvMinIOEndpoint, EnvMinIOAccessKey, EnvMinIOSecretKey, EnvMinIOPIDFile}
+
+func newMinIO(get func(string) string) *MinIOServer {
 	return &MinIOServer{
-		endpoint:  v[0],
-		accessKey: v[1],
-		secretKey: v[2],
-		ctl:       serverControl{name: "minio", pidfile: v[3]},
+		endpoint:  get(EnvMinIOEndpoint),
+		accessKey: get(EnvMinIOAccessKey),
+		secretKey: get(EnvMinIOSecretKey),
+		ctl:       newServerControl("minio", get(EnvServersDir), get(EnvMinIOPIDFile)),
 	}
 }
 

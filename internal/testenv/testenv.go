@@ -18,8 +18,10 @@
 // added so tests may run repeatedly (-count=N) against the same servers.
 //
 // Stop and Start stop and restart a server (same port, same data) for fault
-// tests. Tests that call them must not run in parallel with other tests that
-// use the same server.
+// tests. The servers returned by Gitea and MinIO are shared by every test
+// package run against them (go test runs packages in parallel), so fault tests
+// should use PrivateGitea / PrivateMinIO, which start a dedicated server for
+// the test (about 1-3 s) and stop it when the test ends.
 //
 // This package depends only on the standard library and minio-go.
 package testenv
@@ -139,40 +141,41 @@ func serversScript() (string, error) {
 	}
 }
 
-// runServersScript runs `testservers.sh SUBCMD NAME DIR` where DIR is the
-// state directory (the pidfile's directory).
-func runServersScript(t testing.TB, subcmd, name, pidfile string) {
+// runServersScript runs `testservers.sh ARGS...`.
+func runServersScript(t testing.TB, args ...string) {
 	t.Helper()
 	script, err := serversScript()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := os.Getenv(EnvServersDir)
-	if dir == "" {
-		dir = filepath.Dir(pidfile)
-	}
 	start := time.Now()
-	cmd := exec.Command("bash", script, subcmd, name, dir)
-	out, err := cmd.CombinedOutput()
+	out, err := exec.Command("bash", append([]string{script}, args...)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("testenv: %s %s %s: %v\n%s", script, subcmd, name, err, out)
+		t.Fatalf("testenv: %s %s: %v\n%s", script, strings.Join(args, " "), err, out)
 	}
-	t.Logf("testenv: %s %s took %v", subcmd, name, time.Since(start).Round(time.Millisecond))
+	t.Logf("testenv: testservers.sh %s took %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 }
 
 // serverControl implements Stop/Start shared by both server types.
 type serverControl struct {
 	name    string // "gitea" or "minio"
-	pidfile string
+	dir     string // state directory given to `testservers.sh start`
 	stopped bool
+}
+
+func newServerControl(name, dir, pidfile string) serverControl {
+	if dir == "" {
+		dir = filepath.Dir(pidfile) // pidfiles live directly in the state directory
+	}
+	return serverControl{name: name, dir: dir}
 }
 
 func (c *serverControl) stop(t testing.TB) {
 	t.Helper()
-	runServersScript(t, "stop-one", c.name, c.pidfile)
+	runServersScript(t, "stop-one", c.name, c.dir)
 	if !c.stopped {
 		c.stopped = true
-		// Never leave the shared server down for later tests.
+		// Never leave a shared server down for later tests.
 		t.Cleanup(func() {
 			if c.stopped {
 				c.start(t)
@@ -183,6 +186,37 @@ func (c *serverControl) stop(t testing.TB) {
 
 func (c *serverControl) start(t testing.TB) {
 	t.Helper()
-	runServersScript(t, "start-one", c.name, c.pidfile)
+	runServersScript(t, "start-one", c.name, c.dir)
 	c.stopped = false
+}
+
+// startPrivate starts a dedicated `which` server ("gitea" or "minio") in a
+// temporary directory, stopped when the test ends, and returns the variables
+// of its env file. The shared servers must be configured (this proves the
+// binaries are built); otherwise the test is skipped (failed when CI=true).
+func startPrivate(t testing.TB, which, what string, sharedVars ...string) map[string]string {
+	t.Helper()
+	requireEnv(t, what, sharedVars...)
+	dir := t.TempDir()
+	t.Cleanup(func() { runServersScript(t, "stop", dir) }) // runs before TempDir's removal
+	runServersScript(t, "start", dir, which)
+	data, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return parseEnvFile(string(data))
+}
+
+// parseEnvFile parses the `export K='V'` lines written by testservers.sh.
+func parseEnvFile(s string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m[k] = strings.Trim(v, "'")
+	}
+	return m
 }

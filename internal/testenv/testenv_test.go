@@ -103,13 +103,16 @@ func TestGiteaGitPush(t *testing.T) {
 	}
 }
 
-// TestRestart stops and restarts both servers and checks data survives.
+// TestRestart stops and restarts private servers and checks data survives.
 func TestRestart(t *testing.T) {
 	if testing.Short() {
-		t.Skip("restarts servers; skipped with -short")
+		t.Skip("starts and restarts servers; skipped with -short")
 	}
-	g := Gitea(t)
-	m := MinIO(t)
+	g := PrivateGitea(t)
+	m := PrivateMinIO(t)
+	if shared := os.Getenv(EnvGiteaURL); g.URL() == shared {
+		t.Fatalf("PrivateGitea returned the shared server %s", shared)
+	}
 	repo := g.CreateRepoInfo(t, "restart")
 	bucket := m.CreateBucket(t, "restart")
 
