@@ -44,8 +44,10 @@ type Config struct {
 	// AuthorName and AuthorEmail sign the commits (defaults "render", "render@localhost").
 	AuthorName, AuthorEmail string
 	// MaxAttempts bounds how often an update is re-planned after losing a
-	// race to another writer (default 10). More attempts let more writers
-	// land on a busy branch, at the price of a longer worst case.
+	// race to another writer (default 50). With N writers on one branch the
+	// unluckiest needs about N attempts, so the bound is set well above the
+	// writers a branch sees; each attempt re-reads the tip and replans only
+	// this workload's files.
 	MaxAttempts int
 	// RetryDeadline bounds how long an unreachable remote is retried (default 2m).
 	// A sidecar wants minutes; an engineer at a terminal wants seconds.
@@ -94,7 +96,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.AuthorEmail = "render@localhost"
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 10
+		cfg.MaxAttempts = 50
 	}
 	if cfg.RetryDeadline <= 0 {
 		cfg.RetryDeadline = 2 * time.Minute
@@ -273,11 +275,11 @@ func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Ha
 	return objs.SetEncodedObject(obj)
 }
 
-// backoff grows from 20ms and caps at 2s, with full jitter so that writers
-// that collided once do not collide again in lockstep.
+// backoff grows from 20ms and caps at 1s, with jitter so that writers that
+// collided once do not collide again in lockstep.
 func backoff(attempt int) time.Duration {
-	d := 20 * time.Millisecond << min(attempt, 7)
-	d = min(d, 2*time.Second)
+	d := 20 * time.Millisecond << min(attempt, 6)
+	d = min(d, time.Second)
 	return d/2 + rand.N(d/2+1)
 }
 
