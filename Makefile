@@ -36,6 +36,10 @@ test:
 unit:
 	$(GO) test -count=1 ./...
 
+## bench: side-by-side figures against real Gitea and MinIO; a table, and JSON under .bench/.
+bench:
+	scripts/bench.sh
+
 servers:
 	scripts/testservers.sh build
 
