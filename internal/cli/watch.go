@@ -1,12 +1,371 @@
 package cli
 
+// Watch mode (--watch) is render as a pipeline sidecar, or by hand while a
+// pipeline is being written. It renders once at start, then again whenever
+// the output, metadata, input, platform and secrets paths settle (see
+// package watcher), except while the output folder is empty or missing. A render whose store failed is retried with backoff
+// while the watch goes on; bad input is logged and waits for the next
+// change; unscheduled groups are logged, and the next render (after, say,
+// a new Destination) places them.
+//
+// Life cycle: the first SIGTERM or SIGINT (or the cancellation of ctx)
+// stops watching. A render in progress finishes, then one last render of
+// whatever is on disk runs, and it decides the exit code: 0 when it wrote
+// or had nothing to do (unscheduled groups are logged, not an error here),
+// 1 when a store failed, 2 for bad input. A second signal exits at once
+// with code 130, abandoning the render in progress; a git push or an S3
+// upload in flight is either complete or absent, and the next render
+// repairs the rest.
+
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/render-dev/render/internal/engine"
+	"github.com/render-dev/render/internal/metrics"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/watcher"
 )
 
-// runWatch is watch mode; see issue 5.
+// ExitInterrupted is watch mode's exit code after a second signal.
+const ExitInterrupted = 130
+
+// watchHooks are what tests replace: the signal source and the backoff.
+type watchHooks struct {
+	signals <-chan os.Signal
+	// backoffMin is the first wait after a failed render; each further
+	// failure doubles it, up to backoffMax.
+	backoffMin, backoffMax time.Duration
+	// abandoned, if set, is given the channel the render abandoned after a
+	// second signal will report on, so tests can wait for it to let go of
+	// their folders.
+	abandoned func(<-chan outcome)
+}
+
+// runWatch is watch mode. It handles SIGINT and SIGTERM itself: ctx may be
+// cancelled by the first signal (cmd/render's signal.NotifyContext), which
+// only asks for the last render; renders run on a context that only a
+// second signal cancels.
 func runWatch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger) error {
-	return &ExitError{Code: ExitBadInput, Err: errors.New("--watch is not available yet")}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	return watch(ctx, o, io, log, watchHooks{signals: sigs, backoffMin: time.Second, backoffMax: 30 * time.Second})
+}
+
+// outcome is what one render returned.
+type outcome struct {
+	rep *engine.Report
+	err error
+}
+
+func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h watchHooks) error {
+	m := metrics.New()
+	hs := &health{alive: true}
+	if o.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return &ExitError{Code: ExitStoreFailed, Err: fmt.Errorf("--metrics-addr: %w", err)}
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", m.Handler())
+		mux.Handle("/healthz", hs)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	}
+
+	paths := watchPaths(o)
+	w, err := watcher.New(context.WithoutCancel(ctx), watcher.Options{
+		Paths: paths, QuietPeriod: o.QuietPeriod, MaxWait: o.MaxWait, Log: log,
+	})
+	if err != nil {
+		return &ExitError{Code: ExitStoreFailed, Err: err}
+	}
+	defer w.Close()
+	log.Info("watching", "paths", paths, "quiet_period", o.QuietPeriod.String(), "max_wait", o.MaxWait.String())
+
+	eng := engine.New(o.engineOptions(io, log))
+	// Renders survive the first signal (it asks for one more render) but
+	// not the second.
+	renderCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+	done := make(chan outcome, 1)
+
+	var (
+		rendering, stopping, final bool
+		dirty                      bool // inputs changed since the running render began
+		signals                    int
+		backoff                    time.Duration
+		retry                      *time.Timer
+		retryC                     <-chan time.Time
+		watchErr                   error
+	)
+	events := w.Events()
+	ctxDone := ctx.Done()
+
+	// begin starts a render. A sidecar starts before the workflow has
+	// written anything, and a workflow may write its metadata first:
+	// rendering an empty output would empty the workload's folders in the
+	// stores until the workflow is done. So an empty output is only ever
+	// rendered by the last render, which renders whatever is there.
+	begin := func(reason string) {
+		dirty = false
+		files := countFiles(o.Output)
+		if files == 0 && !final {
+			log.Info("the output folder is empty: waiting for files before rendering", "output", o.Output)
+			return
+		}
+		rendering = true
+		log.Info("rendering", "files", files, "reason", reason)
+		go func() {
+			rep, err := eng.Render(renderCtx)
+			done <- outcome{rep, err}
+		}()
+	}
+	stopRetry := func() {
+		if retry != nil {
+			retry.Stop()
+			retry, retryC = nil, nil
+		}
+	}
+	stop := func(why string) {
+		if stopping {
+			return
+		}
+		stopping = true
+		hs.setAlive(false)
+		events = nil
+		stopRetry()
+		log.Info("stopping: one last render, then exit", "because", why)
+		if !rendering {
+			final = true
+			begin("last render before exit")
+		}
+	}
+
+	begin("start")
+	for {
+		select {
+		case b, ok := <-events:
+			if !ok {
+				watchErr = w.Err()
+				if watchErr == nil {
+					watchErr = errors.New("watching files stopped")
+				}
+				log.Error("watching files failed", "error", watchErr)
+				stop("watching files failed")
+				continue
+			}
+			dirty = true
+			log.Debug("inputs changed", "paths", len(b.Paths), "first", b.Paths[0], "waited", dur(b.Last.Sub(b.First)))
+			if !rendering {
+				stopRetry()
+				begin("inputs changed")
+			}
+
+		case out := <-done:
+			rendering = false
+			res := m.Observe(out.rep, out.err)
+			hs.record(res, renderError(out))
+			logRender(log, out, res)
+			if final {
+				eng.Close()
+				return watchExit(out, res, watchErr)
+			}
+			if stopping {
+				final = true
+				begin("last render before exit")
+				continue
+			}
+			if res == metrics.Failed {
+				backoff = min(max(2*backoff, h.backoffMin), h.backoffMax)
+			} else {
+				backoff = 0
+			}
+			switch {
+			case dirty:
+				begin("inputs changed")
+			case res == metrics.Failed:
+				log.Warn("render failed; retrying", "in", backoff.String())
+				retry = time.NewTimer(backoff)
+				retryC = retry.C
+			case res == metrics.BadInput:
+				log.Info("waiting for the next change")
+			}
+
+		case <-retryC:
+			retry, retryC = nil, nil
+			begin("retry")
+
+		case <-ctxDone:
+			ctxDone = nil
+			stop("context cancelled")
+
+		case s := <-h.signals:
+			signals++
+			if signals > 1 {
+				abort()
+				if h.abandoned != nil {
+					h.abandoned(done)
+				}
+				log.Error("second signal: exiting now, abandoning the render in progress", "signal", s.String(), "exit_code", ExitInterrupted)
+				return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted by a second signal (%v)", s)}
+			}
+			stop("signal " + s.String())
+		}
+	}
+}
+
+// watchPaths are the inputs a render reads: a file (a --platform file) is
+// watched through its folder.
+func watchPaths(o *renderOptions) []string {
+	paths := []string{o.Output, o.Metadata, o.Input}
+	paths = append(paths, o.Platform...)
+	if o.SecretsDir != "" {
+		paths = append(paths, o.SecretsDir)
+	}
+	return paths
+}
+
+// countFiles counts the regular files under dir, for progress logs.
+func countFiles(dir string) int {
+	n := 0
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+// renderError is a render's problem in one line, or nil.
+func renderError(out outcome) error {
+	if out.err != nil {
+		return out.err
+	}
+	if out.rep == nil {
+		return nil
+	}
+	var errs []error
+	for _, f := range out.rep.Failed() {
+		errs = append(errs, f.Err)
+	}
+	return errors.Join(errs...)
+}
+
+// logRender logs what one render did: groups, stores, and the outcome.
+func logRender(log *slog.Logger, out outcome, res metrics.Result) {
+	var ie *renderer.InputError
+	switch {
+	case errors.As(out.err, &ie):
+		log.Error("bad input: nothing was written", "error", ie.Error())
+		return
+	case out.err != nil:
+		log.Error("render failed", "error", out.err.Error())
+		return
+	}
+	rep := out.rep
+	if rep.Plan != nil {
+		for _, g := range rep.Plan.Groups {
+			if g.Unscheduled() {
+				log.Warn("group unscheduled", "group", g.Directory, "reason", unscheduledLine(g))
+				continue
+			}
+			log.Info("group placed", "group", g.Directory, "files", len(g.Files), "destinations", strings.Join(g.Destinations, ","))
+		}
+	}
+	for _, s := range rep.Stores {
+		r := s.Result
+		switch {
+		case s.Err != nil:
+			log.Error("store failed", "store", s.Store.String(), "error", s.Err.Error(), "duration", dur(s.Duration))
+		case r.Updated:
+			log.Info("store written", "store", s.Store.String(), "revision", short(r.Revision),
+				"added", len(r.Added), "changed", len(r.Changed), "deleted", len(r.Deleted), "duration", dur(s.Duration))
+		default:
+			log.Info("store up to date", "store", s.Store.String(), "duration", dur(s.Duration))
+		}
+	}
+	log.Info("render done", "result", string(res), "files", rep.Files, "duration", dur(rep.Duration))
+}
+
+// dur is a duration for logs: "15ms" in text and JSON alike.
+func dur(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// watchExit is the exit code of watch mode, from its last render.
+func watchExit(out outcome, res metrics.Result, watchErr error) error {
+	switch res {
+	case metrics.BadInput:
+		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("last render: %v (nothing was written)", out.err)}
+	case metrics.Failed:
+		return &ExitError{Code: ExitStoreFailed, Err: fmt.Errorf("last render: %v", renderError(out))}
+	}
+	if watchErr != nil {
+		return &ExitError{Code: ExitStoreFailed, Err: watchErr}
+	}
+	return nil
+}
+
+// health answers /healthz: 200 while the watch loop runs, 503 once it is
+// stopping; the body names the last render's result and error.
+type health struct {
+	mu      sync.Mutex
+	alive   bool
+	renders int
+	result  metrics.Result
+	at      time.Time
+	lastErr string
+	errAt   time.Time
+}
+
+func (h *health) setAlive(v bool) {
+	h.mu.Lock()
+	h.alive = v
+	h.mu.Unlock()
+}
+
+func (h *health) record(res metrics.Result, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.renders++
+	h.result, h.at = res, time.Now()
+	if err != nil {
+		h.lastErr, h.errAt = err.Error(), h.at
+	}
+}
+
+func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if h.alive {
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprintln(w, "ok: watching")
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "stopping: last render before exit")
+	}
+	if h.renders == 0 {
+		fmt.Fprintln(w, "last render: none yet")
+	} else {
+		fmt.Fprintf(w, "last render: %s at %s (%d renders)\n", h.result, h.at.UTC().Format(time.RFC3339), h.renders)
+	}
+	if h.lastErr != "" {
+		fmt.Fprintf(w, "last error: %s at %s\n", h.lastErr, h.errAt.UTC().Format(time.RFC3339))
+	}
 }
