@@ -135,6 +135,14 @@ func TestComposeImagesPinned(t *testing.T) {
 		}
 		if b, ok := s.Build.(map[string]any); ok {
 			inline, _ := b["dockerfile_inline"].(string)
+			if df, ok := b["dockerfile"].(string); ok {
+				ctxDir, _ := b["context"].(string)
+				data, err := os.ReadFile(filepath.Join(repoRoot, ctxDir, df))
+				if err != nil {
+					t.Errorf("%s: build.dockerfile %s: %v", name, df, err)
+				}
+				inline = string(data)
+			}
 			for _, line := range strings.Split(inline, "\n") {
 				f := strings.Fields(line)
 				if len(f) >= 2 && strings.EqualFold(f[0], "FROM") {
