@@ -189,8 +189,14 @@ func translate(err error) error {
 		return err
 	}
 	msg := redactErr(err)
-	if strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate") {
+	switch {
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
 		return fmt.Errorf("TLS: %s", msg)
+	case strings.Contains(msg, "unable to authenticate"):
+		// go-git passes the SSH handshake's refusal through unwrapped.
+		return fmt.Errorf("%w: %s", statestore.ErrAuth, msg)
+	case strings.Contains(msg, "knownhosts:") || strings.Contains(msg, "host key"):
+		return fmt.Errorf("SSH host key not trusted (check the secret's knownHosts): %s", msg)
 	}
 	if unreachable.MatchString(msg) {
 		return fmt.Errorf("%w: %s", statestore.ErrUnreachable, msg)

@@ -1,0 +1,165 @@
+package testenv
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// SSHGitServer is a real SSH server on loopback that serves the bare
+// repositories under Root with the git binaries (git-upload-pack,
+// git-receive-pack), as a git host's SSH endpoint does. It accepts exactly
+// one client key.
+type SSHGitServer struct {
+	Root string
+	// Addr is host:port on 127.0.0.1.
+	Addr string
+	// ClientKeyPEM is the OpenSSH private key the server accepts.
+	ClientKeyPEM []byte
+	// KnownHosts is a known_hosts line for the server's host key.
+	KnownHosts []byte
+	ln         net.Listener
+	wg         sync.WaitGroup
+}
+
+// SSHGit starts an SSH git server for the test; it stops when the test ends.
+// It needs only the git binaries, which the project's tests need anyway.
+func SSHGit(t testing.TB) *SSHGitServer {
+	t.Helper()
+	for _, bin := range []string{"git-upload-pack", "git-receive-pack"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if _, gerr := exec.LookPath("git"); gerr != nil {
+				t.Fatalf("the SSH git server needs git: %v", err)
+			}
+		}
+	}
+	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
+	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientPub, clientPriv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(clientPriv, "render test client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed, err := ssh.NewPublicKey(clientPub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			if string(key.Marshal()) == string(allowed.Marshal()) {
+				return &ssh.Permissions{}, nil
+			}
+			return nil, errors.New("unknown key")
+		},
+	}
+	cfg.AddHostKey(hostSigner)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &SSHGitServer{Root: t.TempDir(), Addr: ln.Addr().String(), ClientKeyPEM: pem.EncodeToMemory(block), ln: ln}
+	host, port, _ := net.SplitHostPort(s.Addr)
+	s.KnownHosts = []byte(fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.serve(c, cfg) }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	return s
+}
+
+// CreateRepo makes a bare repository and returns its ssh:// URL.
+func (s *SSHGitServer) CreateRepo(t testing.TB, name string) string {
+	t.Helper()
+	dir := filepath.Join(s.Root, UniqueName(name)+".git")
+	if out, err := exec.Command("git", "init", "--bare", "-q", "-b", "main", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	return "ssh://git@" + s.Addr + dir
+}
+
+func (s *SSHGitServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
+	defer c.Close()
+	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			nc.Reject(ssh.UnknownChannelType, "only sessions")
+			continue
+		}
+		ch, chReqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		go s.session(ch, chReqs)
+	}
+}
+
+func (s *SSHGitServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	for req := range reqs {
+		if req.Type != "exec" {
+			req.Reply(req.Type == "env", nil)
+			continue
+		}
+		if len(req.Payload) < 4 {
+			req.Reply(false, nil)
+			return
+		}
+		n := binary.BigEndian.Uint32(req.Payload)
+		cmdline := string(req.Payload[4 : 4+n])
+		prog, arg, _ := strings.Cut(cmdline, " ")
+		arg = strings.Trim(arg, "'\"")
+		if (prog != "git-upload-pack" && prog != "git-receive-pack") || !strings.HasPrefix(filepath.Clean(arg), s.Root) {
+			req.Reply(false, nil)
+			return
+		}
+		req.Reply(true, nil)
+		cmd := exec.Command("git", strings.TrimPrefix(prog, "git-"), arg)
+		cmd.Stdout, cmd.Stderr = ch, ch.Stderr()
+		// Not cmd.Stdin = ch: Wait would then wait for the client to close
+		// its side, which it does only after the command has finished.
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return
+		}
+		status := uint32(0)
+		if err := cmd.Start(); err != nil {
+			status = 1
+		} else {
+			go func() { io.Copy(stdin, ch); stdin.Close() }()
+			if err := cmd.Wait(); err != nil {
+				status = 1
+			}
+		}
+		ch.CloseWrite()
+		ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, status))
+		return
+	}
+}
