@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -275,21 +274,7 @@ func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Ha
 	return objs.SetEncodedObject(obj)
 }
 
-// backoff grows from 20ms and caps at 1s, with jitter so that writers that
-// collided once do not collide again in lockstep.
-func backoff(attempt int) time.Duration {
-	d := 20 * time.Millisecond << min(attempt, 6)
-	d = min(d, time.Second)
-	return d/2 + rand.N(d/2+1)
-}
+// backoff is statestore.Backoff capped for this backend.
+func backoff(attempt int) time.Duration { return statestore.Backoff(attempt, time.Second) }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return statestore.Sleep(ctx, d) }

@@ -150,7 +150,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"path"
 	"strings"
@@ -405,24 +404,10 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	return snap, nil
 }
 
-// backoff grows from 20ms and caps at 2s, with jitter so that writers that
-// collided once do not collide again in lockstep.
-func backoff(attempt int) time.Duration {
-	d := 20 * time.Millisecond << min(attempt, 7)
-	d = min(d, 2*time.Second)
-	return d/2 + rand.N(d/2+1)
-}
+// backoff is statestore.Backoff capped for this backend.
+func backoff(attempt int) time.Duration { return statestore.Backoff(attempt, 2*time.Second) }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return statestore.Sleep(ctx, d) }
 
 // isMarker reports whether p is a completeness marker.
 func isMarker(p string) bool { return path.Base(p) == MarkerName }
