@@ -122,3 +122,40 @@ func TestRefusesWhatFluxCannotBuild(t *testing.T) {
 		t.Fatal("a refused render wrote")
 	}
 }
+
+// --hydrate builds an output folder that holds a kustomization.yaml into
+// plain manifests before scheduling, so the store holds what will be
+// applied; without it the kustomization is written as it is.
+func TestHydrate(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", docs(dest("a", nil)))
+	out := map[string]string{
+		"app/kustomization.yaml": "resources: [cm.yaml]\nnamePrefix: prod-\ncommonLabels: {team: a}\n",
+		"app/cm.yaml":            objNamed("ConfigMap", "settings"),
+		"plain.yaml":             objNamed("Secret", "plain"),
+	}
+	wf := w.workflow("wf").setOutput(out)
+	wf.mustRun(0, resourceEnv("p", "ns", "r", "pipe"), "--hydrate")
+	tree := repoTree(t, w.repo)
+	base := "clusters/a/resources/ns/p/r/pipe/5058f/"
+	hydrated, ok := tree[base+"app/hydrated.yaml"]
+	if !ok {
+		t.Fatalf("no hydrated file: %v", keysOf(tree))
+	}
+	if !strings.Contains(hydrated, "name: prod-settings") || !strings.Contains(hydrated, "team: a") {
+		t.Errorf("hydrated manifests were not built by kustomize:\n%s", hydrated)
+	}
+	if _, ok := tree[base+"app/kustomization.yaml"]; ok {
+		t.Error("the recipe was written alongside the hydrated manifests")
+	}
+	if _, ok := tree[base+"plain.yaml"]; !ok {
+		t.Error("a file outside the kustomization was dropped")
+	}
+	// Without --hydrate the recipe itself is written, and Flux builds it.
+	wf.mustRun(0, resourceEnv("p", "ns", "r", "pipe"))
+	tree = repoTree(t, w.repo)
+	if _, ok := tree[base+"app/kustomization.yaml"]; !ok {
+		t.Errorf("without --hydrate the kustomization should be written as it is: %v", keysOf(tree))
+	}
+	buildEveryDestination(t, w.repo, "a")
+}
