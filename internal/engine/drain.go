@@ -140,6 +140,9 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}}
 		if old, ok := byWorkload[key][ref]; ok {
 			pw.rec = old
+			// Records may be shared with the store's cache: copy what changes.
+			pw.rec.Objects = append([]statestore.Object(nil), old.Objects...)
+			pw.rec.Placements = append([]statestore.Placement(nil), old.Placements...)
 			snap, err := snapshot(ref)
 			if err != nil {
 				return nil, err

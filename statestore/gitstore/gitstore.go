@@ -62,6 +62,9 @@ type Store struct {
 	cfg    Config
 	prefix string
 	repo   repository
+	// records caches decoded records by blob id: a kept Store (watch mode)
+	// decodes only the records that changed since its last render.
+	records map[plumbing.Hash]statestore.Record
 }
 
 // repository is how a Store reads and moves one branch: in place for a
@@ -143,7 +146,8 @@ func (s *Store) wrap(op string, err error) error {
 	return &statestore.StoreError{Store: s.String(), Op: op, Err: err}
 }
 
-// Records reads every workload record on the branch's newest tip.
+// Records reads every workload record on the branch's newest tip. Records
+// whose blob is unchanged since the last call are not decoded again.
 func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	tip, objs, err := s.repo.head(ctx, true)
 	if err != nil {
@@ -153,11 +157,36 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	if err != nil {
 		return nil, s.wrap("read", err)
 	}
-	recs, err := statestore.ReadRecords(newTreeSnap(objs, root, s.prefix))
+	snap := newTreeSnap(objs, root, s.prefix)
+	paths, err := snap.List(statestore.RecordsDir)
 	if err != nil {
 		return nil, s.wrap("read records", err)
 	}
-	return recs, nil
+	seen := make(map[plumbing.Hash]statestore.Record, len(paths))
+	out := make([]statestore.Record, 0, len(paths))
+	for _, p := range paths {
+		if !strings.HasSuffix(p, ".json") {
+			continue
+		}
+		e, err := snap.entry(snap.full(p))
+		if err != nil || e == nil {
+			return nil, s.wrap("read records", fmt.Errorf("%s: %v", p, err))
+		}
+		rec, ok := s.records[e.Hash]
+		if !ok {
+			data, err := readBlob(objs, e.Hash)
+			if err != nil {
+				return nil, s.wrap("read records", err)
+			}
+			if rec, err = statestore.DecodeRecord(p, data); err != nil {
+				return nil, s.wrap("read records", err)
+			}
+		}
+		seen[e.Hash] = rec
+		out = append(out, rec)
+	}
+	s.records = seen
+	return out, nil
 }
 
 // Snapshot returns a read-only view of the branch's newest tip.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"time"
@@ -11,8 +12,12 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/render-dev/render/statestore"
@@ -90,28 +95,20 @@ func (r *remoteRepo) fetch(ctx context.Context) error {
 // has not, the server refused for its own reasons, which are returned.
 func (r *remoteRepo) publish(ctx context.Context, objs storer.EncodedObjectStorer, old, commit plumbing.Hash) error {
 	ov := objs.(*overlay)
-	if err := ov.flush(); err != nil {
-		return err
-	}
-	local := plumbing.ReferenceName("refs/render/push")
-	if err := r.st.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
-		return err
-	}
-	spec := config.RefSpec(fmt.Sprintf("%s:%s", local, r.branch))
+	// The clone keeps only objects the server has (fetched, or pushed
+	// successfully): the overlay's new objects are flushed into it after the
+	// push lands, so a retry after a lost race sends everything it needs.
 	// The server's own words (a pre-receive hook's output) arrive on the
 	// sideband; keep them for the error message.
 	var server strings.Builder
 	err := r.retry(ctx, func() error {
 		server.Reset()
-		return r.remote.PushContext(ctx, &git.PushOptions{
-			RefSpecs:        []config.RefSpec{spec},
-			Auth:            r.cfg.Auth,
-			CABundle:        r.cfg.CABundle,
-			InsecureSkipTLS: r.cfg.InsecureSkipTLS,
-			Progress:        &server,
-		})
+		return r.send(ctx, ov, old, commit, &server)
 	})
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		if ferr := ov.flush(); ferr != nil {
+			return ferr
+		}
 		_ = r.st.SetReference(plumbing.NewHashReference(r.tracked, commit))
 		return nil
 	}
@@ -146,6 +143,73 @@ func serverMessage(s string) string {
 
 func (r *remoteRepo) close() error { return nil }
 
+// send pushes commit over old with exactly the objects this render made.
+// go-git's own Push works out what to send by walking everything reachable
+// from the remote's tip, which costs as much as the repository is large;
+// the overlay already knows the new objects, so the cost follows the change.
+// A branch that moved since old is a lost race (errStale), found before
+// anything is sent when the advertisement already shows it.
+func (r *remoteRepo) send(ctx context.Context, ov *overlay, old, commit plumbing.Hash, progress io.Writer) error {
+	ep, err := transport.NewEndpoint(r.cfg.URL)
+	if err != nil {
+		return err
+	}
+	ep.CaBundle, ep.InsecureSkipTLS = r.cfg.CABundle, r.cfg.InsecureSkipTLS
+	cli, err := client.NewClient(ep)
+	if err != nil {
+		return err
+	}
+	sess, err := cli.NewReceivePackSession(ep, r.cfg.Auth)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return err
+	}
+	cur := plumbing.ZeroHash
+	req := packp.NewReferenceUpdateRequest()
+	if adv != nil {
+		if refs, rerr := adv.AllReferences(); rerr == nil {
+			if ref, ok := refs[r.branch]; ok {
+				cur = ref.Hash()
+			}
+		}
+		req = packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
+		if adv.Capabilities.Supports(capability.Sideband64k) {
+			_ = req.Capabilities.Set(capability.Sideband64k)
+		} else if adv.Capabilities.Supports(capability.Sideband) {
+			_ = req.Capabilities.Set(capability.Sideband)
+		}
+		req.Progress = progress
+	}
+	if cur != old {
+		return errStale
+	}
+	req.Commands = []*packp.Command{{Name: r.branch, Old: old, New: commit}}
+	rd, wr := io.Pipe()
+	req.Packfile = rd
+	done := make(chan error, 1)
+	go func() {
+		_, err := packfile.NewEncoder(wr, ov.mem, false).Encode(ov.added, 0)
+		done <- wr.CloseWithError(err)
+	}()
+	rs, err := sess.ReceivePack(ctx, req)
+	if err != nil {
+		_ = rd.Close()
+		<-done
+		return err
+	}
+	if err := <-done; err != nil {
+		return err
+	}
+	if rs != nil {
+		return rs.Error()
+	}
+	return nil
+}
+
 // retry runs op until it succeeds, fails for a reason retrying cannot fix,
 // or the store's deadline passes. Transport errors are translated to the
 // statestore sentinels here, at the boundary.
@@ -175,7 +239,8 @@ var unreachable = regexp.MustCompile(`(?i)connection refused|no such host|i/o ti
 func translate(err error) error {
 	switch {
 	case errors.Is(err, git.NoErrAlreadyUpToDate),
-		errors.Is(err, transport.ErrEmptyRemoteRepository):
+		errors.Is(err, transport.ErrEmptyRemoteRepository),
+		errors.Is(err, errStale):
 		return err
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
 		return fmt.Errorf("%w: %s", statestore.ErrAuth, redactErr(err))
