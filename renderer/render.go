@@ -136,7 +136,38 @@ func Render(in Input) (*Plan, error) {
 		plan.Groups = append(plan.Groups, *g)
 	}
 	plan.Writes = layout(in, byName, plan.Groups)
+	if err := checkPaths(in, byName, plan); err != nil {
+		return nil, err
+	}
 	return plan, nil
+}
+
+// checkPaths refuses, as bad input, an output file whose place in a store
+// would not be a clean path or would take a name a store reserves, so no
+// store is written when another would refuse it.
+func checkPaths(in Input, byName map[string]*Destination, plan *Plan) error {
+	for _, f := range in.Output {
+		if strings.Contains(f.Path, "\\") {
+			return &InputError{File: f.Path, Msg: "file name contains a backslash, which a state store cannot hold portably: rename it"}
+		}
+		if err := statestore.ValidPath(f.Path); err != nil {
+			return &InputError{File: f.Path, Msg: "cannot be written to a state store: " + err.Error()}
+		}
+	}
+	for _, g := range plan.Groups {
+		for _, name := range g.Destinations {
+			d := byName[name]
+			if d.Mode != NoNesting {
+				continue
+			}
+			for _, f := range g.Files {
+				if f == statestore.MarkerName || strings.HasPrefix(f, statestore.MetaDir+"/") || f == statestore.MetaDir {
+					return &InputError{File: f, Msg: fmt.Sprintf("the name is reserved by render in destination %s (filepath mode none writes files at its root): rename it", name)}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // splitGroups validates destination-selectors.yaml and partitions the output.

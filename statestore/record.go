@@ -13,6 +13,10 @@ import (
 // as its path, so Flux and Argo CD never read it as manifests.
 const MetaDir = ".render"
 
+// MarkerName is the per-destination completion marker a store may keep at
+// the root of each destination (S3 does). No workload file may use it.
+const MarkerName = ".render-complete.json"
+
 // RecordFormat is the version of the record layout.
 const RecordFormat = 1
 

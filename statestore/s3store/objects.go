@@ -65,7 +65,7 @@ func isTombstone(p string, size int64) bool { return size == tombstoneSize && is
 // MarkerName is the name of the completeness marker Apply writes in each
 // destination folder, after the destination's files. It is JSON, never
 // YAML, so GitOps tools that read *.yaml ignore it.
-const MarkerName = ".render-complete.json"
+const MarkerName = statestore.MarkerName
 
 // MarkerFormat is the version of the marker layout.
 const MarkerFormat = 1
