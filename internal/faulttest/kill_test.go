@@ -1,0 +1,311 @@
+package faulttest
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/statestore/s3store"
+)
+
+// killDocs is how many files the killed render writes.
+const killDocs = 3000
+
+// version rewrites the output as version v (1, 2, 3...): every document
+// changes, and each version drops 100 documents and adds 100 new ones, so
+// an old state and a new one differ in changed, deleted and added files.
+func (w *workflow) version(t testing.TB, v int) {
+	t.Helper()
+	from, to := (v-1)*100, (v-1)*100+killDocs
+	if v > 1 {
+		for i := from - 100; i < from; i++ {
+			w.remove(t, fmt.Sprintf("output/doc-%05d.yaml", i))
+		}
+	}
+	w.docs(t, from, to, fmt.Sprintf("v%d", v))
+}
+
+func (w *workflow) remove(t testing.TB, rel string) {
+	t.Helper()
+	if err := os.Remove(w.path(rel)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// killDelays are the moments, as fractions of the previous whole render,
+// at which renders are killed, jittered by ±10% of a render: half way,
+// near the end (while objects are sent and the branch is about to move),
+// and about when it ends (the kill may then find it finished).
+var killDelays = []float64{0.5, 0.95, 1.15}
+
+func jitter(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) * (f + (rand.Float64()-0.5)*0.2))
+}
+
+// TestKillGit: a render into a Gitea repository, and one into a local
+// bare repository, are killed with SIGKILL at several moments while
+// writing 3,000 files. Each time, the branch tip's tree is exactly the old
+// state or exactly the new one, and a rerun completes with the new state.
+func TestKillGit(t *testing.T) {
+	t.Parallel()
+	t.Run("gitea", func(t *testing.T) {
+		t.Parallel()
+		g := testenv.Gitea(t)
+		repo := g.CreateRepoInfo(t, "kill")
+		read := func() tree { return remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminPassword()) }
+		killGit(t, gitStore("store", repo.CloneURL, g.AdminUser(), g.AdminPassword()), "GitStateStore", read, nil)
+	})
+	t.Run("local", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "state.git")
+		read := func() tree { return localTree(t, dir) }
+		fsck := func() {
+			t.Helper()
+			if _, err := exec.LookPath("git"); err != nil {
+				return
+			}
+			out, err := exec.Command("git", "--git-dir", dir, "fsck", "--no-progress", "--no-dangling").CombinedOutput()
+			if err != nil {
+				t.Errorf("git fsck after the kill: %v\n%s", err, out)
+			}
+		}
+		killGit(t, localStore("store", dir), "GitStateStore", read, fsck)
+	})
+}
+
+func killGit(t *testing.T, store, kind string, read func() tree, check func()) {
+	w := newWorkflow(t, "kill")
+	w.setPlatform(t, store, destination("dev-1", kind, "store"))
+	w.version(t, 1)
+	last := mustRender(t, w, 0).took
+	old := read()
+	if n := len(old.files); n < killDocs {
+		t.Fatalf("the first render left %d files, want at least %d", n, killDocs)
+	}
+	outcomes := map[string]int{}
+	for i, f := range killDelays {
+		v := i + 2
+		w.version(t, v)
+		p := start(t, w)
+		time.Sleep(jitter(last, f))
+		killed := p.kill()
+		seen := read()
+		if check != nil {
+			check()
+		}
+		rerun := mustRender(t, w, 0)
+		new := read()
+		if new.equal(old) {
+			t.Fatalf("version %d: the rerun did not change the branch", v)
+		}
+		switch {
+		case seen.equal(old):
+			outcomes["old"]++
+		case seen.equal(new):
+			outcomes["new"]++
+		default:
+			t.Fatalf("version %d: after SIGKILL (exit %d, %v in) the branch tip %s is neither the old tree (%d files) nor the new one (%d files): %d files",
+				v, killed.code, killed.took.Round(time.Millisecond), seen.commit, len(old.files), len(new.files), len(seen.files))
+		}
+		t.Logf("version %d: killed after %v (exit %d): branch held the %s state; rerun took %v",
+			v, killed.took.Round(time.Millisecond), killed.code, map[bool]string{true: "old", false: "new"}[seen.equal(old)], rerun.took.Round(time.Millisecond))
+		old, last = new, rerun.took
+	}
+	t.Logf("outcomes after SIGKILL: %v", outcomes)
+}
+
+// TestStaleLock: a writer killed while it held the branch's lock file
+// (between creating refs/heads/main.lock and renaming it over the ref)
+// leaves the lock behind. The next render must still land: render takes a
+// lock older than 30s to be a dead writer's.
+func TestStaleLock(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("waits about 30s; skipped with -short")
+	}
+	dir := filepath.Join(t.TempDir(), "state.git")
+	w := newWorkflow(t, "lock")
+	w.setPlatform(t, localStore("store", dir), destination("dev-1", "GitStateStore", "store"))
+	w.docs(t, 0, 5, "v1")
+	mustRender(t, w, 0)
+	before := localTree(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, "refs", "heads", "main.lock"), []byte(before.commit+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.docs(t, 0, 5, "v2")
+	res := mustRender(t, w, 0)
+	if localTree(t, dir).equal(before) {
+		t.Fatalf("the render after a stale lock did not write: %s", res)
+	}
+	t.Logf("a lock left by a dead writer delayed the next render to %v; it said: %q", res.took.Round(time.Millisecond), strings.TrimSpace(res.stderr))
+}
+
+// TestKillS3: a render into a bucket is killed with SIGKILL while it
+// uploads 3,000 files, at several points of the upload. A reader polls the
+// destination all along, as Flux's Bucket source would: whenever the
+// completeness marker's digest matches the listing, the listing is exactly
+// the old state or exactly the new one. A rerun completes.
+func TestKillS3(t *testing.T) {
+	t.Parallel()
+	m := testenv.MinIO(t)
+	c := m.Client(t)
+	bucket := m.CreateBucket(t, "kill")
+	w := newWorkflow(t, "kill")
+	w.setPlatform(t, bucketStore("minio", m.Endpoint(), bucket, m.AccessKey(), m.SecretKey()),
+		destination("dev-1", "BucketStateStore", "minio"))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const prefix = "clusters/dev-1/"
+
+	w.version(t, 1)
+	mustRender(t, w, 0)
+	old, err := listBucket(ctx, c, bucket, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFinal(t, ctx, c, bucket, prefix, old, 1)
+
+	type observation struct {
+		listing map[string]string
+		marker  s3store.Marker
+		hasMark bool
+	}
+	mixed := 0
+	for i, threshold := range []int{50, 1000, 2500} {
+		v := i + 2
+		w.version(t, v)
+		p := start(t, w)
+		var obs []observation
+		observe := func() map[string]string {
+			l, err := listBucket(ctx, c, bucket, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := observation{listing: l}
+			if data, err := getObject(ctx, c, bucket, prefix+s3store.MarkerName); err == nil {
+				o.hasMark = json.Unmarshal(data, &o.marker) == nil
+			}
+			obs = append(obs, o)
+			return l
+		}
+		// Kill once the upload has visibly started: threshold objects changed.
+		var killed result
+		for {
+			l := observe()
+			changed := 0
+			for p, etag := range l {
+				if old[p] != etag {
+					changed++
+				}
+			}
+			if changed >= threshold || p.exited() {
+				killed = p.kill()
+				break
+			}
+		}
+		observe()
+		mustRender(t, w, 0)
+		new, err := listBucket(ctx, c, bucket, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFinal(t, ctx, c, bucket, prefix, new, v)
+		vouched := 0
+		for _, o := range obs {
+			state := "mixed"
+			switch {
+			case sameListing(o.listing, old):
+				state = "old"
+			case sameListing(o.listing, new):
+				state = "new"
+			default:
+				mixed++
+			}
+			if !o.hasMark || o.marker.Digest != s3store.DestinationDigest(o.listing) {
+				continue
+			}
+			vouched++
+			if state == "mixed" {
+				t.Fatalf("version %d: the marker's digest matches a listing that is neither the old state nor the new one (%d objects)", v, len(o.listing))
+			}
+		}
+		t.Logf("version %d: killed after %v (exit %d, %s); %d observations, %d vouched for by the marker",
+			v, killed.took.Round(time.Millisecond), killed.code, map[bool]string{true: "it had finished", false: "mid-upload"}[killed.code == 0], len(obs), vouched)
+		old = new
+	}
+	if mixed == 0 {
+		t.Errorf("no observation saw a half-written destination: the kills did not land mid-upload, so this test proved nothing")
+	}
+}
+
+func getObject(ctx context.Context, c *minio.Client, bucket, key string) ([]byte, error) {
+	o, err := c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	return io.ReadAll(o)
+}
+
+// sameListing compares two listings, leaving the marker out.
+func sameListing(a, b map[string]string) bool {
+	count := func(m map[string]string) int {
+		n := len(m)
+		if _, ok := m[s3store.MarkerName]; ok {
+			n--
+		}
+		return n
+	}
+	if count(a) != count(b) {
+		return false
+	}
+	for p, etag := range a {
+		if p != s3store.MarkerName && b[p] != etag {
+			return false
+		}
+	}
+	return true
+}
+
+// checkFinal checks that a destination holds exactly version v, and that
+// its marker vouches for it.
+func checkFinal(t *testing.T, ctx context.Context, c *minio.Client, bucket, prefix string, l map[string]string, v int) {
+	t.Helper()
+	from, to := (v-1)*100, (v-1)*100+killDocs
+	docs := 0
+	for p, etag := range l {
+		var i int
+		if _, err := fmt.Sscanf(p, "dependencies/kill/configure/5058f/doc-%05d.yaml", &i); err != nil {
+			continue
+		}
+		docs++
+		sum := md5.Sum([]byte(configMap("kill", i, fmt.Sprintf("v%d", v))))
+		if i < from || i >= to || etag != hex.EncodeToString(sum[:]) {
+			t.Fatalf("version %d: %s should not be there, or holds another version", v, p)
+		}
+	}
+	if docs != killDocs {
+		t.Fatalf("version %d: %d documents, want %d", v, docs, killDocs)
+	}
+	data, err := getObject(ctx, c, bucket, prefix+s3store.MarkerName)
+	if err != nil {
+		t.Fatalf("version %d: marker: %v", v, err)
+	}
+	var m s3store.Marker
+	if err := json.Unmarshal(data, &m); err != nil || m.Digest != s3store.DestinationDigest(l) {
+		t.Fatalf("version %d: the marker does not match the finished destination (%v)", v, err)
+	}
+}

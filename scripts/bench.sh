@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# bench.sh - side-by-side figures for render against real Gitea and MinIO.
+#
+# Builds the servers on first use (cached, like scripts/test.sh), starts
+# them on loopback ports, runs the benchmark program (go run ./bench), which
+# prints a table of figures against their targets and writes JSON results
+# under .bench/, and stops the servers by PID whatever happens.
+#
+#   scripts/bench.sh                 every scenario, 5 runs each (about 10 minutes)
+#   scripts/bench.sh -only 1,4       scenarios 1 and 4
+#   scripts/bench.sh -runs 3 -quick  fewer runs, smaller sizes (to try it out)
+#
+# See docs/benchmarks.md for the scenarios and the published figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="${RENDER_TESTSERVERS_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/render-benchservers.XXXXXX")}"
+scripts/testservers.sh build
+stop() { scripts/testservers.sh stop "$dir" || true; }
+trap stop EXIT
+scripts/testservers.sh start "$dir"
+set -a
+# shellcheck disable=SC1091
+. "$dir/env"
+set +a
+go run ./bench -out .bench "$@"
