@@ -23,3 +23,8 @@ set -a
 . "$dir/env"
 set +a
 go run ./bench -out .bench "$@"
+# Watch latency p50/p99 on a local repository and on Gitea (issue 5), with
+# the in-process watch loop; the table above has the built binary on Gitea.
+echo
+echo "== watch latency, local repository and Gitea (BenchmarkWatchLatency) =="
+go test -run '^$' -bench BenchmarkWatchLatency -benchtime 100x ./internal/cli/ | tee .bench/watch-latency.txt
