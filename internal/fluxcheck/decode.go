@@ -2,11 +2,13 @@ package fluxcheck
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 	"sigs.k8s.io/kustomize/api/provider"
@@ -17,9 +19,41 @@ import (
 // files with.
 var factory *resource.Factory = provider.NewDefaultDepProvider().GetResourceFactory()
 
+// decoded remembers what files decoded to, by the SHA-256 of their
+// content: a promise's documents are the same in each of its destinations,
+// a render checks its plan twice, and watch mode renders the same files
+// again and again. Only successes are kept; the map is emptied when full.
+var decoded = struct {
+	sync.Mutex
+	m map[[sha256.Size]byte][]Object
+}{m: map[[sha256.Size]byte][]Object{}}
+
+const decodedLimit = 50000
+
 // decodeFile decodes one plain file the way Flux's generated kustomization
-// reads it. Section and File are left to the caller.
+// reads it. Section and File are left to the caller, on a copy it owns.
 func decodeFile(data []byte) ([]Object, *checkError) {
+	key := sha256.Sum256(data)
+	decoded.Lock()
+	objs, ok := decoded.m[key]
+	decoded.Unlock()
+	if ok {
+		return append([]Object(nil), objs...), nil
+	}
+	objs, err := decodeUncached(data)
+	if err != nil {
+		return nil, err
+	}
+	decoded.Lock()
+	if len(decoded.m) >= decodedLimit {
+		clear(decoded.m)
+	}
+	decoded.m[key] = append([]Object(nil), objs...)
+	decoded.Unlock()
+	return objs, nil
+}
+
+func decodeUncached(data []byte) ([]Object, *checkError) {
 	nodes, err := factory.RNodesFromBytes(data)
 	if err != nil {
 		return nil, locate(data, err)

@@ -269,7 +269,11 @@ func translate(err error) error {
 	return errors.New(msg)
 }
 
-func redactErr(err error) string { return RedactURL(err.Error()) }
+// redactErr is an error's text without credentials, on one line (servers'
+// messages can hold newlines).
+func redactErr(err error) string {
+	return strings.Join(strings.Fields(RedactURL(err.Error())), " ")
+}
 
 var userinfo = regexp.MustCompile(`://[^/@\s]+@`)
 
