@@ -13,15 +13,11 @@
 # See docs/benchmarks.md for the scenarios and the published figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir="${RENDER_TESTSERVERS_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/render-benchservers.XXXXXX")}"
-scripts/testservers.sh build
-stop() { scripts/testservers.sh stop "$dir" || true; }
-trap stop EXIT
-scripts/testservers.sh start "$dir"
-set -a
-# shellcheck disable=SC1091
-. "$dir/env"
-set +a
+if [[ "${1:-}" != "--with-servers" ]]; then
+	exec scripts/testservers.sh with "$0" --with-servers "$@"
+fi
+shift
+mkdir -p .bench
 go run ./bench -out .bench "$@"
 # Watch latency p50/p99 on a local repository and on Gitea (issue 5), with
 # the in-process watch loop; the table above has the built binary on Gitea.

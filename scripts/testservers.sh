@@ -13,6 +13,8 @@
 #   scripts/testservers.sh start-one NAME DIR    restart gitea|minio on the same port/data
 #   scripts/testservers.sh status DIR            print which servers are running
 #   scripts/testservers.sh paths                 print the cached binary paths
+#   scripts/testservers.sh with CMD [ARG...]     build, start both in a fresh DIR, run CMD with
+#                                                DIR/env exported, stop them whatever happens
 #
 # DIR/env contains `export` lines (see write_env) that internal/testenv reads.
 # With CI=true every failure is fatal and reported with a clear message (it is
@@ -638,6 +640,25 @@ cmd_status() {
 	return $rc
 }
 
+# cmd_with runs one command against fresh servers: make test and make bench
+# both use it. RENDER_TESTSERVERS_DIR picks the folder (default: a new
+# temporary one). It returns the command's exit code.
+cmd_with() {
+	[[ $# -gt 0 ]] || die "with: no command given"
+	local dir="${RENDER_TESTSERVERS_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/render-testservers.XXXXXX")}"
+	cmd_build
+	cmd_start "$dir" || { cmd_stop "$dir" || true; return 1; }
+	# After start: start keeps an EXIT trap of its own while it runs.
+	trap 'cmd_stop "'"$dir"'" || true' EXIT
+	set -a
+	# shellcheck disable=SC1091
+	. "$dir/env"
+	set +a
+	local rc=0
+	"$@" || rc=$?
+	return $rc
+}
+
 main() {
 	local cmd=${1:-}
 	shift || true
@@ -649,8 +670,9 @@ main() {
 	start-one) cmd_start_one "$@" ;;
 	status) cmd_status "$@" ;;
 	paths) printf 'gitea %s\nminio %s\n' "$GITEA_BIN" "$MINIO_BIN" ;;
+	with) cmd_with "$@" ;;
 	*)
-		sed -n '2,20p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
+		sed -n '2,22p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
 		exit 2
 		;;
 	esac
