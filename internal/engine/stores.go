@@ -30,6 +30,9 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 			AuthorName: gs.GitAuthor.Name, AuthorEmail: gs.GitAuthor.Email,
 			InsecureSkipTLS: gs.InsecureSkipTLSVerify,
 			RetryDeadline:   e.opts.RetryDeadline,
+			Warn: func(msg string, args ...any) {
+				e.log.Warn(msg, append([]any{"store", ref.String()}, args...)...)
+			},
 		}
 		where := "GitStateStore " + gs.Name
 		if _, local := gitstore.LocalPath(gs.URL); !local {

@@ -53,6 +53,9 @@ type Config struct {
 	RetryDeadline time.Duration
 	// Now returns the commit time (default time.Now); tests pin it.
 	Now func() time.Time
+	// Warn, when set, is told about waits the user should know of, such as a
+	// branch lock left by a writer that died.
+	Warn func(msg string, args ...any)
 }
 
 // Store is a git state store. It is safe for one goroutine at a time; a
@@ -123,7 +126,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, prefix: prefix}
 	if dir, ok := LocalPath(cfg.URL); ok {
-		s.repo = &localRepo{dir: dir, branch: plumbing.NewBranchReferenceName(cfg.Branch)}
+		s.repo = &localRepo{dir: dir, branch: plumbing.NewBranchReferenceName(cfg.Branch), warn: cfg.Warn}
 	} else {
 		s.repo = newRemoteRepo(cfg)
 	}

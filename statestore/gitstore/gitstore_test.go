@@ -3,6 +3,7 @@ package gitstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,5 +115,35 @@ func TestRedactURL(t *testing.T) {
 		if out := RedactURL(in); strings.Contains(out, "s3cret") {
 			t.Errorf("RedactURL(%q) = %q", in, out)
 		}
+	}
+}
+
+// TestHeldLockIsReported: a branch lock held longer than a live writer
+// would hold it is reported once (naming the lock file) while the render
+// waits for it.
+func TestHeldLockIsReported(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state.git")
+	var warnings []string
+	cfg := Config{URL: "file://" + dir, MaxAttempts: 3, Warn: func(msg string, args ...any) {
+		warnings = append(warnings, fmt.Sprint(append([]any{msg}, args...)...))
+	}}
+	s := mustNew(t, cfg)
+	u := statestore.Update{Workload: "w/a", Files: map[string][]byte{"d/a.yaml": []byte("a\n")}, Record: &statestore.Record{}, Message: statestore.Message{Subject: "t"}}
+	if _, err := s.Apply(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, "refs", "heads", "main.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-10 * time.Second)
+	os.Chtimes(lock, old, old)
+	u.Files["d/b.yaml"] = []byte("b\n")
+	_, err := s.Apply(context.Background(), u)
+	if !errors.Is(err, statestore.ErrConflict) {
+		t.Fatalf("with the lock held: err = %v, want ErrConflict after the attempts", err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], lock) {
+		t.Fatalf("warnings = %q, want one naming %s", warnings, lock)
 	}
 }

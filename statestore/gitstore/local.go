@@ -49,6 +49,8 @@ type localRepo struct {
 	dir    string
 	branch plumbing.ReferenceName
 	st     *filesystem.Storage
+	warn   func(msg string, args ...any)
+	warned bool
 }
 
 // staleLock is how old a ref lock must be before it is taken to be left by
@@ -155,8 +157,16 @@ func (l *localRepo) publish(_ context.Context, objs storer.EncodedObjectStorer, 
 	lock := refFile + ".lock"
 	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, os.ErrExist) {
-		if fi, serr := os.Stat(lock); serr == nil && time.Since(fi.ModTime()) > staleLock {
-			os.Remove(lock)
+		if fi, serr := os.Stat(lock); serr == nil {
+			age := time.Since(fi.ModTime())
+			switch {
+			case age > staleLock:
+				os.Remove(lock)
+			case age > 2*time.Second && l.warn != nil && !l.warned:
+				// Live writers hold the lock for milliseconds.
+				l.warned = true
+				l.warn("the branch lock is held; waiting until it is released or older than "+staleLock.String(), "lock", lock, "age", age.Round(time.Second).String())
+			}
 		}
 		return errStale // someone else is moving the branch right now
 	}
