@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -147,9 +148,6 @@ func Render(in Input) (*Plan, error) {
 // store is written when another would refuse it.
 func checkPaths(in Input, byName map[string]*Destination, plan *Plan) error {
 	for _, f := range in.Output {
-		if strings.Contains(f.Path, "\\") {
-			return &InputError{File: f.Path, Msg: "file name contains a backslash, which a state store cannot hold portably: rename it"}
-		}
 		if err := statestore.ValidPath(f.Path); err != nil {
 			return &InputError{File: f.Path, Msg: "cannot be written to a state store: " + err.Error()}
 		}
@@ -303,7 +301,7 @@ func layout(in Input, byName map[string]*Destination, groups []Group) []StoreWri
 				w = &StoreWrite{Store: d.Store, Files: map[string][]byte{}, Shared: map[string][]byte{}}
 				writes[d.Store] = w
 			}
-			if !contains(w.Destinations, d.Path) {
+			if !slices.Contains(w.Destinations, d.Path) {
 				w.Destinations = append(w.Destinations, d.Path)
 				w.Shared[path.Join(d.Path, CanaryDependencies)] = canaryNamespace
 				w.Shared[path.Join(d.Path, CanaryResources)] = canaryConfigMap
@@ -358,13 +356,4 @@ func nestedPrefix(w Workflow, id string) string {
 		return path.Join("dependencies", w.Promise, w.Pipeline, id)
 	}
 	return path.Join("resources", w.Namespace, w.Promise, w.Name, w.Pipeline, id)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

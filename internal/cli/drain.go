@@ -163,17 +163,7 @@ func drainJSON(rep *engine.DrainReport) any {
 		out.Stuck = append(out.Stuck, drainStuckJSON{s.Workload, s.Group, s.Reason, s.Blocked})
 	}
 	for _, s := range rep.Stores {
-		js := jsonStore{Store: s.Store.String(), Description: s.Name, Updated: s.Result.Updated, Destinations: []jsonDest{}}
-		if s.Result.Updated && !rep.DryRun {
-			js.Revision = s.Result.Revision
-		}
-		if s.Err != nil {
-			js.Error = s.Err.Error()
-		}
-		for _, d := range s.Destinations {
-			js.Destinations = append(js.Destinations, jsonDest{Destination: d.Destination, Path: d.Path, Added: nonNil(d.Added), Changed: nonNil(d.Changed), Deleted: nonNil(d.Deleted)})
-		}
-		out.Stores = append(out.Stores, js)
+		out.Stores = append(out.Stores, storeJSON(s, rep.DryRun))
 	}
 	return out
 }

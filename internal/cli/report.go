@@ -162,6 +162,22 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// storeJSON is one store's outcome in the JSON reports (render and drain).
+func storeJSON(s engine.StoreReport, dryRun bool) jsonStore {
+	js := jsonStore{Store: s.Store.String(), Description: s.Name, Updated: s.Result.Updated, Attempts: s.Result.Attempts, Destinations: []jsonDest{}}
+	if s.Result.Updated && !dryRun {
+		js.Revision = s.Result.Revision
+	}
+	if s.Err != nil {
+		js.Error = s.Err.Error()
+	}
+	for _, d := range s.Destinations {
+		js.Destinations = append(js.Destinations, jsonDest{Destination: d.Destination, Path: d.Path,
+			Added: nonNil(d.Added), Changed: nonNil(d.Changed), Deleted: nonNil(d.Deleted)})
+	}
+	return js
+}
+
 func writeJSON(w io.Writer, rep *engine.Report) error {
 	var out jsonReport
 	out.Workflow.Type, out.Workflow.Action = string(rep.Workflow.Type), string(rep.Workflow.Action)
@@ -181,18 +197,7 @@ func writeJSON(w io.Writer, rep *engine.Report) error {
 		}
 	}
 	for _, s := range rep.Stores {
-		js := jsonStore{Store: s.Store.String(), Description: s.Name, Updated: s.Result.Updated, Attempts: s.Result.Attempts, Destinations: []jsonDest{}}
-		if s.Result.Updated && !rep.DryRun {
-			js.Revision = s.Result.Revision
-		}
-		if s.Err != nil {
-			js.Error = s.Err.Error()
-		}
-		for _, d := range s.Destinations {
-			js.Destinations = append(js.Destinations, jsonDest{Destination: d.Destination, Path: d.Path,
-				Added: nonNil(d.Added), Changed: nonNil(d.Changed), Deleted: nonNil(d.Deleted)})
-		}
-		out.Stores = append(out.Stores, js)
+		out.Stores = append(out.Stores, storeJSON(s, rep.DryRun))
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -169,7 +170,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			break
 		}
 		for pi, p := range rec.Placements {
-			if !contains(p.Destinations, dest) {
+			if !slices.Contains(p.Destinations, dest) {
 				continue
 			}
 			if rec.Type != string(renderer.ResourceWorkflow) {
@@ -324,21 +325,12 @@ func replacePlacement(ps []statestore.Placement, i int, from, to string) []state
 		if d == from {
 			d = to
 		}
-		if !contains(ds, d) {
+		if !slices.Contains(ds, d) {
 			ds = append(ds, d)
 		}
 	}
 	out[i].Destinations = ds
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func uniqueWrites(ws []*pendingWrite) []*pendingWrite {
