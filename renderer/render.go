@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/internal/layout"
 )
 
 // DefaultGroup is the directory of the group holding everything no
@@ -74,18 +74,18 @@ type StoreWrite struct {
 	Store        StoreRef
 	Files        map[string][]byte
 	Shared       map[string][]byte
-	Aggregates   []statestore.Aggregate
+	Aggregates   []layout.Aggregate
 	Destinations []string // destination paths written
 }
 
 // Placements lists every group's destinations, for the store records.
-func (p *Plan) Placements() []statestore.Placement {
-	var out []statestore.Placement
+func (p *Plan) Placements() []layout.Placement {
+	var out []layout.Placement
 	for _, g := range p.Groups {
 		if !g.Unscheduled() {
-			pl := statestore.Placement{Group: g.Directory, Destinations: g.Destinations, MatchLabels: g.Selector.MatchLabels}
+			pl := layout.Placement{Group: g.Directory, Destinations: g.Destinations, MatchLabels: g.Selector.MatchLabels}
 			for _, e := range g.Selector.MatchExpressions {
-				pl.MatchExpressions = append(pl.MatchExpressions, statestore.Requirement(e))
+				pl.MatchExpressions = append(pl.MatchExpressions, e)
 			}
 			out = append(out, pl)
 		}
@@ -136,7 +136,7 @@ func Render(in Input) (*Plan, error) {
 		schedule(in, dests, byName, g, plan)
 		plan.Groups = append(plan.Groups, *g)
 	}
-	plan.Writes = layout(in, byName, plan.Groups)
+	plan.Writes = placeFiles(in, byName, plan.Groups)
 	if err := checkPaths(in, byName, plan); err != nil {
 		return nil, err
 	}
@@ -144,11 +144,12 @@ func Render(in Input) (*Plan, error) {
 }
 
 // checkPaths refuses, as bad input, an output file whose place in a store
-// would not be a clean path or would take a name a store reserves, so no
-// store is written when another would refuse it.
+// would not be a clean path or would take a name render reserves (the one
+// rule in package layout), so no store is written when another would refuse
+// it.
 func checkPaths(in Input, byName map[string]*Destination, plan *Plan) error {
 	for _, f := range in.Output {
-		if err := statestore.ValidPath(f.Path); err != nil {
+		if err := layout.CheckWorkloadPath(f.Path); err != nil {
 			return &InputError{File: f.Path, Msg: "cannot be written to a state store: " + err.Error()}
 		}
 	}
@@ -159,7 +160,7 @@ func checkPaths(in Input, byName map[string]*Destination, plan *Plan) error {
 				continue
 			}
 			for _, f := range g.Files {
-				if f == statestore.MarkerName || strings.HasPrefix(f, statestore.MetaDir+"/") || f == statestore.MetaDir {
+				if layout.IsMeta(f) {
 					return &InputError{File: f, Msg: fmt.Sprintf("the name is reserved by render in destination %s (filepath mode none writes files at its root): rename it", name)}
 				}
 			}
@@ -284,8 +285,8 @@ func mergeSelectors(a, b Selector) Selector {
 	return out
 }
 
-// layout turns placements into per-store files.
-func layout(in Input, byName map[string]*Destination, groups []Group) []StoreWrite {
+// placeFiles turns placements into per-store files.
+func placeFiles(in Input, byName map[string]*Destination, groups []Group) []StoreWrite {
 	data := map[string][]byte{}
 	for _, f := range in.Output {
 		data[f.Path] = f.Data
@@ -339,7 +340,7 @@ func layout(in Input, byName map[string]*Destination, groups []Group) []StoreWri
 	sort.Strings(targets)
 	for _, t := range targets {
 		w := writes[aggStore[t]]
-		w.Aggregates = append(w.Aggregates, statestore.Aggregate{Target: t, Contribution: append(aggregates[t].Bytes(), '\n')})
+		w.Aggregates = append(w.Aggregates, layout.Aggregate{Target: t, Contribution: append(aggregates[t].Bytes(), '\n')})
 	}
 	out := make([]StoreWrite, 0, len(writes))
 	for _, w := range writes {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/render-dev/render/internal/layout"
 )
 
 var store = StoreRef{Kind: "GitStateStore", Name: "default"}
@@ -357,17 +359,17 @@ func TestSelectorEntryValidation(t *testing.T) {
 func TestMatchExpressions(t *testing.T) {
 	dests := []Destination{dest("eu", map[string]string{"zone": "eu"}), dest("us", map[string]string{"zone": "us"}), dest("none", nil)}
 	cases := []struct {
-		expr Requirement
+		expr layout.Requirement
 		want []string
 	}{
-		{Requirement{Key: "zone", Operator: "In", Values: []string{"eu", "ap"}}, []string{"eu"}},
-		{Requirement{Key: "zone", Operator: "NotIn", Values: []string{"eu"}}, []string{"none", "us"}},
-		{Requirement{Key: "zone", Operator: "Exists"}, []string{"eu", "us"}},
-		{Requirement{Key: "zone", Operator: "DoesNotExist"}, []string{"none"}},
+		{layout.Requirement{Key: "zone", Operator: "In", Values: []string{"eu", "ap"}}, []string{"eu"}},
+		{layout.Requirement{Key: "zone", Operator: "NotIn", Values: []string{"eu"}}, []string{"none", "us"}},
+		{layout.Requirement{Key: "zone", Operator: "Exists"}, []string{"eu", "us"}},
+		{layout.Requirement{Key: "zone", Operator: "DoesNotExist"}, []string{"none"}},
 	}
 	for _, c := range cases {
 		in := Input{Workflow: promiseWF(), Output: files("a.yaml"), Destinations: dests,
-			Selectors: []SelectorEntry{{Selector: Selector{MatchExpressions: []Requirement{c.expr}}}}}
+			Selectors: []SelectorEntry{{Selector: Selector{MatchExpressions: []layout.Requirement{c.expr}}}}}
 		g := group(t, mustRender(t, in), DefaultGroup)
 		equal(t, g.Destinations, c.want)
 	}

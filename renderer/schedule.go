@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/render-dev/render/internal/layout"
 )
 
 // ValidateWorkflow checks the workflow identity: every part that becomes a
@@ -131,7 +133,7 @@ func filter(s Selector, d *Destination) string {
 	}
 	set := labels.Set(d.Labels)
 	for _, e := range s.MatchExpressions {
-		sel, err := asSelector(Selector{MatchExpressions: []Requirement{e}})
+		sel, err := asSelector(Selector{MatchExpressions: []layout.Requirement{e}})
 		if err != nil {
 			return err.Error()
 		}

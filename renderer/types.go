@@ -8,6 +8,8 @@ package renderer
 import (
 	"fmt"
 	"strings"
+
+	"github.com/render-dev/render/internal/layout"
 )
 
 // WorkflowType is "promise" (dependencies, to every match) or "resource"
@@ -57,17 +59,8 @@ type File struct {
 // Selector is a Kubernetes label selector: equality matchLabels and, beyond
 // Kratix, set-based matchExpressions.
 type Selector struct {
-	MatchLabels      map[string]string `json:"matchLabels,omitempty" yaml:"matchLabels,omitempty"`
-	MatchExpressions []Requirement     `json:"matchExpressions,omitempty" yaml:"matchExpressions,omitempty"`
-}
-
-// Requirement is one set-based selector term, as in Kubernetes:
-// operator In, NotIn, Exists or DoesNotExist.
-type Requirement struct {
-	Key string `json:"key" yaml:"key"`
-	// Operator is In, NotIn, Exists or DoesNotExist.
-	Operator string   `json:"operator" yaml:"operator"`
-	Values   []string `json:"values,omitempty" yaml:"values,omitempty"`
+	MatchLabels      map[string]string    `json:"matchLabels,omitempty" yaml:"matchLabels,omitempty"`
+	MatchExpressions []layout.Requirement `json:"matchExpressions,omitempty" yaml:"matchExpressions,omitempty"`
 }
 
 // Empty reports whether the selector constrains nothing.

@@ -7,6 +7,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/render-dev/render/internal/layout"
 )
 
 // Snapshot is one consistent view of a store's files, as a backend provides
@@ -40,24 +42,6 @@ type Plan struct {
 // Changed reports whether the plan writes anything.
 func (p Plan) Changed() bool { return len(p.Ops) > 0 }
 
-// ValidPath reports whether p is a clean, relative, slash-separated path
-// that stays inside the store and outside render's own folder.
-func ValidPath(p string) error {
-	switch {
-	case p == "" || p == ".":
-		return fmt.Errorf("empty path")
-	case strings.HasPrefix(p, "/"):
-		return fmt.Errorf("path %q is absolute", p)
-	case strings.Contains(p, "\\"):
-		return fmt.Errorf("path %q contains a backslash", p)
-	case path.Clean(p) != p:
-		return fmt.Errorf("path %q is not clean", p)
-	case p == ".." || strings.HasPrefix(p, "../"):
-		return fmt.Errorf("path %q leaves the store", p)
-	}
-	return nil
-}
-
 // PlanUpdate decides the operations that make snap hold u. It is the single
 // place where ownership is enforced: only files recorded as the workload's
 // (or new paths no other workload owns) are written or deleted.
@@ -77,11 +61,11 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 
 	want := make(map[string][]byte, len(u.Files)+len(u.Aggregates))
 	for p, data := range u.Files {
-		if err := ValidPath(p); err != nil {
+		if err := layout.ValidPath(p); err != nil {
 			return plan, err
 		}
-		if IsMeta(p) {
-			return plan, fmt.Errorf("path %q is inside render's own folder %s", p, MetaDir)
+		if layout.IsMeta(p) {
+			return plan, fmt.Errorf("path %q is inside render's own folder %s", p, layout.MetaDir)
 		}
 		want[p] = data
 	}
@@ -90,7 +74,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	// the target is rebuilt from every part present now.
 	targets := map[string]bool{}
 	for _, a := range u.Aggregates {
-		if err := ValidPath(a.Target); err != nil {
+		if err := layout.ValidPath(a.Target); err != nil {
 			return plan, err
 		}
 		targets[a.Target] = true
@@ -110,7 +94,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		if err != nil {
 			return plan, err
 		}
-		if exists && !owned[p] && !IsMeta(p) {
+		if exists && !owned[p] && !layout.IsMeta(p) {
 			if owners == nil {
 				if owners, err = ownerIndex(snap); err != nil {
 					return plan, err
@@ -137,7 +121,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 		if exists {
 			plan.Ops = append(plan.Ops, Op{Path: p, Delete: true})
-			if !IsMeta(p) {
+			if !layout.IsMeta(p) {
 				plan.Diff.Deleted = append(plan.Diff.Deleted, p)
 			}
 		}
@@ -181,7 +165,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 
 func (p *Plan) add(path string, data []byte, list *[]string) {
 	p.Ops = append(p.Ops, Op{Path: path, Data: data})
-	if !IsMeta(path) {
+	if !layout.IsMeta(path) {
 		*list = append(*list, path)
 	}
 }
@@ -189,7 +173,7 @@ func (p *Plan) add(path string, data []byte, list *[]string) {
 // aggregate rebuilds target from every workload's part, with this
 // workload's part as want says.
 func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string][]byte) error {
-	dir := path.Join(MetaDir, "aggregate", target)
+	dir := path.Join(layout.MetaDir, "aggregate", target)
 	parts, err := snap.List(dir)
 	if err != nil {
 		return err
@@ -247,7 +231,7 @@ func appendNewline(b []byte) []byte {
 
 // aggregateTarget recovers the target of a workload's aggregate part path.
 func aggregateTarget(p, workload string) (string, bool) {
-	prefix := MetaDir + "/aggregate/"
+	prefix := layout.MetaDir + "/aggregate/"
 	suffix := "/" + workload + ".part"
 	if !strings.HasPrefix(p, prefix) || !strings.HasSuffix(p, suffix) {
 		return "", false

@@ -5,17 +5,9 @@ import (
 	"fmt"
 	"path"
 	"sort"
-	"strings"
+
+	"github.com/render-dev/render/internal/layout"
 )
-
-// MetaDir is the folder, relative to a store's path, where render keeps what
-// it needs for itself. Nothing in it is YAML, and no destination may use it
-// as its path, so Flux and Argo CD never read it as manifests.
-const MetaDir = ".render"
-
-// MarkerName is the per-destination completion marker a store may keep at
-// the root of each destination (S3 does). No workload file may use it.
-const MarkerName = ".render-complete.json"
 
 // RecordFormat is the version of the record layout.
 const RecordFormat = 1
@@ -36,47 +28,16 @@ type Record struct {
 	Flavour string `json:"flavour,omitempty"`
 	// Placements are the workload's groups and the destinations each went to,
 	// across every store.
-	Placements []Placement `json:"placements,omitempty"`
+	Placements []layout.Placement `json:"placements,omitempty"`
 	// DefaultSelector is a promise workflow's root destination selector, which
 	// later resource workflows of the same promise inherit.
 	DefaultSelector map[string]string `json:"defaultSelector,omitempty"`
 	// Objects are the Kubernetes objects the workload's files hold, per
 	// destination section, so later renders of other workloads can refuse a
 	// duplicate that would break Flux's build without reading these files.
-	Objects []Object `json:"objects,omitempty"`
+	Objects []layout.Object `json:"objects,omitempty"`
 	// Files are the paths the workload owns in this store (filled in by the planner).
 	Files []string `json:"files"`
-}
-
-// Object identifies one Kubernetes object a workload writes, and where.
-// Its fields match fluxcheck.Object, which converts to it directly.
-type Object struct {
-	APIVersion  string `json:"apiVersion"`
-	Kind        string `json:"kind"`
-	Namespace   string `json:"namespace,omitempty"`
-	Name        string `json:"name"`
-	Section     string `json:"section"`
-	File        string `json:"file"`
-	Store       string `json:"store,omitempty"`
-	Destination string `json:"destination,omitempty"`
-	Source      string `json:"source,omitempty"`
-}
-
-// Placement is where one workload group went, and the selector it was
-// scheduled with, so a drain can find it another home without the
-// workflow's output.
-type Placement struct {
-	Group            string            `json:"group"`
-	Destinations     []string          `json:"destinations"`
-	MatchLabels      map[string]string `json:"matchLabels,omitempty"`
-	MatchExpressions []Requirement     `json:"matchExpressions,omitempty"`
-}
-
-// Requirement is a set-based selector term (Kubernetes' In, NotIn, Exists, DoesNotExist).
-type Requirement struct {
-	Key      string   `json:"key"`
-	Operator string   `json:"operator"`
-	Values   []string `json:"values,omitempty"`
 }
 
 // WorkloadKey is the stable identity of a workflow's output: its type,
@@ -91,19 +52,16 @@ func WorkloadKey(typ, promise, namespace, name, pipeline string) string {
 
 // RecordPath is where a workload's record lives, relative to the store path.
 func RecordPath(workload string) string {
-	return path.Join(MetaDir, "workloads", workload+".json")
+	return path.Join(layout.MetaDir, "workloads", workload+".json")
 }
 
 // RecordsDir holds every record.
-var RecordsDir = path.Join(MetaDir, "workloads")
+var RecordsDir = path.Join(layout.MetaDir, "workloads")
 
 // AggregatePath is where a workload's contribution to an aggregated file lives.
 func AggregatePath(target, workload string) string {
-	return path.Join(MetaDir, "aggregate", target, workload+".part")
+	return path.Join(layout.MetaDir, "aggregate", target, workload+".part")
 }
-
-// IsMeta reports whether p is one of render's own files.
-func IsMeta(p string) bool { return p == MetaDir || strings.HasPrefix(p, MetaDir+"/") }
 
 // Encode renders the record deterministically: the same record always gives
 // the same bytes, so an unchanged render rewrites nothing.
@@ -112,7 +70,7 @@ func (r *Record) Encode() []byte {
 	c.Format = RecordFormat
 	c.Files = append([]string(nil), r.Files...)
 	sort.Strings(c.Files)
-	c.Placements = append([]Placement(nil), r.Placements...)
+	c.Placements = append([]layout.Placement(nil), r.Placements...)
 	sort.Slice(c.Placements, func(i, j int) bool { return c.Placements[i].Group < c.Placements[j].Group })
 	for i := range c.Placements {
 		d := append([]string(nil), c.Placements[i].Destinations...)

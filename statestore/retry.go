@@ -2,14 +2,72 @@ package statestore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"os"
+	"syscall"
 	"time"
 )
 
+// The retry policy, in one place for every backend and for watch mode.
+//
+// A render has ONE retry deadline: WithRetryDeadline starts its clock when
+// the render starts, and every wait of every store during that render (an
+// unreachable server, a lost race for a branch or an object) stops once it
+// has passed. A backend asked to work with no deadline in its context starts
+// one of its own with EnsureRetryDeadline, so nothing retries forever.
+//
+// What is retried is decided by type, never by an error's text: an error is
+// retried when it wraps ErrUnreachable, and backends wrap a raw error in
+// ErrUnreachable only when Transient says so (or when their protocol says so:
+// an HTTP 503, S3's SlowDown).
+
+// DefaultRetryDeadline is the retry budget of a render that sets none.
+const DefaultRetryDeadline = 2 * time.Minute
+
+type deadlineKey struct{}
+
+type retryDeadline struct {
+	at     time.Time
+	budget time.Duration
+}
+
+// WithRetryDeadline starts the render's retry clock: from now, every retry of
+// every store stops once budget has passed. A budget of zero or less means
+// DefaultRetryDeadline.
+func WithRetryDeadline(ctx context.Context, budget time.Duration) context.Context {
+	if budget <= 0 {
+		budget = DefaultRetryDeadline
+	}
+	return context.WithValue(ctx, deadlineKey{}, retryDeadline{at: time.Now().Add(budget), budget: budget})
+}
+
+// EnsureRetryDeadline returns ctx unchanged when it already carries a retry
+// deadline, and otherwise starts one of budget from now.
+func EnsureRetryDeadline(ctx context.Context, budget time.Duration) context.Context {
+	if _, ok := ctx.Value(deadlineKey{}).(retryDeadline); ok {
+		return ctx
+	}
+	return WithRetryDeadline(ctx, budget)
+}
+
+// RetryDeadline returns the render's retry deadline and its budget. Without
+// one in ctx it is DefaultRetryDeadline from now.
+func RetryDeadline(ctx context.Context) (at time.Time, budget time.Duration) {
+	if d, ok := ctx.Value(deadlineKey{}).(retryDeadline); ok {
+		return d.at, d.budget
+	}
+	return time.Now().Add(DefaultRetryDeadline), DefaultRetryDeadline
+}
+
 // Backoff is the wait before retry number attempt (1, 2, ...): it doubles
 // from 20ms up to limit, with jitter, so writers that collided once do not
-// collide again in lockstep. Both backends use it for lost races and
-// unreachable servers.
+// collide again in lockstep.
 func Backoff(attempt int, limit time.Duration) time.Duration {
 	d := 20 * time.Millisecond << min(max(attempt, 0), 16)
 	d = min(d, limit)
@@ -26,4 +84,95 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// ErrDeadline is wrapped by the error Pause returns when the render's retry
+// deadline has passed.
+var ErrDeadline = errors.New("retry deadline passed")
+
+// Pause waits before retry number attempt of something that failed with
+// cause, with Backoff capped at limit. When the render's retry deadline
+// would pass during the wait it does not wait, and returns an error wrapping
+// both cause and ErrDeadline; when ctx ends it returns an error wrapping
+// cause and ctx's error.
+func Pause(ctx context.Context, attempt int, limit time.Duration, cause error) error {
+	at, budget := RetryDeadline(ctx)
+	wait := Backoff(attempt, limit)
+	if time.Now().Add(wait).After(at) {
+		return fmt.Errorf("%w (%w: gave up after %s, %d attempts)", cause, ErrDeadline, budget, attempt)
+	}
+	if err := Sleep(ctx, wait); err != nil {
+		return fmt.Errorf("%w (%w)", cause, err)
+	}
+	return nil
+}
+
+// Retry runs op until it succeeds, fails with an error that does not wrap
+// ErrUnreachable, or the render's retry deadline passes. Waits back off up
+// to limit. op translates its own errors (see Transient).
+func Retry(ctx context.Context, limit time.Duration, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil || !errors.Is(err, ErrUnreachable) || ctx.Err() != nil {
+			return err
+		}
+		if err := Pause(ctx, attempt+3, limit, err); err != nil {
+			return err
+		}
+	}
+}
+
+// Transient reports whether err is a network failure that trying again may
+// cure: a refused, reset or aborted connection, a timeout, an unreachable
+// network, or a connection that ended early. A name that does not resolve,
+// a TLS or certificate failure, and a cancelled context are not transient:
+// waiting does not fix them.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return !dns.IsNotFound && (dns.IsTimeout || dns.IsTemporary)
+	}
+	if TLSFailure(err) {
+		return false
+	}
+	for _, errno := range []syscall.Errno{
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+		syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ETIMEDOUT, syscall.ENETDOWN,
+	} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op)
+}
+
+// NameNotFound reports whether err says a host name does not resolve, which
+// is a configuration mistake to report at once, not a server to wait for.
+func NameNotFound(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) && dns.IsNotFound
+}
+
+// TLSFailure reports whether err is a TLS handshake or certificate failure:
+// an unknown authority, a wrong host name, an invalid certificate, or a
+// server that does not speak TLS.
+func TLSFailure(err error) bool {
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	var record tls.RecordHeaderError
+	return errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) || errors.As(err, &record)
 }

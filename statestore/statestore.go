@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/render-dev/render/internal/layout"
 )
 
 // Store is one state store as render sees it: a git branch or an S3 bucket,
@@ -87,7 +89,7 @@ type Update struct {
 	// Aggregates are multi-document files shared by several workloads
 	// (aggregatedYAML destinations): each workload contributes a part, and
 	// the target holds every contribution, ordered by workload.
-	Aggregates []Aggregate
+	Aggregates []layout.Aggregate
 	// Record is written beside the files, outside every destination. Its
 	// Files field is filled in by the planner. A nil Record deletes it.
 	Record *Record
@@ -100,20 +102,18 @@ type Update struct {
 	DryRun bool
 }
 
-// Aggregate is one workload's part of a shared multi-document file.
-type Aggregate struct {
-	Target       string // path of the aggregated file
-	Contribution []byte // this workload's documents; empty withdraws them
-}
-
 // Message is the provenance of a write.
 type Message struct {
 	Subject  string
 	Trailers []Trailer // rendered as "Key: value" lines, in order
 }
 
-// Trailer is one "Key: value" provenance line.
-type Trailer struct{ Key, Value string }
+// Trailer is one "Key: value" provenance line. Its JSON form is what
+// backends that keep provenance outside git (S3 markers) store.
+type Trailer struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
 
 // String renders the message as a git commit message.
 func (m Message) String() string {
@@ -155,3 +155,16 @@ type StoreError struct {
 
 func (e *StoreError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Store, e.Op, e.Err) }
 func (e *StoreError) Unwrap() error { return e.Err }
+
+// Redacted returns an error whose text is msg, which the caller has made
+// free of credentials, and whose chain is err's, so errors.Is and errors.As
+// still see what happened.
+func Redacted(msg string, err error) error { return &redactedError{msg: msg, err: err} }
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -95,7 +95,7 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Format, "format", "o", "text", "report format: text or json")
 	fs.StringVar(&o.Strategy, "strategy", string(renderer.Spread), "how a resource picks among matching destinations: spread (fewest of its flavour, then a stable hash) or random (Kratix)")
 	fs.StringVar(&o.FlavourKey, "flavour-key", "flavour", "label on the resource request that names its flavour, for spreading")
-	fs.DurationVar(&o.RetryDeadline, "retry-deadline", 2*time.Minute, "how long an unreachable store is retried before render gives up with exit code 1")
+	fs.DurationVar(&o.RetryDeadline, "retry-deadline", 2*time.Minute, "the render's one retry budget: how long unreachable or busy stores are retried, in total, before render gives up with exit code 1")
 	fs.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.Explain, "explain", false, "print, per group, every destination with why it was filtered out or its score")

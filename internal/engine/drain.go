@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -65,6 +66,7 @@ type pendingWrite struct {
 // so later renders of new resources skip it too. Promise dependencies stay:
 // they go to every matching destination by design.
 func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
+	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
 	plat, err := inputs.LoadPlatform(e.opts.Platform, e.opts.SecretsDir)
 	if err != nil {
@@ -142,14 +144,14 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		if old, ok := byWorkload[key][ref]; ok {
 			pw.rec = old
 			// Records may be shared with the store's cache: copy what changes.
-			pw.rec.Objects = append([]statestore.Object(nil), old.Objects...)
-			pw.rec.Placements = append([]statestore.Placement(nil), old.Placements...)
+			pw.rec.Objects = append([]layout.Object(nil), old.Objects...)
+			pw.rec.Placements = append([]layout.Placement(nil), old.Placements...)
 			snap, err := snapshot(ref)
 			if err != nil {
 				return nil, err
 			}
 			for _, f := range old.Files {
-				if statestore.IsMeta(f) {
+				if layout.IsMeta(f) {
 					continue // aggregate parts: aggregated destinations do not drain
 				}
 				data, err := snap.ReadFile(f)
@@ -184,7 +186,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			wf := renderer.Workflow{Type: renderer.ResourceWorkflow, Action: renderer.Configure, Promise: rec.Promise, Pipeline: rec.Pipeline, Name: rec.Name, Namespace: rec.Namespace}
 			g := renderer.Group{Directory: p.Group, ID: renderer.GroupID(p.Group), Selector: renderer.Selector{MatchLabels: p.MatchLabels}}
 			for _, x := range p.MatchExpressions {
-				g.Selector.MatchExpressions = append(g.Selector.MatchExpressions, renderer.Requirement(x))
+				g.Selector.MatchExpressions = append(g.Selector.MatchExpressions, x)
 			}
 			in := renderer.Input{Workflow: wf, Destinations: cordoned, Load: base.Load, Flavour: rec.Flavour, Strategy: e.opts.Strategy, Seed: e.opts.Seed}
 			g = renderer.Place(in, g)
@@ -315,8 +317,8 @@ func (e *Engine) storeErr(ref renderer.StoreRef, stores map[renderer.StoreRef]st
 }
 
 // replacePlacement moves placement i from one destination to another.
-func replacePlacement(ps []statestore.Placement, i int, from, to string) []statestore.Placement {
-	out := append([]statestore.Placement(nil), ps...)
+func replacePlacement(ps []layout.Placement, i int, from, to string) []layout.Placement {
+	out := append([]layout.Placement(nil), ps...)
 	if i >= len(out) {
 		return out
 	}

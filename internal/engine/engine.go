@@ -37,7 +37,9 @@ type Options struct {
 	Strategy renderer.Strategy
 	// FlavourKey is the label on the resource request that names its flavour.
 	FlavourKey string
-	// RetryDeadline bounds how long an unreachable store is retried.
+	// RetryDeadline is each render's one retry budget: from the render's
+	// start, every wait of every store (an unreachable server, a busy
+	// branch or bucket) stops once it has passed.
 	RetryDeadline time.Duration
 	Version       string
 	Seed          uint64
@@ -202,6 +204,7 @@ func (e *Engine) Load() (*Inputs, error) {
 // was written); store failures are in the Report.
 func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	start := time.Now()
+	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	ld, err := e.Load()
 	if err != nil {
 		return nil, err
@@ -259,7 +262,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		r := *record
 		for _, o := range objects {
 			if o.Store == w.Store.String() {
-				r.Objects = append(r.Objects, statestore.Object(o))
+				r.Objects = append(r.Objects, o)
 			}
 		}
 		updates[w.Store] = statestore.Update{
@@ -341,7 +344,7 @@ func otherObjects(recs map[renderer.StoreRef][]statestore.Record, key string) ma
 				continue
 			}
 			for _, o := range r.Objects {
-				out[r.Workload] = append(out[r.Workload], fluxcheck.Object(o))
+				out[r.Workload] = append(out[r.Workload], o)
 			}
 		}
 	}

@@ -25,7 +25,7 @@ func Duplicates(mine []Object, others map[string][]Object) error {
 	}
 	index := make(map[string]int, len(mine))
 	for i, o := range mine {
-		k := o.place() + "|" + o.identity()
+		k := place(o) + "|" + identity(o)
 		if _, ok := index[k]; !ok {
 			index[k] = i
 		}
@@ -37,14 +37,14 @@ func Duplicates(mine []Object, others map[string][]Object) error {
 	sort.Strings(keys)
 	for _, wl := range keys {
 		for _, other := range others[wl] {
-			i, clash := index[other.place()+"|"+other.identity()]
+			i, clash := index[place(other)+"|"+identity(other)]
 			if !clash {
 				continue
 			}
 			o := mine[i]
 			where := fmt.Sprintf("%s of %s", path.Join(o.Destination, sectionDir(o.Section)), o.Store)
 			return &renderer.InputError{
-				File: o.display(),
+				File: display(o),
 				Msg: fmt.Sprintf("%s is already written by workload %s (from %s) to %s; Flux builds them together, so its build would fail for every workload there",
 					o, wl, otherFile(other), where),
 			}

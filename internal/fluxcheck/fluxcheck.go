@@ -62,6 +62,7 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/resid"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -74,40 +75,12 @@ const (
 )
 
 // Object is one Kubernetes object a Flux build of a destination produces.
-type Object struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
-	Name       string `json:"name"`
-	// Section is the Flux Kustomization that applies it: Dependencies,
-	// Resources or Root.
-	Section string `json:"section"`
-	// File is the file it comes from, relative to the destination folder.
-	// For an object a kustomization builds, it is that kustomization file.
-	File string `json:"file"`
-	// Set by CheckPlan (empty from CheckDestination):
-	// Store is the store ("GitStateStore/default"), Destination the
-	// destination's path in it, and Source the file of the workflow's
-	// output it comes from ("" when not known, e.g. an aggregated file).
-	Store       string `json:"store,omitempty"`
-	Destination string `json:"destination,omitempty"`
-	Source      string `json:"source,omitempty"`
-}
-
-// String names the object the way kubectl does: Kind[.group] [namespace/]name.
-func (o Object) String() string {
-	k := o.Kind
-	if g, _ := resid.ParseGroupVersion(o.APIVersion); g != "" {
-		k += "." + g
-	}
-	if o.Namespace != "" {
-		return k + " " + o.Namespace + "/" + o.Name
-	}
-	return k + " " + o.Name
-}
+// Store, Destination and Source are set by CheckPlan (empty from
+// CheckDestination).
+type Object = layout.Object
 
 // identity is what makes two objects the same object in a cluster.
-func (o Object) identity() string {
+func identity(o Object) string {
 	g, v := resid.ParseGroupVersion(o.APIVersion)
 	id := resid.ResId{Gvk: resid.NewGvk(g, v, o.Kind), Name: o.Name, Namespace: o.Namespace}
 	return g + "|" + o.Kind + "|" + id.EffectiveNamespace() + "|" + o.Name
@@ -115,12 +88,12 @@ func (o Object) identity() string {
 
 // place is where an object is applied: the same identity in two places does
 // not clash.
-func (o Object) place() string {
+func place(o Object) string {
 	return o.Store + "|" + o.Destination + "|" + o.Section
 }
 
 // display is the file to name in messages.
-func (o Object) display() string {
+func display(o Object) string {
 	if o.Source != "" {
 		return o.Source
 	}
@@ -346,7 +319,7 @@ func ignoredByFlux(p string) bool {
 func uniqueIn(objs []Object) *checkError {
 	first := make(map[string]int, len(objs))
 	for i, o := range objs {
-		id := o.identity()
+		id := identity(o)
 		j, dup := first[id]
 		if !dup {
 			first[id] = i

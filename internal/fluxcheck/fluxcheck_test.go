@@ -301,7 +301,7 @@ func TestCheckFidelityWithGeneratedKustomization(t *testing.T) {
 	key := func(objs []Object) []string {
 		var out []string
 		for _, o := range objs {
-			out = append(out, o.identity())
+			out = append(out, identity(o))
 		}
 		sort.Strings(out)
 		return out

@@ -18,8 +18,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
-	"github.com/render-dev/render/statestore"
 )
 
 // Platform is the platform configuration: Kratix-shaped documents.
@@ -270,10 +270,10 @@ func (p *Platform) add(file, where string, doc *document) error {
 		default:
 			return bad("spec.filepath.mode %q is unknown: use nestedByMetadata, aggregatedYAML or none", spec.Filepath.Mode)
 		}
-		if err := statestore.ValidPath(d.Path); err != nil {
+		if err := layout.ValidPath(d.Path); err != nil {
 			return bad("spec.path: %v", err)
 		}
-		if statestore.IsMeta(d.Path) || strings.HasPrefix(d.Path, statestore.MetaDir) {
+		if layout.IsMeta(d.Path) || strings.HasPrefix(d.Path, layout.MetaDir) {
 			return bad("spec.path %q is reserved for render's own records", d.Path)
 		}
 		if d.Store.Kind == "" || d.Store.Name == "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -42,13 +43,14 @@ type Config struct {
 	InsecureSkipTLS bool
 	// AuthorName and AuthorEmail sign the commits (defaults "render", "render@localhost").
 	AuthorName, AuthorEmail string
-	// MaxAttempts bounds how often an update is re-planned after losing a
-	// race to another writer (default 50). With N writers on one branch the
-	// unluckiest needs about N attempts, so the bound is set well above the
-	// writers a branch sees; each attempt re-reads the tip and replans only
-	// this workload's files.
+	// MaxAttempts, when positive, also bounds how often an update is
+	// re-planned after losing a race to another writer. By default only the
+	// render's retry deadline bounds it: a busy branch is never a failure
+	// while there is time left.
 	MaxAttempts int
-	// RetryDeadline bounds how long an unreachable remote is retried (default 2m).
+	// RetryDeadline is the retry budget used when the caller's context
+	// carries no render-wide deadline (statestore.WithRetryDeadline); it
+	// bounds waits for an unreachable remote and for a busy branch alike.
 	// A sidecar wants minutes; an engineer at a terminal wants seconds.
 	RetryDeadline time.Duration
 	// Now returns the commit time (default time.Now); tests pin it.
@@ -100,11 +102,8 @@ func New(cfg Config) (*Store, error) {
 	if cfg.AuthorEmail == "" {
 		cfg.AuthorEmail = "render@localhost"
 	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 50
-	}
 	if cfg.RetryDeadline <= 0 {
-		cfg.RetryDeadline = 2 * time.Minute
+		cfg.RetryDeadline = statestore.DefaultRetryDeadline
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -120,7 +119,7 @@ func New(cfg Config) (*Store, error) {
 		prefix = ""
 	}
 	if prefix != "" {
-		if err := statestore.ValidPath(prefix); err != nil {
+		if err := layout.ValidPath(prefix); err != nil {
 			return nil, fmt.Errorf("%s: path: %w", cfg.Name, err)
 		}
 	}
@@ -152,6 +151,7 @@ func (s *Store) wrap(op string, err error) error {
 // Records reads every workload record on the branch's newest tip. Records
 // whose blob is unchanged since the last call are not decoded again.
 func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	tip, objs, err := s.repo.head(ctx, true)
 	if err != nil {
 		return nil, s.wrap("read", err)
@@ -194,6 +194,7 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 
 // Snapshot returns a read-only view of the branch's newest tip.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	tip, objs, err := s.repo.head(ctx, true)
 	if err != nil {
 		return nil, s.wrap("read", err)
@@ -222,6 +223,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 	if len(us) == 0 {
 		return res, nil
 	}
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	refresh := false
 	for attempt := 1; ; attempt++ {
 		res = statestore.Result{Attempts: attempt}
@@ -281,10 +283,11 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 		if !errors.Is(err, errStale) {
 			return res, s.wrap("push", err)
 		}
-		if attempt >= s.cfg.MaxAttempts {
-			return res, s.wrap("push", fmt.Errorf("%w: the branch kept moving; gave up after %d attempts", statestore.ErrConflict, attempt))
+		lost := fmt.Errorf("%w: the branch kept moving", statestore.ErrConflict)
+		if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
+			return res, s.wrap("push", fmt.Errorf("%w; gave up after %d attempts", lost, attempt))
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		if err := statestore.Pause(ctx, attempt, time.Second, lost); err != nil {
 			return res, s.wrap("push", err)
 		}
 	}
@@ -305,8 +308,3 @@ func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Ha
 	}
 	return objs.SetEncodedObject(obj)
 }
-
-// backoff is statestore.Backoff capped for this backend.
-func backoff(attempt int) time.Duration { return statestore.Backoff(attempt, time.Second) }
-
-func sleep(ctx context.Context, d time.Duration) error { return statestore.Sleep(ctx, d) }

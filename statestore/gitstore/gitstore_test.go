@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/storetest"
@@ -145,5 +150,23 @@ func TestHeldLockIsReported(t *testing.T) {
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], lock) {
 		t.Fatalf("warnings = %q, want one naming %s", warnings, lock)
+	}
+}
+
+// A name that does not resolve is a configuration mistake: it is reported
+// at once, not retried as an unreachable server until the deadline.
+func TestUnresolvableHostIsNotRetried(t *testing.T) {
+	dns := &net.DNSError{Err: "no such host", Name: "gitea.invalid", IsNotFound: true}
+	err := translate(plumbing.NewUnexpectedError(&url.Error{Op: "Get", URL: "https://gitea.invalid/x.git", Err: dns}))
+	if errors.Is(err, statestore.ErrUnreachable) {
+		t.Fatalf("translate(no such host) = %v; it must not be retried as unreachable", err)
+	}
+	var got *net.DNSError
+	if !errors.As(err, &got) {
+		t.Fatalf("translate dropped the error chain: %v", err)
+	}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	if err := translate(plumbing.NewUnexpectedError(&url.Error{Op: "Get", URL: "https://x", Err: refused})); !errors.Is(err, statestore.ErrUnreachable) {
+		t.Fatalf("translate(connection refused) = %v, want ErrUnreachable", err)
 	}
 }

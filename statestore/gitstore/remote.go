@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -18,7 +19,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/render-dev/render/statestore"
 )
@@ -210,63 +213,92 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, old, commit plumbing
 	return nil
 }
 
-// retry runs op until it succeeds, fails for a reason retrying cannot fix,
-// or the store's deadline passes. Transport errors are translated to the
+// retry runs op under the render's one retry policy (statestore.Retry):
+// until it succeeds, fails for a reason retrying cannot fix, or the
+// render's retry deadline passes. Transport errors are translated to the
 // statestore sentinels here, at the boundary.
 func (r *remoteRepo) retry(ctx context.Context, op func() error) error {
-	deadline := time.Now().Add(r.cfg.RetryDeadline)
-	for attempt := 1; ; attempt++ {
-		err := op()
-		if err == nil {
-			return nil
-		}
-		err = translate(err)
-		if !errors.Is(err, statestore.ErrUnreachable) {
-			return err
-		}
-		wait := backoff(attempt + 3)
-		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%w (gave up after %s)", err, r.cfg.RetryDeadline)
-		}
-		if serr := sleep(ctx, wait); serr != nil {
-			return fmt.Errorf("%w: %v", err, serr)
-		}
-	}
+	return statestore.Retry(ctx, time.Second, func() error { return translate(op()) })
 }
 
-var unreachable = regexp.MustCompile(`(?i)connection refused|no such host|i/o timeout|connection reset|network is unreachable|EOF|timeout|502 Bad Gateway|503 Service Unavailable|504 Gateway Timeout|TLS handshake timeout|server misbehaving`)
-
+// translate classifies a go-git or network error by its type, keeps its
+// chain, and removes credentials from its text.
 func translate(err error) error {
 	switch {
-	case errors.Is(err, git.NoErrAlreadyUpToDate),
+	case err == nil,
+		errors.Is(err, git.NoErrAlreadyUpToDate),
 		errors.Is(err, transport.ErrEmptyRemoteRepository),
-		errors.Is(err, errStale):
+		errors.Is(err, errStale),
+		errors.Is(err, statestore.ErrAuth), errors.Is(err, statestore.ErrUnreachable),
+		errors.Is(err, statestore.ErrNotFound),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
-		return fmt.Errorf("%w: %s", statestore.ErrAuth, redactErr(err))
+		return wrapf(statestore.ErrAuth, err)
 	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("%w: repository: %s", statestore.ErrNotFound, redactErr(err))
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
+		return wrapf(statestore.ErrNotFound, err, "repository")
 	}
 	var noMatch git.NoMatchingRefSpecError
 	if errors.As(err, &noMatch) {
 		return err
 	}
-	msg := redactErr(err)
+	cause := goGitCause(err)
+	var status *githttp.Err
+	var keyErr *knownhosts.KeyError
+	var revoked *knownhosts.RevokedError
 	switch {
-	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
-		return fmt.Errorf("TLS: %s", msg)
-	case strings.Contains(msg, "unable to authenticate"):
-		// go-git passes the SSH handshake's refusal through unwrapped.
-		return fmt.Errorf("%w: %s", statestore.ErrAuth, msg)
-	case strings.Contains(msg, "knownhosts:") || strings.Contains(msg, "host key"):
-		return fmt.Errorf("SSH host key not trusted (check the secret's knownHosts): %s", msg)
+	case errors.As(cause, &status) && retryableStatus(status.StatusCode()):
+		return wrapf(statestore.ErrUnreachable, cause)
+	case statestore.NameNotFound(cause):
+		return statestore.Redacted("the host name does not resolve (check the store's url): "+redactErr(err), cause)
+	case errors.As(cause, &keyErr), errors.As(cause, &revoked):
+		return statestore.Redacted("SSH host key not trusted (check the secret's knownHosts): "+redactErr(err), cause)
+	case statestore.Transient(cause):
+		return wrapf(statestore.ErrUnreachable, cause)
+	case statestore.TLSFailure(cause):
+		return statestore.Redacted("TLS: "+redactErr(err), cause)
+	case strings.Contains(err.Error(), "ssh: unable to authenticate"):
+		// x/crypto/ssh reports a refused key as a plain error, with no
+		// type to test: this one message is matched by its text.
+		return wrapf(statestore.ErrAuth, cause)
 	}
-	if unreachable.MatchString(msg) {
-		return fmt.Errorf("%w: %s", statestore.ErrUnreachable, msg)
+	return statestore.Redacted(redactErr(err), cause)
+}
+
+// goGitCause unwraps go-git's UnexpectedError and PermanentError, which
+// hold the underlying error in a field but do not implement Unwrap.
+func goGitCause(err error) error {
+	for {
+		var ue *plumbing.UnexpectedError
+		var pe *plumbing.PermanentError
+		switch {
+		case errors.As(err, &ue) && ue.Err != nil:
+			err = ue.Err
+		case errors.As(err, &pe) && pe.Err != nil:
+			err = pe.Err
+		default:
+			return err
+		}
 	}
-	return errors.New(msg)
+}
+
+// retryableStatus reports whether an HTTP status means "try again later".
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// wrapf wraps err under sentinel, with its text redacted and an optional
+// word of context: "<sentinel>: [what: ]<err>".
+func wrapf(sentinel, err error, what ...string) error {
+	msg := redactErr(err)
+	if len(what) > 0 {
+		msg = what[0] + ": " + msg
+	}
+	return statestore.Redacted(sentinel.Error()+": "+msg, errors.Join(sentinel, err))
 }
 
 // redactErr is an error's text without credentials, on one line (servers'

@@ -13,6 +13,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -28,6 +29,7 @@ func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Resu
 		return st.res, s.wrap("plan", err)
 	}
 	st.dests = dests
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	for attempt := 1; ; attempt++ {
 		st.res.Attempts = attempt
 		op, err := s.attempt(ctx, st)
@@ -38,10 +40,11 @@ func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Resu
 		if !errors.Is(err, errChanged) || ctx.Err() != nil {
 			return st.res, s.wrap(op, err)
 		}
-		if attempt >= s.cfg.MaxAttempts {
-			return st.res, s.wrap(op, fmt.Errorf("%w: other writers kept changing the bucket; gave up after %d attempts", statestore.ErrConflict, attempt))
+		lost := fmt.Errorf("%w: other writers kept changing the bucket", statestore.ErrConflict)
+		if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
+			return st.res, s.wrap(op, fmt.Errorf("%w; gave up after %d attempts", lost, attempt))
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		if err := statestore.Pause(ctx, attempt, retryLimit, lost); err != nil {
 			return st.res, s.wrap(op, err)
 		}
 	}
@@ -146,7 +149,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			deletes = append(deletes, op.Path)
 		case op.Delete:
 			targetDeletes = append(targetDeletes, op.Path)
-		case mine || statestore.IsMeta(op.Path):
+		case mine || layout.IsMeta(op.Path):
 			puts = append(puts, op)
 		case isShared:
 			shared = append(shared, op)
@@ -212,7 +215,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		w.set(t, "")
 		// A contributor that arrived after the listing wrote its part and
 		// then a target that we have just deleted: re-plan to rebuild it.
-		parts, err := s.list(ctx, path.Join(statestore.MetaDir, "aggregate", t))
+		parts, err := s.list(ctx, path.Join(layout.MetaDir, "aggregate", t))
 		if err != nil {
 			return "read", err
 		}
@@ -371,8 +374,8 @@ func checkUpdate(u statestore.Update) ([]string, error) {
 		return nil, errors.New("update names no workload")
 	}
 	reserved := func(p string) error {
-		if isMarker(p) {
-			return fmt.Errorf("path %q: the name %s is reserved for render's completeness markers", p, MarkerName)
+		if err := layout.CheckWorkloadPath(p); err != nil {
+			return fmt.Errorf("path %q: %w", p, err)
 		}
 		return nil
 	}
@@ -394,11 +397,11 @@ func checkUpdate(u statestore.Update) ([]string, error) {
 	set := map[string]bool{}
 	for _, d := range u.Destinations {
 		d = strings.Trim(d, "/")
-		if err := statestore.ValidPath(d); err != nil {
+		if err := layout.ValidPath(d); err != nil {
 			return nil, fmt.Errorf("destination: %w", err)
 		}
-		if statestore.IsMeta(d) {
-			return nil, fmt.Errorf("destination %q is inside render's own folder %s", d, statestore.MetaDir)
+		if layout.IsMeta(d) {
+			return nil, fmt.Errorf("destination %q is inside render's own folder %s", d, layout.MetaDir)
 		}
 		set[d] = true
 	}
@@ -520,10 +523,11 @@ func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.U
 				if err == nil || !errors.Is(err, errChanged) {
 					return err
 				}
-				if attempt >= s.cfg.MaxAttempts {
-					return fmt.Errorf("%w: other writers kept rewriting the marker; gave up after %d attempts", statestore.ErrConflict, attempt)
+				lost := fmt.Errorf("%w: other writers kept rewriting the marker", statestore.ErrConflict)
+				if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
+					return fmt.Errorf("%w; gave up after %d attempts", lost, attempt)
 				}
-				if err := sleep(ctx, backoff(attempt)); err != nil {
+				if err := statestore.Pause(ctx, attempt, retryLimit, lost); err != nil {
 					return err
 				}
 				fresh = true

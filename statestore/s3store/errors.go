@@ -5,14 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -31,28 +26,10 @@ var (
 
 func newTLSConfig() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS12} }
 
-// retry runs op until it succeeds, fails for a reason retrying cannot fix,
-// or the store's RetryDeadline passes. Errors are translated to the
-// statestore sentinels here, at the boundary.
+// retry runs op under the render's one retry policy (statestore.Retry).
+// Errors are translated to the statestore sentinels here, at the boundary.
 func (s *Store) retry(ctx context.Context, op func() error) error {
-	deadline := time.Now().Add(s.cfg.RetryDeadline)
-	for attempt := 1; ; attempt++ {
-		err := op()
-		if err == nil {
-			return nil
-		}
-		err = s.translate(err)
-		if !errors.Is(err, statestore.ErrUnreachable) || ctx.Err() != nil {
-			return err
-		}
-		wait := backoff(attempt + 3)
-		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%w (gave up after %s)", err, s.cfg.RetryDeadline)
-		}
-		if serr := sleep(ctx, wait); serr != nil {
-			return fmt.Errorf("%w: %v", err, serr)
-		}
-	}
+	return statestore.Retry(ctx, retryLimit, func() error { return s.translate(op()) })
 }
 
 var authCodes = map[string]bool{
@@ -79,8 +56,6 @@ var transientCodes = map[string]bool{
 	"XMinioReadQuorum":           true,
 	"XMinioWriteQuorum":          true,
 }
-
-var unreachable = regexp.MustCompile(`(?i)connection refused|no such host|i/o timeout|connection reset|network is unreachable|broken pipe|EOF|timeout|server misbehaving|no route to host`)
 
 // translate maps a minio-go or transport error to the statestore
 // sentinels, with any credential removed from its text.
@@ -116,19 +91,15 @@ func (s *Store) translate(err error) error {
 		msg = ue.Err.Error() // without the request URL
 	}
 	msg = s.redact(msg)
-	if strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:") || strings.Contains(msg, "certificate") {
-		return fmt.Errorf("TLS with %s: %s", s.cfg.Endpoint, msg)
+	switch {
+	case statestore.NameNotFound(err):
+		return statestore.Redacted(fmt.Sprintf("the host name of %s does not resolve (check the store's endpoint): %s", s.cfg.Endpoint, msg), err)
+	case statestore.Transient(err):
+		return statestore.Redacted(fmt.Sprintf("%v: %s: %s", statestore.ErrUnreachable, s.cfg.Endpoint, msg), errors.Join(statestore.ErrUnreachable, err))
+	case statestore.TLSFailure(err):
+		return statestore.Redacted(fmt.Sprintf("TLS with %s: %s", s.cfg.Endpoint, msg), err)
 	}
-	if isNetErr(err) || unreachable.MatchString(msg) {
-		return fmt.Errorf("%w: %s: %s", statestore.ErrUnreachable, s.cfg.Endpoint, msg)
-	}
-	return errors.New(msg)
-}
-
-func isNetErr(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	return statestore.Redacted(msg, err)
 }
 
 func describe(resp minio.ErrorResponse) string {

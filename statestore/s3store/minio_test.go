@@ -17,6 +17,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/internal/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/storetest"
@@ -437,7 +438,7 @@ func contents(t *testing.T, s statestore.Store) map[string]string {
 	paths, _ := snap.List("")
 	out := map[string]string{}
 	for _, p := range paths {
-		if isMarker(p) || statestore.IsMeta(p) {
+		if isMarker(p) || layout.IsMeta(p) {
 			continue
 		}
 		b, err := snap.ReadFile(p)
@@ -537,7 +538,7 @@ func TestManyWorkloadsOneDestination(t *testing.T) {
 				Workload:     fmt.Sprintf("w/%d", i),
 				Files:        map[string][]byte{fmt.Sprintf("dev/w%d/f.yaml", i): fmt.Appendf(nil, "w: %d\n", i)},
 				Shared:       map[string][]byte{"dev/canary.yaml": fmt.Appendf(nil, "canary: %d\n", i)},
-				Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: fmt.Appendf(nil, "w: %d\n", i)}},
+				Aggregates:   []layout.Aggregate{{Target: "dev/all.yaml", Contribution: fmt.Appendf(nil, "w: %d\n", i)}},
 				Record:       &statestore.Record{},
 				Destinations: []string{"dev"},
 				Message:      statestore.Message{Subject: fmt.Sprintf("writer %d", i)},

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -65,7 +66,7 @@ func isTombstone(p string, size int64) bool { return size == tombstoneSize && is
 // MarkerName is the name of the completeness marker Apply writes in each
 // destination folder, after the destination's files. It is JSON, never
 // YAML, so GitOps tools that read *.yaml ignore it.
-const MarkerName = statestore.MarkerName
+const MarkerName = layout.MarkerName
 
 // MarkerFormat is the version of the marker layout.
 const MarkerFormat = 1
@@ -83,14 +84,8 @@ type Marker struct {
 	// Workload is the workload whose render wrote the marker.
 	Workload string `json:"workload"`
 	// Subject and Trailers are the render's provenance (Update.Message).
-	Subject  string    `json:"subject"`
-	Trailers []Trailer `json:"trailers,omitempty"`
-}
-
-// Trailer is one provenance line of a marker.
-type Trailer struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
+	Subject  string               `json:"subject"`
+	Trailers []statestore.Trailer `json:"trailers,omitempty"`
 }
 
 // DestinationDigest is the digest a marker records. etags maps every object
@@ -130,8 +125,6 @@ func newMarker(dest string, etags map[string]string, u statestore.Update) Marker
 			m.Objects++
 		}
 	}
-	for _, t := range u.Message.Trailers {
-		m.Trailers = append(m.Trailers, Trailer{Key: t.Key, Value: t.Value})
-	}
+	m.Trailers = append(m.Trailers, u.Message.Trailers...)
 	return m
 }

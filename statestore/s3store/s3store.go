@@ -159,6 +159,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -192,10 +193,13 @@ type Config struct {
 	CreateBucket bool
 	// Concurrency bounds the uploads in flight (default 16).
 	Concurrency int
-	// RetryDeadline bounds how long an unreachable endpoint is retried (default 2m).
+	// RetryDeadline is the retry budget used when the caller's context
+	// carries no render-wide deadline (statestore.WithRetryDeadline); it
+	// bounds waits for an unreachable endpoint and for busy objects alike.
 	RetryDeadline time.Duration
-	// MaxAttempts bounds how often an update is re-planned after losing a
-	// race to another writer (default 10).
+	// MaxAttempts, when positive, also bounds how often an update is
+	// re-planned after losing a race to another writer. By default only the
+	// retry deadline bounds it.
 	MaxAttempts int
 	// Transport is the HTTP transport (optional; tests wrap it to count
 	// requests). CABundle is applied to it when it is an *http.Transport.
@@ -223,10 +227,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.Concurrency = 16
 	}
 	if cfg.RetryDeadline <= 0 {
-		cfg.RetryDeadline = 2 * time.Minute
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 10
+		cfg.RetryDeadline = statestore.DefaultRetryDeadline
 	}
 	s := &Store{cfg: cfg}
 	fail := func(format string, args ...any) (*Store, error) {
@@ -246,7 +247,7 @@ func New(cfg Config) (*Store, error) {
 		prefix = ""
 	}
 	if prefix != "" {
-		if err := statestore.ValidPath(prefix); err != nil {
+		if err := layout.ValidPath(prefix); err != nil {
 			return fail("path: %v", err)
 		}
 	}
@@ -359,6 +360,7 @@ func (s *Store) key(p string) string {
 // Records reads every workload record: one listing of the records folder
 // and one GET per record, Concurrency of them at a time.
 func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	for attempt := 1; ; attempt++ {
 		snap, err := s.list(ctx, statestore.RecordsDir)
 		if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
@@ -381,10 +383,10 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 		if err == nil {
 			return recs, nil
 		}
-		if !errors.Is(err, errChanged) || attempt >= s.cfg.MaxAttempts {
+		if !errors.Is(err, errChanged) || s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
 			return nil, s.wrap("read records", err)
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		if err := statestore.Pause(ctx, attempt, retryLimit, err); err != nil {
 			return nil, s.wrap("read records", err)
 		}
 	}
@@ -394,6 +396,7 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 // in the listed version: a file that changed since the listing fails to read
 // with an error wrapping statestore.ErrConflict.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.list(ctx, "")
 	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
 		return s.emptySnapshot(ctx), nil
@@ -404,10 +407,8 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	return snap, nil
 }
 
-// backoff is statestore.Backoff capped for this backend.
-func backoff(attempt int) time.Duration { return statestore.Backoff(attempt, 2*time.Second) }
-
-func sleep(ctx context.Context, d time.Duration) error { return statestore.Sleep(ctx, d) }
+// retryLimit caps this backend's backoff between attempts.
+const retryLimit = 2 * time.Second
 
 // isMarker reports whether p is a completeness marker.
 func isMarker(p string) bool { return path.Base(p) == MarkerName }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -70,7 +71,7 @@ func contents(t *testing.T, s statestore.Store) map[string]string {
 	}
 	out := map[string]string{}
 	for _, p := range paths {
-		if statestore.IsMeta(p) {
+		if layout.IsMeta(p) {
 			continue
 		}
 		b, err := snap.ReadFile(p)
@@ -207,10 +208,10 @@ func Run(t *testing.T, h Harness) {
 		defer a.Close()
 		defer b.Close()
 		ua := update("w/a", nil)
-		ua.Aggregates = []statestore.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: A\n")}}
+		ua.Aggregates = []layout.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: A\n")}}
 		apply(t, a, ua)
 		ub := update("w/b", nil)
-		ub.Aggregates = []statestore.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: B\n")}}
+		ub.Aggregates = []layout.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: B\n")}}
 		apply(t, b, ub)
 		equal(t, "contents", contents(t, a), map[string]string{"d1/all.yaml": "kind: A\n---\nkind: B\n"})
 		apply(t, a, removal("w/a"))

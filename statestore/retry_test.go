@@ -1,0 +1,94 @@
+package statestore
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestTransientIsDecidedByType(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"refused connection", refused, true},
+		{"refused, wrapped in a url.Error", &url.Error{Op: "Get", URL: "http://x", Err: refused}, true},
+		{"reset connection", fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{"connection ended early", fmt.Errorf("reading pack: %w", io.ErrUnexpectedEOF), true},
+		{"i/o timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},
+		{"name does not resolve", &url.Error{Op: "Get", URL: "http://x", Err: &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}}, false},
+		{"resolver timed out", &net.DNSError{Err: "timeout", Name: "x", IsTimeout: true}, true},
+		{"unknown certificate authority", &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, false},
+		{"cancelled", fmt.Errorf("push: %w", context.Canceled), false},
+		// The old classifier matched words; a message is not a type.
+		{"words only", errors.New("EOF timeout connection refused no such host"), false},
+		{"nil", nil, false},
+	}
+	for _, c := range cases {
+		if got := Transient(c.err); got != c.want {
+			t.Errorf("%s: Transient(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+	if !NameNotFound(fmt.Errorf("fetch: %w", &net.DNSError{IsNotFound: true})) {
+		t.Error("NameNotFound missed a wrapped *net.DNSError with IsNotFound")
+	}
+}
+
+// TestOneDeadlinePerRender: the retry clock starts once per render, so a
+// second operation after the first used up the budget gets one try, not a
+// budget of its own.
+func TestOneDeadlinePerRender(t *testing.T) {
+	ctx := WithRetryDeadline(context.Background(), 150*time.Millisecond)
+	down := fmt.Errorf("%w: connection refused", ErrUnreachable)
+	first := 0
+	err := Retry(ctx, 20*time.Millisecond, func() error { first++; return down })
+	if !errors.Is(err, ErrDeadline) || !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("first operation: err = %v, want it to wrap ErrDeadline and ErrUnreachable", err)
+	}
+	if first < 2 {
+		t.Fatalf("first operation was tried %d times; an unreachable store is retried until the deadline", first)
+	}
+	second := 0
+	err = Retry(ctx, 20*time.Millisecond, func() error { second++; return down })
+	if !errors.Is(err, ErrDeadline) {
+		t.Fatalf("second operation: err = %v, want ErrDeadline", err)
+	}
+	if second != 1 {
+		t.Fatalf("second operation of the same render was tried %d times after the render's deadline passed, want 1", second)
+	}
+	// A conflict is waited on under the same clock.
+	if err := Pause(ctx, 1, time.Second, ErrConflict); !errors.Is(err, ErrDeadline) || !errors.Is(err, ErrConflict) {
+		t.Fatalf("Pause after the deadline = %v, want ErrDeadline wrapping ErrConflict", err)
+	}
+}
+
+func TestRetryStopsAtOnceOnPermanentErrors(t *testing.T) {
+	ctx := WithRetryDeadline(context.Background(), time.Minute)
+	n := 0
+	err := Retry(ctx, time.Millisecond, func() error { n++; return ErrAuth })
+	if !errors.Is(err, ErrAuth) || n != 1 {
+		t.Fatalf("Retry on ErrAuth: err = %v after %d tries, want ErrAuth after 1", err, n)
+	}
+}
+
+func TestEnsureRetryDeadlineKeepsTheRendersClock(t *testing.T) {
+	ctx := WithRetryDeadline(context.Background(), time.Second)
+	at, budget := RetryDeadline(ctx)
+	at2, budget2 := RetryDeadline(EnsureRetryDeadline(ctx, time.Hour))
+	if !at.Equal(at2) || budget != budget2 {
+		t.Fatalf("EnsureRetryDeadline replaced the render's deadline: %v/%v -> %v/%v", at, budget, at2, budget2)
+	}
+	if _, b := RetryDeadline(EnsureRetryDeadline(context.Background(), time.Hour)); b != time.Hour {
+		t.Fatalf("EnsureRetryDeadline without a deadline: budget %v, want 1h", b)
+	}
+}
