@@ -44,7 +44,6 @@ func TestGiteaConformance(t *testing.T) {
 		Missing: func(t *testing.T) statestore.Store {
 			return giteaStore(t, g, g.URL()+"/"+g.AdminUser()+"/"+testenv.UniqueName("never-created")+".git", g.AdminUser(), g.AdminPassword())
 		},
-		Writers: 12,
 	})
 }
 

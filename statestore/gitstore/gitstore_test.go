@@ -52,7 +52,6 @@ func TestRemoteConformance(t *testing.T) {
 		Missing: func(t *testing.T) statestore.Store {
 			return mustNewRemote(t, Config{URL: "file://" + filepath.Join(t.TempDir(), "missing.git")})
 		},
-		Writers: 4,
 	})
 }
 

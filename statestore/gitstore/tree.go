@@ -307,3 +307,28 @@ func rootTree(s storer.EncodedObjectStorer, c plumbing.Hash) (plumbing.Hash, err
 	}
 	return commit.TreeHash, nil
 }
+
+// apply writes ops on top of t and returns a view of the result that
+// shares t's cache of decoded folders.
+func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
+	root, err := t.applyOps(ops)
+	if err != nil {
+		return nil, err
+	}
+	next := newTreeSnap(t.s, root, t.prefix)
+	next.cache = t.cache
+	return next, nil
+}
+
+// rootOrEmpty is t's root tree, or git's empty tree (written to s) when
+// every file is gone.
+func (t *treeSnap) rootOrEmpty(s storer.EncodedObjectStorer) plumbing.Hash {
+	if !t.root.IsZero() {
+		return t.root
+	}
+	h, err := writeObject(s, plumbing.TreeObject, nil)
+	if err != nil {
+		return plumbing.ZeroHash
+	}
+	return h
+}

@@ -28,7 +28,7 @@ type Harness struct {
 	// Missing returns a client of a store that does not exist (a repository
 	// or bucket never created). Its Records must fail with ErrNotFound.
 	Missing func(t *testing.T) statestore.Store
-	// Writers is how many concurrent writers to race (default 8).
+	// Writers is how many concurrent writers to race (default 64, the many-sidecars load).
 	Writers int
 }
 
@@ -121,7 +121,7 @@ func orEmpty(s []string) []string {
 // Run runs the whole suite.
 func Run(t *testing.T, h Harness) {
 	if h.Writers == 0 {
-		h.Writers = 8
+		h.Writers = 64
 	}
 	t.Run("Write", func(t *testing.T) {
 		s := h.Fresh(t)()
