@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -119,10 +120,69 @@ func (s *Store) applyGrouped(ctx context.Context, r *remoteRepo, u statestore.Up
 		if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
 			return fail("push", fmt.Errorf("%w; gave up after %d attempts", lost, attempt))
 		}
-		if err := statestore.Pause(ctx, attempt, 500*time.Millisecond, lost); err != nil {
+		if published.IsZero() {
+			if err := statestore.Pause(ctx, attempt, 500*time.Millisecond, lost); err != nil {
+				return fail("push", err)
+			}
+			continue
+		}
+		done, tip, err := s.await(ctx, r, mine, published, lost)
+		if err != nil {
 			return fail("push", err)
 		}
+		if done {
+			last.Attempts, last.Updated, last.Revision = attempt, true, tip.String()
+			return last, nil
+		}
 	}
+}
+
+// patience is how long a waiting writer lets the branch stand still, per
+// request ahead of its own, before it stops waiting for the writers ahead
+// and leads itself: the first request's writer leads at once, the second
+// after one patience without progress (the first died), and so on, so a
+// dead writer delays the others once and never sets them all racing.
+const patience = 10 * time.Second
+
+// await waits, with cheap reads of the server's refs only, until this
+// writer's request was folded by another writer's push (true), or until it
+// is this writer's turn to lead (false). Leading one at a time keeps N
+// waiting writers from racing N pushes.
+func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.ReferenceName, h plumbing.Hash, lost error) (bool, plumbing.Hash, error) {
+	var seen plumbing.Hash
+	moved := time.Now()
+	for poll := 1; ; poll++ {
+		refs, err := r.list(ctx)
+		if err != nil {
+			return false, plumbing.ZeroHash, err
+		}
+		tip := refs[r.branch]
+		if refs[mine] != h {
+			return true, tip, nil
+		}
+		if tip != seen {
+			seen, moved = tip, time.Now()
+		}
+		if time.Since(moved) >= time.Duration(rank(refs, r.space, mine))*patience {
+			return false, tip, nil
+		}
+		// Polls back off to about two seconds: N waiters must not keep
+		// the server busier than the leader's push.
+		if err := statestore.Pause(ctx, min(poll+2, 7), 2*time.Second, lost); err != nil {
+			return false, plumbing.ZeroHash, err
+		}
+	}
+}
+
+// rank is how many requests in space sort before mine.
+func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plumbing.ReferenceName) int {
+	n := 0
+	for name := range refs {
+		if strings.HasPrefix(name.String(), space) && name < mine {
+			n++
+		}
+	}
+	return n
 }
 
 // fold plans every request waiting on the server on top of snap, after
@@ -220,3 +280,4 @@ func (r *remoteRepo) holds(ref plumbing.ReferenceName, h plumbing.Hash) bool {
 	got, err := r.st.Reference(ref)
 	return err == nil && got.Hash() == h
 }
+

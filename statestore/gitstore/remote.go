@@ -105,6 +105,28 @@ func (r *remoteRepo) fetch(ctx context.Context) error {
 	return nil
 }
 
+// list reads the server's refs (an advertisement only: no objects move).
+func (r *remoteRepo) list(ctx context.Context) (map[plumbing.ReferenceName]plumbing.Hash, error) {
+	var refs []*plumbing.Reference
+	err := r.retry(ctx, func() error {
+		var err error
+		refs, err = r.remote.ListContext(ctx, &git.ListOptions{
+			Auth: r.cfg.Auth, CABundle: r.cfg.CABundle, InsecureSkipTLS: r.cfg.InsecureSkipTLS,
+		})
+		return err
+	})
+	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return nil, err
+	}
+	out := make(map[plumbing.ReferenceName]plumbing.Hash, len(refs))
+	for _, ref := range refs {
+		if ref.Type() == plumbing.HashReference {
+			out[ref.Name()] = ref.Hash()
+		}
+	}
+	return out, nil
+}
+
 // publish pushes commit to the branch without force. When the push fails
 // and the branch has moved, the failure is a lost race (errStale); when it
 // has not, the server refused for its own reasons, which are returned.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
@@ -233,6 +234,10 @@ func Run(t *testing.T, h Harness) {
 	})
 	t.Run("ConcurrentWriters", func(t *testing.T) {
 		open := h.Fresh(t)
+		// This asserts that every writer lands, not how fast: on a busy
+		// machine N writers may need more than one render's default
+		// retry budget between them.
+		ctx := statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
 		want := map[string]string{}
 		var wg sync.WaitGroup
 		errs := make(chan error, h.Writers)
@@ -245,7 +250,7 @@ func Run(t *testing.T, h Harness) {
 				defer wg.Done()
 				s := open()
 				defer s.Close()
-				_, err := s.Apply(context.Background(), update(fmt.Sprintf("w/%d", i), map[string]string{p: content}))
+				_, err := s.Apply(ctx, update(fmt.Sprintf("w/%d", i), map[string]string{p: content}))
 				errs <- err
 			}()
 		}
