@@ -280,4 +280,3 @@ func (r *remoteRepo) holds(ref plumbing.ReferenceName, h plumbing.Hash) bool {
 	got, err := r.st.Reference(ref)
 	return err == nil && got.Hash() == h
 }
-
