@@ -257,7 +257,7 @@ func (s *Store) withdraw(ctx context.Context, r *remoteRepo, ref plumbing.Refere
 	}
 	if err != nil && !errors.Is(err, errStale) && s.cfg.Warn != nil {
 		s.cfg.Warn("could not withdraw this render's pending update; the next writer may still apply it",
-			"store", s.String(), "ref", ref.String(), "error", err.Error())
+			"ref", ref.String(), "error", err.Error())
 	}
 	return false
 }
@@ -271,7 +271,7 @@ func (s *Store) noGroup(r *remoteRepo, err error) {
 	r.space = ""
 	if s.cfg.Warn != nil {
 		s.cfg.Warn("group commit is off for this store: concurrent writers will take turns",
-			"store", s.String(), "reason", err.Error())
+			"reason", err.Error())
 	}
 }
 
