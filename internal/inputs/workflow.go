@@ -2,6 +2,7 @@ package inputs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -70,7 +71,11 @@ type Output struct {
 // ScanOutput reads every regular file below dir, keeping sub-folders.
 // Links are followed only when they stay inside dir; a .yaml or .yml file
 // must be valid YAML (every document of it).
-func ScanOutput(dir string) (*Output, error) {
+func ScanOutput(dir string) (*Output, error) { return ScanOutputContext(context.Background(), dir) }
+
+// ScanOutputContext is ScanOutput that stops with ctx's error once ctx is
+// done: it checks before each file.
+func ScanOutputContext(ctx context.Context, dir string) (*Output, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, &renderer.InputError{File: dir, Msg: err.Error()}
@@ -90,6 +95,9 @@ func ScanOutput(dir string) (*Output, error) {
 	err = filepath.WalkDir(walkRoot(root), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return &renderer.InputError{File: p, Msg: "cannot read: " + cleanErr(err)}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
