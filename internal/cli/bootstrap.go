@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,7 +44,7 @@ Pipe the output to kubectl apply -f - on the worker. Secrets are referenced by n
 // oneDestination is the positional argument check of both sub-commands.
 func oneDestination(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
-		return usageError("%s takes one argument, the destination's name (got %d)", cmd.CommandPath(), len(args))
+		return usageError("%s takes one argument, the destination's name (got %d)", strings.TrimPrefix(cmd.CommandPath(), "render "), len(args))
 	}
 	return nil
 }

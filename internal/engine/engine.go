@@ -217,6 +217,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	pctx, cancel := beforePublish(ctx)
 	defer cancel()
 	ph := &phaseTracker{e: e, ctx: ctx, pctx: pctx}
+	pctx = fluxcheck.WithWarn(pctx, e.kustomizeWarnings())
 	if err := ph.enter(PhaseReading); err != nil {
 		return nil, err
 	}
@@ -337,6 +338,22 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	report.Stopped = stopAsked(ctx)
 	ph.done()
 	return report, nil
+}
+
+// kustomizeWarnings logs what kustomize would print on stderr (deprecated
+// fields), once per folder and message for one render.
+func (e *Engine) kustomizeWarnings() func(dir, msg string) {
+	var mu sync.Mutex
+	seen := map[[2]string]bool{}
+	return func(dir, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[[2]string{dir, msg}] {
+			return
+		}
+		seen[[2]string{dir, msg}] = true
+		e.log.Warn("kustomize warning", "warning", msg, "folder", dir)
+	}
 }
 
 // open returns a client per store, reusing kept ones whose configuration

@@ -256,6 +256,7 @@ func checkSection(sec string, paths []string, files map[string][]byte, mem **mem
 		}
 		if *mem == nil {
 			*mem = newMemTree(files)
+			(*mem).warn = warnFrom(opt.ctx)
 		}
 		bo, err := (*mem).build(dir)
 		if err != nil {

@@ -65,6 +65,7 @@ func Hydrate(ctx context.Context, files []renderer.File) ([]renderer.File, error
 	sort.Strings(tops)
 	tops = dedupe(tops)
 	mem := newMemTree(byPath)
+	mem.warn = warnFrom(ctx)
 	replaced := map[string]bool{} // top-level folders whose files go
 	out := map[string][]byte{}
 	for _, dir := range tops {
@@ -138,7 +139,7 @@ func hydrateDir(mem *memTree, dir string, origins bool) ([]byte, map[string]bool
 		_ = mem.fs.WriteFile(kfile, patched)
 		defer mem.fs.WriteFile(kfile, orig) //nolint:errcheck // in memory
 	}
-	res, err := runKrusty(mem.fs, dir)
+	res, err := runKrusty(mem.fs, dir, mem.warn)
 	if err != nil {
 		return nil, nil, &renderer.InputError{File: kfile, Msg: "kustomize build of " + dir + " fails: " + cleanBuildErr(err)}
 	}
