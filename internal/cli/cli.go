@@ -56,6 +56,9 @@ type IO struct {
 	// Signals, when set, stands for the process's SIGINT and SIGTERM (tests
 	// send on it); when nil, commands that handle signals ask for them.
 	Signals <-chan os.Signal
+	// phaseHook, when set (tests), is called as a one-shot render or drain
+	// enters each phase, with the context a first signal cancels.
+	phaseHook func(ctx context.Context, phase string)
 }
 
 // commonOptions are the flags render and render drain share, registered and

@@ -75,9 +75,20 @@ func (io IO) notifySignals() (<-chan os.Signal, func()) {
 }
 
 // phaseWatch remembers the phase a render is in (engine.Options.OnPhase).
-type phaseWatch struct{ v atomic.Value }
+type phaseWatch struct {
+	v atomic.Value
+	// hook, when set (tests, through IO.phaseHook), is called on entering
+	// each phase with the render's context, which a first signal cancels.
+	hook func(ctx context.Context, phase string)
+	ctx  context.Context
+}
 
-func (p *phaseWatch) set(phase string) { p.v.Store(phase) }
+func (p *phaseWatch) set(phase string) {
+	p.v.Store(phase)
+	if p.hook != nil {
+		p.hook(p.ctx, phase)
+	}
+}
 
 func (p *phaseWatch) get() string {
 	s, _ := p.v.Load().(string)
@@ -91,16 +102,18 @@ func (p *phaseWatch) get() string {
 func runInterruptible[T any](ctx context.Context, io IO, log *slog.Logger, phase *phaseWatch, work func(context.Context) (T, error)) (res T, err error, first os.Signal, exit error) {
 	sigs, release := io.notifySignals()
 	defer release()
-	stop := make(chan struct{})
 	hard, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
+	soft, stop := engine.WithStop(hard)
+	defer stop()
+	phase.hook, phase.ctx = io.phaseHook, soft
 	type outcome struct {
 		res T
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := work(engine.WithStop(hard, stop))
+		r, err := work(soft)
 		done <- outcome{r, err}
 	}()
 	ctxDone := ctx.Done()
@@ -116,7 +129,7 @@ func runInterruptible[T any](ctx context.Context, io IO, log *slog.Logger, phase
 		}
 		if first == nil {
 			first = s
-			close(stop)
+			stop()
 			if phase.get() == engine.PhasePublishing {
 				log.Warn("signal while publishing: finishing the publish under way; a second signal abandons it", "signal", signalName(s))
 			}

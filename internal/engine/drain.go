@@ -73,9 +73,7 @@ type pendingWrite struct {
 func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
-	pctx, cancel := beforePublish(ctx)
-	defer cancel()
-	ph := &phaseTracker{e: e, ctx: ctx, pctx: pctx}
+	ph := &phaseTracker{e: e, ctx: ctx}
 	if err := ph.enter(PhaseReading); err != nil {
 		return nil, err
 	}
@@ -102,7 +100,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		return nil, ph.check(err)
 	}
 	rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
-	recs, failed := e.readRecords(pctx, stores)
+	recs, failed := e.readRecords(ctx, stores)
 	if err := ph.check(nil); err != nil {
 		return nil, err
 	}
@@ -143,7 +141,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		if s, ok := snaps[ref]; ok {
 			return s, nil
 		}
-		s, err := stores[ref].Snapshot(pctx)
+		s, err := stores[ref].Snapshot(ctx)
 		if err == nil {
 			snaps[ref] = s
 		}
@@ -286,6 +284,8 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	if err := ph.enter(PhasePublishing); err != nil {
 		return nil, err
 	}
+	pub, release := publishContext(ctx)
+	defer release()
 	for _, ref := range refs {
 		var us []statestore.Update
 		wkeys := make([]string, 0, len(pending[ref]))
@@ -312,10 +312,10 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		var res statestore.Result
 		var err error
 		if b, ok := st.(statestore.BatchApplier); ok {
-			res, err = b.ApplyAll(ctx, us)
+			res, err = b.ApplyAll(pub, us)
 		} else {
 			for _, u := range us {
-				r, uerr := st.Apply(ctx, u)
+				r, uerr := st.Apply(pub, u)
 				res.Updated = res.Updated || r.Updated
 				res.Added, res.Changed, res.Deleted = append(res.Added, r.Added...), append(res.Changed, r.Changed...), append(res.Deleted, r.Deleted...)
 				res.Revision = r.Revision

@@ -208,20 +208,18 @@ func (e *Engine) Load(ctx context.Context) (*Inputs, error) {
 }
 
 // Render runs one whole render. A returned error is an InputError (nothing
-// was written), a *StoppedError (a stop was asked before publishing, see
-// WithStop; nothing was written) or ctx's error; store failures are in the
-// Report.
+// was written), a *StoppedError (ctx, from WithStop, was stopped before
+// publishing; nothing was written) or ctx's error; store failures are in
+// the Report.
 func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	start := time.Now()
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
-	pctx, cancel := beforePublish(ctx)
-	defer cancel()
-	ph := &phaseTracker{e: e, ctx: ctx, pctx: pctx}
-	pctx = fluxcheck.WithWarn(pctx, e.kustomizeWarnings())
+	ctx = fluxcheck.WithWarn(ctx, e.kustomizeWarnings())
+	ph := &phaseTracker{e: e, ctx: ctx}
 	if err := ph.enter(PhaseReading); err != nil {
 		return nil, err
 	}
-	ld, err := e.Load(pctx)
+	ld, err := e.Load(ctx)
 	if err != nil {
 		return nil, ph.check(err)
 	}
@@ -239,15 +237,15 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	}
 	// Validate the selectors, the layout and what Flux will build before
 	// any store is contacted.
-	early, err := renderer.RenderContext(pctx, in)
+	early, err := renderer.RenderContext(ctx, in)
 	if err != nil {
 		return nil, ph.check(err)
 	}
-	if _, err := fluxcheck.CheckPlan(pctx, early); err != nil {
+	if _, err := fluxcheck.CheckPlan(ctx, early); err != nil {
 		return nil, ph.check(err)
 	}
 
-	recs, failed := e.readRecords(pctx, stores)
+	recs, failed := e.readRecords(ctx, stores)
 	if err := ph.check(nil); err != nil {
 		return nil, err
 	}
@@ -265,12 +263,12 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	key := workloadKey(wf)
 	holders := applyRecords(&in, recs, key)
 
-	plan, err := renderer.RenderContext(pctx, in)
+	plan, err := renderer.RenderContext(ctx, in)
 	if err != nil {
 		return nil, ph.check(err)
 	}
 	report.Plan = plan
-	objects, err := fluxcheck.CheckPlan(pctx, plan)
+	objects, err := fluxcheck.CheckPlan(ctx, plan)
 	if err != nil {
 		return nil, ph.check(err)
 	}
@@ -314,6 +312,8 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err := ph.enter(PhasePublishing); err != nil {
 		return nil, err
 	}
+	pub, release := publishContext(ctx)
+	defer release()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for ref, u := range updates {
@@ -324,7 +324,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 			defer wg.Done()
 			st := stores[ref]
 			t0 := time.Now()
-			res, err := st.Apply(ctx, u)
+			res, err := st.Apply(pub, u)
 			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
 			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
 			mu.Lock()

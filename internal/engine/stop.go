@@ -11,12 +11,13 @@ import (
 // A render goes through three phases: reading inputs, planning (which
 // includes reading the stores' records) and publishing. Cancelling the
 // render's context ends any phase at once. A caller that wants the gentler
-// stop a first Ctrl-C or SIGTERM asks for gives the render a stop channel
-// with WithStop: once it is closed, a render that has not begun publishing
-// returns a *StoppedError at the next check and writes nothing, and a
-// render that is publishing finishes that publish (each store's write is
-// all-or-nothing on its own terms) and sets Report.Stopped. Only the
-// context's cancellation abandons a publish under way.
+// stop a first Ctrl-C or SIGTERM asks for makes the render's context with
+// WithStop: calling its stop function cancels the context, and a render
+// that has not begun publishing returns a *StoppedError at its next check,
+// having written nothing; a render that is publishing finishes that
+// publish (each store's write is all-or-nothing on its own terms) on the
+// context WithStop was given, and sets Report.Stopped. Only cancelling that
+// context abandons a publish under way.
 
 // Phases of a render, as OnPhase and the debug log name them.
 const (
@@ -41,53 +42,42 @@ func (e *StoppedError) Error() string { return "stopped while " + e.Phase + ": n
 // Is makes errors.Is(err, ErrStopped) true.
 func (e *StoppedError) Is(target error) bool { return target == ErrStopped }
 
-type stopKey struct{}
+type publishKey struct{}
 
-// WithStop returns ctx carrying stop: closing stop asks the render (or
-// drain) running on ctx to stop before it publishes, and to finish a
-// publish it has begun.
-func WithStop(ctx context.Context, stop <-chan struct{}) context.Context {
-	return context.WithValue(ctx, stopKey{}, stop)
+// WithStop returns a context for a render (or a drain) and its stop
+// function. Stop cancels the returned context: the render stops if it has
+// not begun publishing. Its publish runs on ctx (with the returned
+// context's values), which only ctx's own cancellation ends.
+func WithStop(ctx context.Context) (context.Context, context.CancelFunc) {
+	soft, stop := context.WithCancel(ctx)
+	return context.WithValue(soft, publishKey{}, ctx), stop
 }
 
-// beforePublish returns the context of the work before publishing: ctx,
-// cancelled too once the stop channel in ctx (if any) is closed.
-func beforePublish(ctx context.Context) (context.Context, context.CancelFunc) {
-	pctx, cancel := context.WithCancel(ctx)
-	stop, _ := ctx.Value(stopKey{}).(<-chan struct{})
-	if stop == nil {
-		return pctx, cancel
+// publishContext returns the context a publish runs on: for a context from
+// WithStop, one that keeps ctx's values and ends only with the context
+// WithStop was given; otherwise ctx itself.
+func publishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	hard, ok := ctx.Value(publishKey{}).(context.Context)
+	if !ok {
+		return ctx, func() {}
 	}
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-pctx.Done():
-		}
-	}()
-	return pctx, cancel
+	pub, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	unhook := context.AfterFunc(hard, cancel)
+	return pub, func() { unhook(); cancel() }
 }
 
-// stopAsked reports whether ctx's stop channel is closed.
+// stopAsked reports whether ctx, from WithStop, was stopped while the
+// context it was made from still runs.
 func stopAsked(ctx context.Context) bool {
-	stop, _ := ctx.Value(stopKey{}).(<-chan struct{})
-	if stop == nil {
-		return false
-	}
-	select {
-	case <-stop:
-		return true
-	default:
-		return false
-	}
+	hard, ok := ctx.Value(publishKey{}).(context.Context)
+	return ok && ctx.Err() != nil && hard.Err() == nil
 }
 
 // phaseTracker logs and announces a render's phases and turns an error
 // caused by a stop into a *StoppedError naming the phase.
 type phaseTracker struct {
 	e     *Engine
-	ctx   context.Context // the render's own context (a stop does not cancel it)
-	pctx  context.Context // the context of the work before publishing
+	ctx   context.Context // the render's context: a stop cancels it
 	name  string
 	began time.Time
 }
@@ -118,10 +108,10 @@ func (p *phaseTracker) done() {
 // context's error for a cancellation.
 func (p *phaseTracker) check(err error) error {
 	switch {
+	case stopAsked(p.ctx):
+		return &StoppedError{Phase: p.phaseName()}
 	case p.ctx.Err() != nil:
 		return p.ctx.Err()
-	case p.pctx.Err() != nil && stopAsked(p.ctx):
-		return &StoppedError{Phase: p.phaseName()}
 	}
 	return err
 }
