@@ -183,3 +183,26 @@ func TestSignalStopsDrain(t *testing.T) {
 		t.Fatal("a stopped drain moved the branch")
 	}
 }
+
+// A first signal does not wait for a read that ignores the context (a file
+// or a connection that hangs): before publishing, the exit is prompt.
+func TestFirstSignalDoesNotWaitForAStuckRead(t *testing.T) {
+	_, repo, args := oneShot(t, 5)
+	release := make(chan struct{})
+	defer close(release)
+	r := runWithSignals(t, args, func(ctx context.Context, phase string, sigs chan<- os.Signal) {
+		if phase == engine.PhasePlanning {
+			sigs <- syscall.SIGTERM
+			<-release // stuck until the test ends
+		}
+	})
+	if want := "render: SIGTERM: stopped while planning: nothing was written\n"; r.code != 143 || r.stderr != want {
+		t.Fatalf("want exit 143 and %q, got %s", want, r)
+	}
+	if r.took > 5*time.Second {
+		t.Errorf("the signal took %v to end a stuck render", r.took)
+	}
+	if _, err := os.Stat(repo); !os.IsNotExist(err) {
+		t.Error("a stopped first render created the repository")
+	}
+}

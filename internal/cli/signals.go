@@ -34,8 +34,9 @@ const (
 	ExitSIGTERM = 128 + int(syscall.SIGTERM) // 143
 )
 
-// abandonGrace is how long a second signal waits for the abandoned work to
-// let go of what it holds (a branch lock file) before the process exits.
+// abandonGrace is how long a signal waits for the work it stops to return:
+// a first one before publishing, a second one that abandons a publish (so
+// that it lets go of what it holds, such as a branch lock file).
 const abandonGrace = 500 * time.Millisecond
 
 // cancelled stands for a signal when the caller cancelled the context.
@@ -95,6 +96,14 @@ func (p *phaseWatch) get() string {
 	return s
 }
 
+// name is the phase for messages: before the first one, reading inputs.
+func (p *phaseWatch) name() string {
+	if s := p.get(); s != "" {
+		return s
+	}
+	return engine.PhaseReading
+}
+
 // runInterruptible runs work under the signal rules above. It returns what
 // work returned and the first signal, if one came before work returned. A
 // second signal ends the wait at once: exit is then the error to return,
@@ -117,6 +126,20 @@ func runInterruptible[T any](ctx context.Context, io IO, log *slog.Logger, phase
 		done <- outcome{r, err}
 	}()
 	ctxDone := ctx.Done()
+	// second abandons the work: it cancels its context, gives it a moment
+	// to let go of what it holds, and exits.
+	second := func(s os.Signal) error {
+		abort()
+		select {
+		case <-done:
+		case <-time.After(abandonGrace):
+		}
+		what := "nothing had been written"
+		if phase.get() == engine.PhasePublishing {
+			what = "the publish in progress is abandoned: a push or upload in flight is complete or absent, and the next render repairs the rest"
+		}
+		return &ExitError{Code: signalExit(s), Err: fmt.Errorf("%s again: exiting at once; %s", signalName(s), what)}
+	}
 	for {
 		var s os.Signal
 		select {
@@ -127,24 +150,28 @@ func runInterruptible[T any](ctx context.Context, io IO, log *slog.Logger, phase
 			s = cancelled{}
 		case s = <-sigs:
 		}
-		if first == nil {
-			first = s
-			stop()
-			if phase.get() == engine.PhasePublishing {
-				log.Warn("signal while publishing: finishing the publish under way; a second signal abandons it", "signal", signalName(s))
+		if first != nil {
+			return res, nil, first, second(s)
+		}
+		first = s
+		stop()
+		if phase.get() != engine.PhasePublishing {
+			// The work stops at its next check of its context; a read that
+			// does not look at it (a stuck file or connection) must not
+			// hold the exit up. Nothing has been written, and nothing will
+			// be: the work checks its context before it publishes.
+			select {
+			case out := <-done:
+				return out.res, out.err, first, nil
+			case s2 := <-sigs:
+				return res, nil, first, second(s2)
+			case <-time.After(abandonGrace):
 			}
-			continue
 		}
-		abort()
-		select {
-		case <-done:
-		case <-time.After(abandonGrace):
+		if phase.get() != engine.PhasePublishing {
+			return res, nil, first, stoppedExit(first, &engine.StoppedError{Phase: phase.name()})
 		}
-		what := "nothing had been written"
-		if phase.get() == engine.PhasePublishing {
-			what = "the publish in progress is abandoned: a push or upload in flight is complete or absent, and the next render repairs the rest"
-		}
-		return res, nil, first, &ExitError{Code: signalExit(s), Err: fmt.Errorf("%s again: exiting at once; %s", signalName(s), what)}
+		log.Warn("signal while publishing: finishing the publish under way; a second signal abandons it", "signal", signalName(s))
 	}
 }
 
