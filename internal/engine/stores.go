@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"path"
 	"sort"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
@@ -177,4 +179,39 @@ func secretDigest(s map[string][]byte) string {
 		fmt.Fprintf(h, "%s=%x;", k, s[k])
 	}
 	return fmt.Sprintf("|%x", h.Sum(nil)[:8])
+}
+
+// checkStorePaths refuses a path of the plan that is too long once joined
+// to its store's path: the renderer checks paths inside a store, and only
+// the platform knows the store's own path. S3's limit holds for every
+// store, so the same output is accepted or refused whatever the backend.
+func checkStorePaths(p *inputs.Platform, plan *renderer.Plan) error {
+	for _, w := range plan.Writes {
+		var prefix string
+		switch w.Store.Kind {
+		case "GitStateStore":
+			prefix = p.GitStores[w.Store.Name].Path
+		case "BucketStateStore":
+			prefix = p.BucketStores[w.Store.Name].Path
+		}
+		prefix = strings.Trim(prefix, "/")
+		check := func(rel string) error {
+			full := path.Join(prefix, rel)
+			if len(full) > layout.MaxPathBytes {
+				return &renderer.InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the path %.60s... is %d bytes long with the store's path; a store holds at most %d", full, len(full), layout.MaxPathBytes)}
+			}
+			return nil
+		}
+		for rel := range w.Files {
+			if err := check(rel); err != nil {
+				return err
+			}
+		}
+		for _, a := range w.Aggregates {
+			if err := check(a.Target); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

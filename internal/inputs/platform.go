@@ -267,6 +267,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 			if strings.Contains(d.Filename, "/") || d.Filename == "." || d.Filename == ".." {
 				return bad("spec.filepath.filename %q must be a plain file name", d.Filename)
 			}
+			if err := layout.CheckAggregateFile(d.Filename); err != nil {
+				return bad("spec.filepath.filename: %v", err)
+			}
 		default:
 			return bad("spec.filepath.mode %q is unknown: use nestedByMetadata, aggregatedYAML or none", spec.Filepath.Mode)
 		}
