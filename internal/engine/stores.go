@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"sort"
@@ -48,6 +49,9 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 			if ca, ok := secret["ca.crt"]; ok {
 				cfg.CABundle = ca
 			}
+		}
+		if gs.AllowInsecureHTTP && sendsPasswordInClear(gs) {
+			e.log.Warn("basic auth goes over plain http:// (allowInsecureHTTP: true): the password crosses the network unencrypted", "store", ref.String())
 		}
 		if gs.InsecureSkipTLSVerify {
 			e.log.Warn("TLS verification is off for this store (insecureSkipTLSVerify: true)", "store", ref.String())
@@ -101,20 +105,15 @@ func gitAuth(gs *inputs.GitStateStore, secret map[string][]byte, where string) (
 		if err := need("username", "password"); err != nil {
 			return nil, err
 		}
+		if err := plainHTTP(gs, where); err != nil {
+			return nil, err
+		}
 		return &githttp.BasicAuth{Username: strings.TrimSpace(string(secret["username"])), Password: strings.TrimSpace(string(secret["password"]))}, nil
 	case "ssh":
 		if err := need("sshPrivateKey", "knownHosts"); err != nil {
 			return nil, err
 		}
-		user := "git"
-		if i := strings.Index(gs.URL, "@"); i > 0 {
-			u := gs.URL[:i]
-			u = u[strings.LastIndex(u, "/")+1:]
-			if u != "" {
-				user = u
-			}
-		}
-		keys, err := gitssh.NewPublicKeys(user, secret["sshPrivateKey"], "")
+		keys, err := gitssh.NewPublicKeys(sshUser(gs.URL), secret["sshPrivateKey"], "")
 		if err != nil {
 			return nil, &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("secret %s: sshPrivateKey cannot be parsed: %v", gs.SecretRef.Name, redactKeyErr(err))}
 		}
@@ -126,6 +125,46 @@ func gitAuth(gs *inputs.GitStateStore, secret map[string][]byte, where string) (
 		return keys, nil
 	}
 	return nil, &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("authMethod %q is unknown", gs.AuthMethod)}
+}
+
+// sshUser is the user an ssh URL names, as go-git parses it (scp-like
+// user@host:path too), or "git" when it names none:
+// ssh://host/org/repo@v2.git names none.
+func sshUser(u string) string {
+	ep, err := transport.NewEndpoint(u)
+	if err != nil || ep.User == "" {
+		return "git"
+	}
+	return ep.User
+}
+
+// plainHTTP refuses basic auth over plain http:// to another machine
+// unless the store opts in with spec.allowInsecureHTTP: the password
+// would cross the network unencrypted. A loopback host is allowed: the
+// password never leaves this machine.
+func plainHTTP(gs *inputs.GitStateStore, where string) error {
+	if !sendsPasswordInClear(gs) || gs.AllowInsecureHTTP {
+		return nil
+	}
+	return &renderer.InputError{File: gs.File, Where: where, Msg: "spec.url is plain http:// and authMethod basicAuth would send the password unencrypted: use https://, or set spec.allowInsecureHTTP: true to accept that"}
+}
+
+// sendsPasswordInClear reports whether the store's basic auth goes over
+// plain http:// to another machine.
+func sendsPasswordInClear(gs *inputs.GitStateStore) bool {
+	ep, err := transport.NewEndpoint(gs.URL)
+	return err == nil && gs.AuthMethod == "basicAuth" && ep.Protocol == "http" && !loopback(ep.Host)
+}
+
+// loopback reports whether host is this machine: localhost or a loopback
+// address.
+func loopback(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func redactKeyErr(err error) string {

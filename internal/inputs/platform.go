@@ -58,6 +58,9 @@ type GitStateStore struct {
 	GitAuthor  GitAuthor  `yaml:"gitAuthor"`
 	// InsecureSkipTLSVerify turns TLS verification off (logged as a warning).
 	InsecureSkipTLSVerify bool `yaml:"insecureSkipTLSVerify"`
+	// AllowInsecureHTTP lets basicAuth send its password over plain
+	// http:// to a host that is not this machine (refused otherwise).
+	AllowInsecureHTTP bool `yaml:"allowInsecureHTTP"`
 }
 
 // BucketStateStore is Kratix's BucketStateStore spec, plus region and bucket creation.
@@ -295,6 +298,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if s.URL == "" {
 			return bad("spec.url is missing")
 		}
+		if err := checkGitURL(s.URL); err != nil {
+			return bad("%v", err)
+		}
 		if s.Branch == "" {
 			s.Branch = "main"
 		}
@@ -314,6 +320,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		}
 		if s.Endpoint == "" || s.BucketName == "" {
 			return bad("spec.endpoint and spec.bucketName are required")
+		}
+		if err := checkEndpoint(s.Endpoint); err != nil {
+			return bad("%v", err)
 		}
 		switch s.AuthMethod {
 		case "", "accessKey", "IAM":
@@ -349,6 +358,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if ns == "" {
 			ns = "default"
 		}
+		registerSecret(values)
 		p.Secrets[ns+"/"+name] = values
 		p.Secrets[name] = values
 	}
@@ -385,6 +395,7 @@ func (p *Platform) loadSecretDir(dir string) error {
 			}
 			values[k.Name()] = b
 		}
+		registerSecret(values)
 		if _, ok := p.Secrets[e.Name()]; !ok {
 			p.Secrets[e.Name()] = values
 		}
