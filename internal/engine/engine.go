@@ -224,7 +224,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStorePaths(ld.Platform, early); err != nil {
+	if err := checkStorePaths(ld.Platform, early, workloadKey(wf)); err != nil {
 		return nil, err
 	}
 	if _, err := fluxcheck.CheckPlan(early); err != nil {

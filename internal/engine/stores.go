@@ -220,11 +220,13 @@ func secretDigest(s map[string][]byte) string {
 	return fmt.Sprintf("|%x", h.Sum(nil)[:8])
 }
 
-// checkStorePaths refuses a path of the plan that is too long once joined
-// to its store's path: the renderer checks paths inside a store, and only
-// the platform knows the store's own path. S3's limit holds for every
-// store, so the same output is accepted or refused whatever the backend.
-func checkStorePaths(p *inputs.Platform, plan *renderer.Plan) error {
+// checkStorePaths refuses a path the plan would write that a store could
+// not hold once joined to the store's own path (too long, or a name too
+// long): the renderer checks paths inside a store, and only the platform
+// knows the store's path. Render's own files for the workload (its record,
+// its aggregate parts) are checked too. S3's limits hold for every store,
+// so the same output is accepted or refused whatever the backend.
+func checkStorePaths(p *inputs.Platform, plan *renderer.Plan, key string) error {
 	for _, w := range plan.Writes {
 		var prefix string
 		switch w.Store.Kind {
@@ -235,19 +237,21 @@ func checkStorePaths(p *inputs.Platform, plan *renderer.Plan) error {
 		}
 		prefix = strings.Trim(prefix, "/")
 		check := func(rel string) error {
-			full := path.Join(prefix, rel)
-			if len(full) > layout.MaxPathBytes {
-				return &renderer.InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the path %.60s... is %d bytes long with the store's path; a store holds at most %d", full, len(full), layout.MaxPathBytes)}
+			if err := layout.ValidPath(path.Join(prefix, rel)); err != nil {
+				return &renderer.InputError{Where: w.Store.String(), Msg: fmt.Sprintf("cannot be written with the store's path %q: %v", prefix, err)}
 			}
 			return nil
 		}
+		paths := []string{statestore.RecordPath(key)}
 		for rel := range w.Files {
-			if err := check(rel); err != nil {
-				return err
-			}
+			paths = append(paths, rel)
 		}
 		for _, a := range w.Aggregates {
-			if err := check(a.Target); err != nil {
+			paths = append(paths, a.Target, statestore.AggregatePath(a.Target, key))
+		}
+		sort.Strings(paths)
+		for _, rel := range paths {
+			if err := check(rel); err != nil {
 				return err
 			}
 		}

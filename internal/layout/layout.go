@@ -171,6 +171,20 @@ func reserved(p string) error {
 	return nil
 }
 
+// CheckStorePath is the rule for a path relative to a store (not to a
+// destination): a valid path that does not take the completeness marker's
+// name. It is what a store may check again; the names reserved inside a
+// destination were checked, relative to the destination, by the renderer.
+func CheckStorePath(p string) error {
+	if err := ValidPath(p); err != nil {
+		return err
+	}
+	if path.Base(p) == MarkerName {
+		return fmt.Errorf("the name %s is reserved for render's completeness markers", MarkerName)
+	}
+	return nil
+}
+
 // CheckAggregateFile is the rule for an aggregatedYAML destination's
 // filepath.filename: one valid name, and none render reserves in a
 // destination.
