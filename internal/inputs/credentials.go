@@ -3,6 +3,7 @@ package inputs
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -85,10 +86,24 @@ func checkGitURL(raw string) error {
 }
 
 // checkEndpoint validates a BucketStateStore's spec.endpoint: it holds no
-// credential (the access key comes from the Secret spec.secretRef names).
+// credential (the access key comes from the Secret spec.secretRef names),
+// and its port, if any, is a port number.
 func checkEndpoint(raw string) error {
 	at := strings.LastIndex(raw, "@")
 	if at < 0 {
+		hostport := raw
+		if _, rest, ok := strings.Cut(raw, "://"); ok {
+			hostport = rest
+		}
+		hostport = strings.TrimSuffix(hostport, "/")
+		if host, port, err := net.SplitHostPort(hostport); err == nil {
+			switch {
+			case host == "":
+				return errors.New("spec.endpoint names no host: it is host:port")
+			case !validPort(port):
+				return fmt.Errorf("spec.endpoint has the port %q, which is not a port number", port)
+			}
+		}
 		return nil
 	}
 	info := raw[:at]

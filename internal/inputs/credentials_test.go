@@ -92,6 +92,16 @@ func TestMalformedStoreURLs(t *testing.T) {
 		_, err := inputs.LoadPlatform([]string{dir}, "")
 		inputErr(t, err, "a.yaml: document 1 (GitStateStore s): "+want)
 	}
+	for ep, want := range map[string]string{
+		"minio:99999": `spec.endpoint has the port "99999"`,
+		"minio:http":  `spec.endpoint has the port "http"`,
+		":9000":       "spec.endpoint names no host",
+	} {
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, "a.yaml"), "kind: BucketStateStore\nmetadata: {name: b}\nspec:\n  endpoint: '"+ep+"'\n  bucketName: x\n")
+		_, err := inputs.LoadPlatform([]string{dir}, "")
+		inputErr(t, err, "a.yaml: document 1 (BucketStateStore b): "+want)
+	}
 	for _, ok := range []string{
 		"https://git.example.com/org/state.git", "http://127.0.0.1:3000/render/state.git", "ssh://git@host:2222/org/repo@v2.git",
 		"git@github.com:org/state.git", "file:///srv/state.git", "file://.demo/state.git", "/srv/state.git", "./state.git",
