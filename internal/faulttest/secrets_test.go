@@ -265,8 +265,16 @@ func TestBadCredentialConfigIsExit2(t *testing.T) {
 			t.Parallel()
 			w := newWorkflow(t, "creds")
 			w.docs(t, 0, 1, "v1")
-			w.setPlatform(t, c.doc, localStore("local", w.path("state.git")), destination("dev-1", "GitStateStore", "local"))
-			for _, args := range [][]string{nil, {"bootstrap", "flux", "dev-1", "--platform", w.path("platform")}, {"bootstrap", "argocd", "dev-1", "--platform", w.path("platform")}} {
+			// dev-2 is in the store at fault, so bootstrap would print its URL.
+			platform := []string{c.doc, localStore("local", w.path("state.git")), destination("dev-1", "GitStateStore", "local")}
+			switch {
+			case strings.Contains(c.doc, "kind: GitStateStore"):
+				platform = append(platform, destination("dev-2", "GitStateStore", "creds"))
+			case strings.Contains(c.doc, "kind: BucketStateStore"):
+				platform = append(platform, destination("dev-2", "BucketStateStore", "b"))
+			}
+			w.setPlatform(t, platform...)
+			for _, args := range [][]string{nil, {"bootstrap", "flux", "dev-2", "--platform", w.path("platform")}, {"bootstrap", "argocd", "dev-2", "--platform", w.path("platform")}} {
 				var res result
 				if args == nil {
 					res = render(t, w, "--log-level", "debug")
