@@ -241,6 +241,9 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, ph.check(err)
 	}
+	if err := checkStorePaths(ld.Platform, early, workloadKey(wf)); err != nil {
+		return nil, ph.check(err)
+	}
 	if _, err := fluxcheck.CheckPlan(ctx, early); err != nil {
 		return nil, ph.check(err)
 	}

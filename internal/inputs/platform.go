@@ -58,6 +58,9 @@ type GitStateStore struct {
 	GitAuthor  GitAuthor  `yaml:"gitAuthor"`
 	// InsecureSkipTLSVerify turns TLS verification off (logged as a warning).
 	InsecureSkipTLSVerify bool `yaml:"insecureSkipTLSVerify"`
+	// AllowInsecureHTTP lets basicAuth send its password over plain
+	// http:// to a host that is not this machine (refused otherwise).
+	AllowInsecureHTTP bool `yaml:"allowInsecureHTTP"`
 }
 
 // BucketStateStore is Kratix's BucketStateStore spec, plus region and bucket creation.
@@ -267,6 +270,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 			if strings.Contains(d.Filename, "/") || d.Filename == "." || d.Filename == ".." {
 				return bad("spec.filepath.filename %q must be a plain file name", d.Filename)
 			}
+			if err := layout.CheckAggregateFile(d.Filename); err != nil {
+				return bad("spec.filepath.filename: %v", err)
+			}
 		default:
 			return bad("spec.filepath.mode %q is unknown: use nestedByMetadata, aggregatedYAML or none", spec.Filepath.Mode)
 		}
@@ -292,6 +298,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if s.URL == "" {
 			return bad("spec.url is missing")
 		}
+		if err := checkGitURL(s.URL); err != nil {
+			return bad("%v", err)
+		}
 		if s.Branch == "" {
 			s.Branch = "main"
 		}
@@ -311,6 +320,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		}
 		if s.Endpoint == "" || s.BucketName == "" {
 			return bad("spec.endpoint and spec.bucketName are required")
+		}
+		if err := checkEndpoint(s.Endpoint); err != nil {
+			return bad("%v", err)
 		}
 		switch s.AuthMethod {
 		case "", "accessKey", "IAM":
@@ -346,6 +358,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if ns == "" {
 			ns = "default"
 		}
+		registerSecret(values)
 		p.Secrets[ns+"/"+name] = values
 		p.Secrets[name] = values
 	}
@@ -382,6 +395,7 @@ func (p *Platform) loadSecretDir(dir string) error {
 			}
 			values[k.Name()] = b
 		}
+		registerSecret(values)
 		if _, ok := p.Secrets[e.Name()]; !ok {
 			p.Secrets[e.Name()] = values
 		}

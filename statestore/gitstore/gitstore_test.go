@@ -116,8 +116,10 @@ func TestRedactURL(t *testing.T) {
 	for _, in := range []string{
 		"https://user:s3cret@git.example.com/x.git",
 		"failed: Get \"https://user:s3cret@host/x\": dial tcp",
+		"https://user:p@s3cret@git.example.com/x.git",
+		"https://user:s3cret@@host",
 	} {
-		if out := RedactURL(in); strings.Contains(out, "s3cret") {
+		if out := RedactURL(in); strings.Contains(out, "s3cret") || strings.Contains(out, "p@") {
 			t.Errorf("RedactURL(%q) = %q", in, out)
 		}
 	}

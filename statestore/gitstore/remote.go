@@ -410,7 +410,7 @@ func redactErr(err error) string {
 	return strings.Join(strings.Fields(RedactURL(err.Error())), " ")
 }
 
-var userinfo = regexp.MustCompile(`://[^/@\s]+@`)
+var userinfo = regexp.MustCompile(`://[^/\s]*@`) // to the last @ of the authority: a password may hold one
 
 // RedactURL removes credentials from any URL in s.
 func RedactURL(s string) string {

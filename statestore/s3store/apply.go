@@ -374,7 +374,7 @@ func checkUpdate(u statestore.Update) ([]string, error) {
 		return nil, errors.New("update names no workload")
 	}
 	reserved := func(p string) error {
-		if err := layout.CheckWorkloadPath(p); err != nil {
+		if err := layout.CheckStorePath(p); err != nil {
 			return fmt.Errorf("path %q: %w", p, err)
 		}
 		return nil
