@@ -206,3 +206,23 @@ func TestFirstSignalDoesNotWaitForAStuckRead(t *testing.T) {
 		t.Error("a stopped first render created the repository")
 	}
 }
+
+// timeout(1) delivers its SIGTERM twice at once (to the command and to its
+// process group): that is one signal, not a second one.
+func TestSameSignalTwiceAtOnceIsOneSignal(t *testing.T) {
+	_, _, args := oneShot(t, 5)
+	r := runWithSignals(t, args, func(ctx context.Context, phase string, sigs chan<- os.Signal) {
+		if phase == engine.PhasePlanning {
+			sigs <- syscall.SIGTERM
+			sigs <- syscall.SIGTERM
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Error("the render's context was not cancelled within 10s")
+			}
+		}
+	})
+	if want := "render: SIGTERM: stopped while planning: nothing was written\n"; r.code != 143 || r.stderr != want {
+		t.Fatalf("want exit 143 and %q, got %s", want, r)
+	}
+}

@@ -39,6 +39,10 @@ const (
 // that it lets go of what it holds, such as a branch lock file).
 const abandonGrace = 500 * time.Millisecond
 
+// sameSignal is how soon the same signal again counts as a copy of the
+// first, not as a second signal.
+const sameSignal = 100 * time.Millisecond
+
 // cancelled stands for a signal when the caller cancelled the context.
 type cancelled struct{}
 
@@ -140,6 +144,11 @@ func runInterruptible[T any](ctx context.Context, io IO, log *slog.Logger, phase
 		}
 		return &ExitError{Code: signalExit(s), Err: fmt.Errorf("%s again: exiting at once; %s", signalName(s), what)}
 	}
+	var firstAt time.Time
+	// again tells a deliberate second signal from a copy of the first:
+	// timeout(1) sends its SIGTERM to the command and to its process group,
+	// so the command gets it twice at once.
+	again := func(s os.Signal) bool { return s != first || time.Since(firstAt) >= sameSignal }
 	for {
 		var s os.Signal
 		select {
@@ -151,21 +160,33 @@ func runInterruptible[T any](ctx context.Context, io IO, log *slog.Logger, phase
 		case s = <-sigs:
 		}
 		if first != nil {
+			if !again(s) {
+				continue
+			}
 			return res, nil, first, second(s)
 		}
-		first = s
+		first, firstAt = s, time.Now()
 		stop()
 		if phase.get() != engine.PhasePublishing {
 			// The work stops at its next check of its context; a read that
 			// does not look at it (a stuck file or connection) must not
 			// hold the exit up. Nothing has been written, and nothing will
 			// be: the work checks its context before it publishes.
-			select {
-			case out := <-done:
-				return out.res, out.err, first, nil
-			case s2 := <-sigs:
-				return res, nil, first, second(s2)
-			case <-time.After(abandonGrace):
+			grace := time.NewTimer(abandonGrace)
+		wait:
+			for {
+				select {
+				case out := <-done:
+					grace.Stop()
+					return out.res, out.err, first, nil
+				case s2 := <-sigs:
+					if again(s2) {
+						grace.Stop()
+						return res, nil, first, second(s2)
+					}
+				case <-grace.C:
+					break wait
+				}
 			}
 		}
 		if phase.get() != engine.PhasePublishing {
