@@ -151,6 +151,7 @@ const patience = 10 * time.Second
 func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.ReferenceName, h plumbing.Hash, lost error) (bool, plumbing.Hash, error) {
 	var seen plumbing.Hash
 	moved := time.Now()
+	waiting := -1 // requests seen at the previous poll
 	for poll := 1; ; poll++ {
 		refs, err := r.list(ctx)
 		if err != nil {
@@ -163,7 +164,13 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.Referenc
 		if tip != seen {
 			seen, moved = tip, time.Now()
 		}
-		if time.Since(moved) >= time.Duration(rank(refs, r.space, mine))*patience {
+		ahead, all := rank(refs, r.space, mine)
+		// The first in line leads once the line stopped growing between
+		// two polls (or after a few), so that writers who lost the same
+		// race are carried by one push rather than one push each.
+		settled := all == waiting || poll >= 4
+		waiting = all
+		if ahead == 0 && settled || ahead > 0 && time.Since(moved) >= time.Duration(ahead)*patience {
 			return false, tip, nil
 		}
 		// Polls back off to about two seconds: N waiters must not keep
@@ -174,15 +181,18 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.Referenc
 	}
 }
 
-// rank is how many requests in space sort before mine.
-func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plumbing.ReferenceName) int {
-	n := 0
+// rank is how many requests in space sort before mine, and how many there
+// are in all.
+func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plumbing.ReferenceName) (ahead, all int) {
 	for name := range refs {
-		if strings.HasPrefix(name.String(), space) && name < mine {
-			n++
+		if strings.HasPrefix(name.String(), space) {
+			all++
+			if name < mine {
+				ahead++
+			}
 		}
 	}
-	return n
+	return ahead, all
 }
 
 // fold plans every request waiting on the server on top of snap, after
