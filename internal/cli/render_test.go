@@ -432,7 +432,7 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 		}},
 		{"platform document of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
-			p := w.file("platform/more.yaml", "kind: Destination\nmetadata:\n  name: [x]\n  labels: [y]\n")
+			p := w.file("platform/more.yaml", "apiVersion: platform.kratix.io/v1alpha1\nkind: Destination\nmetadata:\n  name: [x]\n  labels: [y]\n")
 			return env, nil, []string{p + ": document 1: invalid YAML: line "}
 		}},
 		{"object.yaml of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {

@@ -194,16 +194,20 @@ func (f *folder) readFile(rel string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer file.Close()
+	tooLarge := f.fail(rel, fmt.Sprintf("is larger than %s, the limit for a YAML file", mib(limit)))
 	var r io.Reader = file
 	if limit > 0 {
-		r = io.LimitReader(file, limit+1)
+		if fi, err := file.Stat(); err == nil && fi.Size() > limit {
+			return nil, tooLarge
+		}
+		r = io.LimitReader(file, limit+1) // it may grow while it is read
 	}
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, f.fail(rel, "cannot read: "+cleanErr(err))
 	}
 	if limit > 0 && int64(len(data)) > limit {
-		return nil, f.fail(rel, fmt.Sprintf("is larger than %s, the limit for a YAML file", mib(limit)))
+		return nil, tooLarge
 	}
 	return data, nil
 }

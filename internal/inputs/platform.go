@@ -237,6 +237,9 @@ func readLimited(file string, limit int64) ([]byte, error) {
 		return nil, errors.New(cleanErr(err))
 	}
 	defer fh.Close()
+	if fi, err := fh.Stat(); err == nil && fi.Size() > limit {
+		return nil, fmt.Errorf("is larger than %s, the limit for a YAML file", mib(limit))
+	}
 	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
 	if err != nil {
 		return nil, errors.New(cleanErr(err))
@@ -440,7 +443,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if s.Branch == "" {
 			s.Branch = "main"
 		}
-		if err := plumbing.NewBranchReferenceName(s.Branch).Validate(); err != nil {
+		if err := plumbing.NewBranchReferenceName(s.Branch).Validate(); err != nil || s.Branch == "HEAD" {
 			return bad("spec.branch %q is not a branch name git accepts (see git check-ref-format)", s.Branch)
 		}
 		if err := storePath(s.Path); err != nil {
@@ -616,12 +619,6 @@ func (p *Platform) validate() error {
 			}
 			if o.prefix == me.prefix {
 				return bad("spec.stateStoreRef %s is %s, path %q, as %s of Destination %s is: their records in %s would overwrite each other; use one store, or give them different paths", d.Store, loc, me.prefix, o.d.Store, o.d.Name, path.Join(me.prefix, layout.MetaDir))
-			}
-			for _, pair := range [][2]placed{{me, o}, {o, me}} {
-				records := path.Join(pair[1].prefix, layout.MetaDir)
-				if nested(pair[0].folder, records) {
-					return bad("folder %q of Destination %s (%s) holds %s, where %s keeps its records: both stores are %s", pair[0].folder, pair[0].d.Name, pair[0].d.Store, records, pair[1].d.Store, loc)
-				}
 			}
 		}
 		seen = append(seen, me)

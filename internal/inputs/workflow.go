@@ -51,7 +51,7 @@ func LoadSelectors(metadataDir string) ([]renderer.SelectorEntry, string, error)
 func ParseSelectors(data []byte) ([]renderer.SelectorEntry, error) {
 	docs, err := parseYAML(data)
 	if err != nil {
-		return nil, err
+		return nil, errors.New(oneDocument(err))
 	}
 	if len(docs) > 1 {
 		return nil, fmt.Errorf("invalid YAML: expected one document, found %d", len(docs))
@@ -175,7 +175,7 @@ func LoadObject(inputDir string) (*Object, error) {
 	}
 	docs, err := parseYAML(data)
 	if err != nil {
-		return nil, &renderer.InputError{File: file, Msg: err.Error()}
+		return nil, &renderer.InputError{File: file, Msg: oneDocument(err)}
 	}
 	if len(docs) > 1 {
 		return nil, &renderer.InputError{File: file, Msg: fmt.Sprintf("holds %d documents: it must hold one, the Promise or resource request", len(docs))}

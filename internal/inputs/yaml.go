@@ -42,14 +42,32 @@ func parseYAML(data []byte) ([]*yaml.Node, error) {
 			return docs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("document %d: invalid YAML: %s", i, yamlMsg(err))
+			return nil, &yamlError{doc: i, msg: "invalid YAML: " + yamlMsg(err)}
 		}
 		c.count(n)
 		if c.extra > MaxAliasNodes {
-			return nil, fmt.Errorf("document %d: its aliases expand to more than %d nodes (an alias bomb?); write the values out instead", i, MaxAliasNodes)
+			return nil, &yamlError{doc: i, msg: fmt.Sprintf("its aliases expand to more than %d nodes (an alias bomb?): write the values out instead", MaxAliasNodes)}
 		}
 		docs = append(docs, n)
 	}
+}
+
+// yamlError is a problem with one document of a file.
+type yamlError struct {
+	doc int
+	msg string
+}
+
+func (e *yamlError) Error() string { return fmt.Sprintf("document %d: %s", e.doc, e.msg) }
+
+// oneDocument phrases a parseYAML error for a file that holds one
+// document, without "document 1".
+func oneDocument(err error) string {
+	var ye *yamlError
+	if errors.As(err, &ye) && ye.doc == 1 {
+		return ye.msg
+	}
+	return err.Error()
 }
 
 // aliasCounter counts, for the nodes it is shown, how many nodes their
