@@ -12,35 +12,6 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 )
 
-// aliasBomb is 14 lines whose aliases expand to about a billion nodes:
-// kustomize expanding it ran render out of memory.
-const aliasBomb = `apiVersion: v1
-kind: ConfigMap
-metadata: {name: bomb}
-data:
-  a: &a ["x","x","x","x","x","x","x","x","x","x"]
-  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]
-  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]
-  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]
-  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]
-  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]
-  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]
-  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]
-  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h,*h]
-`
-
-// listBomb is the alias bomb as a list.
-const listBomb = `- &a ["x","x","x","x","x","x","x","x","x","x"]
-- &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]
-- &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]
-- &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]
-- &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]
-- &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]
-- &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]
-- &h [*g,*g,*g,*g,*g,*g,*g,*g,*g,*g]
-- &i [*h,*h,*h,*h,*h,*h,*h,*h,*h,*h]
-`
-
 // allocated is how many bytes f allocates.
 func allocated(f func()) uint64 {
 	var before, after runtime.MemStats
@@ -56,7 +27,7 @@ func allocated(f func()) uint64 {
 func TestAliasBombIsRefusedEverywhereWithinAMemoryBound(t *testing.T) {
 	const bound = 8 << 20
 	bombDoc := func(kind string) string { // the bomb as one of our kinds
-		return strings.Replace(aliasBomb, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:", kind, 1)
+		return strings.Replace(inputs.AliasBomb, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:", kind, 1)
 	}
 	for _, tc := range []struct {
 		name string
@@ -64,15 +35,15 @@ func TestAliasBombIsRefusedEverywhereWithinAMemoryBound(t *testing.T) {
 		data string
 		load func(dir string) error
 	}{
-		{"output", "output/x/bomb.yaml", aliasBomb, func(dir string) error {
+		{"output", "output/x/bomb.yaml", inputs.AliasBomb, func(dir string) error {
 			_, err := inputs.ScanOutput(filepath.Join(dir, "output"))
 			return err
 		}},
-		{"metadata", "metadata/" + inputs.SelectorsFileName, listBomb, func(dir string) error {
+		{"metadata", "metadata/" + inputs.SelectorsFileName, inputs.ListBomb, func(dir string) error {
 			_, _, err := inputs.LoadSelectors(filepath.Join(dir, "metadata"))
 			return err
 		}},
-		{"input", "input/object.yaml", aliasBomb, func(dir string) error {
+		{"input", "input/object.yaml", inputs.AliasBomb, func(dir string) error {
 			_, err := inputs.LoadObject(filepath.Join(dir, "input"))
 			return err
 		}},
@@ -80,7 +51,7 @@ func TestAliasBombIsRefusedEverywhereWithinAMemoryBound(t *testing.T) {
 			_, err := inputs.LoadPlatform([]string{filepath.Join(dir, "platform")}, "")
 			return err
 		}},
-		{"platform, a kind render ignores", "platform/other.yaml", aliasBomb, func(dir string) error {
+		{"platform, a kind render ignores", "platform/other.yaml", inputs.AliasBomb, func(dir string) error {
 			_, err := inputs.LoadPlatform([]string{filepath.Join(dir, "platform")}, "")
 			return err
 		}},
