@@ -281,10 +281,16 @@ func (p *Platform) loadFile(file string, data []byte) error {
 		var head struct {
 			APIVersion any `yaml:"apiVersion"`
 			Kind       any `yaml:"kind"`
+			Metadata   struct {
+				Name any `yaml:"name"`
+			} `yaml:"metadata"`
 		}
-		_ = root.Decode(&head)
+		_ = root.Decode(&head) // a best effort, to name the document
 		kind, _ := head.Kind.(string)
 		apiVersion, _ := head.APIVersion.(string)
+		if name, ok := head.Metadata.Name.(string); ok && name != "" && kind != "" {
+			where = fmt.Sprintf("document %d (%s %s)", i+1, kind, name)
+		}
 		switch {
 		case kind == "" && apiVersion == "":
 			return &renderer.InputError{File: file, Where: where, Msg: "apiVersion and kind are missing: every platform document is a Kubernetes object"}
@@ -303,9 +309,6 @@ func (p *Platform) loadFile(file string, data []byte) error {
 				msg = hideValues(msg) // never echo a secret's value
 			}
 			return &renderer.InputError{File: file, Where: where, Msg: "invalid YAML: " + msg}
-		}
-		if doc.Metadata.Name != "" {
-			where = fmt.Sprintf("document %d (%s %s)", i+1, doc.Kind, doc.Metadata.Name)
 		}
 		if apiVersion != k.apiVersion {
 			return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("apiVersion %q: a %s is %s", apiVersion, kind, k.apiVersion)}

@@ -163,7 +163,7 @@ func TestFormerlySilentlyAccepted(t *testing.T) {
 		{"no kind or apiVersion", docs(storeDoc, "metadata: {name: x}\nspec: {path: y}\n"),
 			[]string{"document 2: apiVersion and kind are missing"}},
 		{"no kind", docs(storeDoc, kratix+"metadata: {name: x}\n"), []string{"document 2: kind is missing"}},
-		{"no apiVersion", "kind: Destination\nmetadata: {name: d}\n", []string{"document 1: apiVersion is missing"}},
+		{"no apiVersion", "kind: Destination\nmetadata: {name: d}\n", []string{"document 1 (Destination d): apiVersion is missing"}},
 		{"a list, not an object", "- kind: Destination\n", []string{"document 1: line 1: not a Kubernetes object"}},
 		{"our kind, another apiVersion", "apiVersion: platform.kratix.io/v1\nkind: Destination\nmetadata: {name: d}\n",
 			[]string{"document 1 (Destination d): apiVersion \"platform.kratix.io/v1\": a Destination is platform.kratix.io/v1alpha1"}},
@@ -261,4 +261,20 @@ func TestFormerlySilentlyAccepted(t *testing.T) {
 		_, _, err := inputs.LoadSelectors(md)
 		inputErr(t, err, filepath.Join(md, inputs.SelectorsFileName)+": is a folder")
 	})
+}
+
+// A Secret of the wrong shape is refused without its value: yaml.v3 quotes
+// the value it could not decode.
+func TestSecretOfTheWrongShapeNeverEchoesTheValue(t *testing.T) {
+	for _, content := range []string{
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: hunter2-password\n",
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\ndata: hunter2-password\n",
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {password: [hunter2-password]}\n",
+	} {
+		file, err := loadOne(t, content)
+		ie := inputErr(t, err, file+": document 1 (Secret creds): invalid YAML: line ")
+		if strings.Contains(ie.Error(), "hunter2") {
+			t.Errorf("the value was printed: %s", ie)
+		}
+	}
 }
