@@ -141,8 +141,17 @@ func (f *folder) resolve(rel string) (string, error) {
 }
 
 // open opens the regular file rel names inside the folder, following links
-// that stay inside. Its errors are InputErrors naming rel.
+// that stay inside. Its errors are InputErrors naming rel, except a missing
+// file, which matches fs.ErrNotExist.
 func (f *folder) open(rel string) (*os.File, error) {
+	// Most files are plain files reached through plain folders: the root
+	// opens them directly. A path through an absolute link, or one that
+	// leads out, fails there and is resolved below to say which it is.
+	file, err := f.openRegular(rel, rel)
+	var retry *openError
+	if !errors.As(err, &retry) {
+		return file, err
+	}
 	name, err := f.resolve(rel)
 	if errors.Is(err, errOutside) {
 		return nil, f.fail(rel, "link leads outside the "+f.what)
@@ -153,35 +162,51 @@ func (f *folder) open(rel string) (*os.File, error) {
 	if err != nil {
 		return nil, f.fail(rel, "cannot read: "+cleanErr(err))
 	}
-	// O_NONBLOCK: a named pipe opens at once (and is refused below) rather
-	// than waiting for a writer; it changes nothing for a regular file.
-	file, err := f.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+	file, err = f.openRegular(rel, name)
+	if errors.As(err, &retry) {
+		if errors.Is(retry.err, fs.ErrNotExist) {
+			return nil, retry.err
 		}
 		// The tree changed since resolve; say so if it now leads out.
 		if _, rerr := f.resolve(rel); errors.Is(rerr, errOutside) {
 			return nil, f.fail(rel, "link leads outside the "+f.what)
 		}
-		return nil, f.fail(rel, "cannot read: "+cleanErr(err))
+		return nil, f.fail(rel, "cannot read: "+cleanErr(retry.err))
+	}
+	return file, err
+}
+
+// openError is a failure to open a path through the root.
+type openError struct{ err error }
+
+func (e *openError) Error() string { return e.err.Error() }
+func (e *openError) Unwrap() error { return e.err }
+
+// openRegular opens name through the root and checks it is a regular file;
+// rel is the path asked for, for messages.
+func (f *folder) openRegular(rel, name string) (*os.File, error) {
+	// O_NONBLOCK: a named pipe opens at once (and is refused below) rather
+	// than waiting for a writer; it changes nothing for a regular file.
+	file, err := f.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &openError{err}
 	}
 	fi, err := file.Stat()
 	if err != nil {
 		file.Close()
 		return nil, f.fail(rel, "cannot read: "+cleanErr(err))
 	}
-	if !fi.Mode().IsRegular() {
-		file.Close()
-		if fi.IsDir() {
-			if name != path.Clean(rel) {
-				return nil, f.fail(rel, "links to folders are not followed: copy the folder into the "+f.what+" instead")
-			}
-			return nil, f.fail(rel, "is a folder, not a file")
-		}
-		return nil, f.fail(rel, "not a regular file")
+	if fi.Mode().IsRegular() {
+		return file, nil
 	}
-	return file, nil
+	file.Close()
+	if fi.IsDir() {
+		if lfi, err := f.root.Lstat(rel); err != nil || lfi.Mode()&fs.ModeSymlink != 0 || name != path.Clean(rel) {
+			return nil, f.fail(rel, "links to folders are not followed: copy the folder into the "+f.what+" instead")
+		}
+		return nil, f.fail(rel, "is a folder, not a file")
+	}
+	return nil, f.fail(rel, "not a regular file")
 }
 
 // readFile reads the regular file rel names inside the folder. limit > 0
