@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -19,11 +20,14 @@ const DefaultGroup = "."
 
 // Canary files Kratix writes into every destination, so that Flux's
 // dependencies and resources paths exist and never build empty.
+const (
+	CanaryDependencies = layout.CanaryDependencies
+	CanaryResources    = layout.CanaryResources
+)
+
 var (
-	CanaryDependencies = "dependencies/kratix-canary-namespace.yaml"
-	CanaryResources    = "resources/kratix-canary-configmap.yaml"
-	canaryNamespace    = []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\n")
-	canaryConfigMap    = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\n")
+	canaryNamespace = []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\n")
+	canaryConfigMap = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\n")
 )
 
 // CanaryNamespace is the content of the dependencies canary.
@@ -137,31 +141,42 @@ func Render(in Input) (*Plan, error) {
 		plan.Groups = append(plan.Groups, *g)
 	}
 	plan.Writes = placeFiles(in, byName, plan.Groups)
-	if err := checkPaths(in, byName, plan); err != nil {
+	if err := checkPaths(in, plan); err != nil {
 		return nil, err
 	}
 	return plan, nil
 }
 
 // checkPaths refuses, as bad input, an output file whose place in a store
-// would not be a clean path or would take a name render reserves (the one
-// rule in package layout), so no store is written when another would refuse
-// it.
-func checkPaths(in Input, byName map[string]*Destination, plan *Plan) error {
+// would not be a valid path or would take a name render reserves (the one
+// rule in package layout, the same in every filepath mode), and any path
+// of the plan that a store could not hold: a file where another path needs
+// a folder, or a name a store refuses. So no store is written when another
+// would refuse its part.
+func checkPaths(in Input, plan *Plan) error {
 	for _, f := range in.Output {
 		if err := layout.CheckWorkloadPath(f.Path); err != nil {
 			return &InputError{File: f.Path, Msg: "cannot be written to a state store: " + err.Error()}
 		}
 	}
-	for _, g := range plan.Groups {
-		for _, name := range g.Destinations {
-			d := byName[name]
-			if d.Mode != NoNesting {
-				continue
+	for _, w := range plan.Writes {
+		kinds := map[string]string{}
+		for p := range w.Files {
+			kinds[p] = "file"
+		}
+		for p := range w.Shared {
+			kinds[p] = "canary file"
+		}
+		for _, a := range w.Aggregates {
+			kinds[a.Target] = "aggregated file"
+		}
+		for _, p := range slices.Sorted(maps.Keys(kinds)) {
+			if err := layout.ValidPath(p); err != nil {
+				return &InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the %s %s cannot be written: %v", kinds[p], p, err)}
 			}
-			for _, f := range g.Files {
-				if layout.IsMeta(f) {
-					return &InputError{File: f, Msg: fmt.Sprintf("the name is reserved by render in destination %s (filepath mode none writes files at its root): rename it", name)}
+			for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+				if k, ok := kinds[dir]; ok {
+					return &InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the %s %s needs a folder where the %s %s would be: one path cannot be both", kinds[p], p, k, dir)}
 				}
 			}
 		}

@@ -446,3 +446,49 @@ func keys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestReservedAndRefusedPaths: an output file whose place in a store is a
+// name git refuses or render reserves is bad input in every filepath mode,
+// before any store is written; so is a plan path one store could not hold.
+func TestReservedAndRefusedPaths(t *testing.T) {
+	modes := []FilepathMode{NestedByMetadata, AggregatedYAML, NoNesting}
+	for _, p := range []string{
+		".git/config", "sub/.git/config", "sub/.GIT/HEAD", "git~1/config", ".git./x", ".gitmodules",
+		"sub/.render-complete.json", ".render-complete.json", ".render/workloads/x.json",
+		"dependencies/kratix-canary-namespace.yaml", "resources/kratix-canary-configmap.yaml", "dependencies", "resources",
+		"a\nb.yaml", "bad\xff.yaml",
+	} {
+		for _, mode := range modes {
+			d := dest("dev", nil)
+			d.Mode, d.Filename = mode, "aggregated.yaml"
+			_, err := Render(Input{Workflow: promiseWF(), Output: files("ok.yaml", p), Destinations: []Destination{d}})
+			var ie *InputError
+			if !errors.As(err, &ie) || ie.File != p {
+				t.Errorf("output file %q, mode %s: err = %v, want an InputError naming the file", p, mode, err)
+			}
+		}
+	}
+	// Names that merely look like reserved ones are fine.
+	for _, p := range []string{"sub/dependencies", "resources/deploy.yaml", ".gitignore", "x.render-complete.json"} {
+		for _, mode := range modes {
+			d := dest("dev", nil)
+			d.Mode, d.Filename = mode, "aggregated.yaml"
+			if _, err := Render(Input{Workflow: promiseWF(), Output: files(p), Destinations: []Destination{d}}); err != nil {
+				t.Errorf("output file %q, mode %s: %v", p, mode, err)
+			}
+		}
+	}
+}
+
+// TestPlanPathConflicts: a file where the plan needs a folder is refused
+// before any store is written (git would refuse it when it writes the
+// tree; S3 would hold both).
+func TestPlanPathConflicts(t *testing.T) {
+	d := dest("dev", nil)
+	d.Mode, d.Filename = AggregatedYAML, "dependencies"
+	_, err := Render(Input{Workflow: promiseWF(), Output: files("a.yaml"), Destinations: []Destination{d}})
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "both") {
+		t.Fatalf("aggregated file named like the canaries' folder: err = %v, want an InputError", err)
+	}
+}

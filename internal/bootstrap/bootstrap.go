@@ -25,6 +25,7 @@ package bootstrap
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"path"
 	"sort"
 	"strings"
@@ -126,7 +127,11 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 	if t.git != nil {
 		s := t.git
 		sourceKind, sourceName = "GitRepository", s.Name
-		url, warn := fluxGitURL(s.URL)
+		clean, err := withoutCredentials(s, out)
+		if err != nil {
+			return nil, err
+		}
+		url, warn := fluxGitURL(clean)
 		if warn != "" {
 			out.Warnings = append(out.Warnings, warn)
 		}
@@ -214,14 +219,18 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	}
 	s := t.git
 	out := &Output{}
-	if warn := localURLWarning(s.URL); warn != "" {
+	repoURL, err := withoutCredentials(s, out)
+	if err != nil {
+		return nil, err
+	}
+	if warn := localURLWarning(repoURL); warn != "" {
 		out.Warnings = append(out.Warnings, warn)
 	}
 	app := func(section, wave string) doc {
 		d := object(ApplicationAPIVersion, "Application", t.dest.Name+"-"+section, o.Namespace, mapping{
 			{"project", o.Project},
 			{"source", mapping{
-				{"repoURL", s.URL},
+				{"repoURL", repoURL},
 				{"targetRevision", s.Branch},
 				{"path", path.Join(t.folder, section)},
 				{"directory", mapping{{"recurse", true}}},
@@ -243,6 +252,42 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	}
 	out.YAML, err = encode(header, app("dependencies", "0"), app("resources", "1"))
 	return out, err
+}
+
+// withoutCredentials is the store's URL with no credentials in it: no
+// password, and for http(s) no user name either (git sends it as one).
+// The platform loader refuses such URLs already; this keeps a Platform
+// built any other way from copying credentials into printed manifests.
+func withoutCredentials(s *inputs.GitStateStore, out *Output) (string, error) {
+	raw := s.URL
+	if !strings.Contains(raw, "://") {
+		// scp-like user[:password]@host:path
+		at := strings.LastIndex(raw, "@")
+		if at < 0 || !strings.Contains(raw[:at], ":") {
+			return raw, nil
+		}
+		user, _, _ := strings.Cut(raw[:at], ":")
+		out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s: its url holds a password, which is left out: use spec.secretRef", s.Name))
+		return user + raw[at:], nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", &renderer.InputError{File: s.File, Where: "GitStateStore " + s.Name, Msg: "spec.url is not a valid URL"}
+	}
+	if u.User == nil {
+		return raw, nil
+	}
+	_, hasPassword := u.User.Password()
+	switch {
+	case u.Scheme == "http" || u.Scheme == "https":
+		u.User = nil
+	case hasPassword:
+		u.User = url.User(u.User.Username())
+	default:
+		return raw, nil
+	}
+	out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s: its url holds credentials, which are left out: use spec.secretRef", s.Name))
+	return u.String(), nil
 }
 
 // fluxGitURL turns Kratix's URL forms into one Flux accepts: scp-like

@@ -102,3 +102,39 @@ func TestBootstrapUnknownDestination(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// Credentials in a store's URL are never copied into what bootstrap
+// prints (the platform loader refuses them; a Platform built otherwise
+// must not leak them either).
+func TestBootstrapNeverPrintsURLCredentials(t *testing.T) {
+	const pw = "s3cr@t-pw:with:chars"
+	for _, u := range []string{
+		"https://render:" + pw + "@git.example.com/org/state.git",
+		"https://" + pw + "@git.example.com/org/state.git",
+		"ssh://git:" + pw + "@git.example.com/org/state.git",
+		"git:" + pw + "@git.example.com:org/state.git",
+	} {
+		p := &inputs.Platform{
+			GitStores:    map[string]*inputs.GitStateStore{"g": {Name: "g", URL: u, Branch: "main"}},
+			Destinations: []renderer.Destination{{Name: "dev", Path: "dev", Store: renderer.StoreRef{Kind: "GitStateStore", Name: "g"}}},
+		}
+		for name, run := range map[string]func() (*Output, error){
+			"flux":   func() (*Output, error) { return Flux(p, "dev", FluxOptions{}) },
+			"argocd": func() (*Output, error) { return ArgoCD(p, "dev", ArgoCDOptions{}) },
+		} {
+			out, err := run()
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, u, err)
+			}
+			all := string(out.YAML) + strings.Join(out.Warnings, "\n")
+			for _, leak := range []string{pw, "s3cr", "with:chars"} {
+				if strings.Contains(all, leak) {
+					t.Errorf("%s with url %s printed %q:\n%s", name, u, leak, all)
+				}
+			}
+			if len(out.Warnings) == 0 {
+				t.Errorf("%s with url %s: no warning that credentials were left out", name, u)
+			}
+		}
+	}
+}

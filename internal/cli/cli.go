@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/render-dev/render/internal/engine"
+	"github.com/render-dev/render/internal/redact"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -202,6 +203,8 @@ func Main(ctx context.Context, args []string, io IO) int {
 	if io.Getenv == nil {
 		io.Getenv = os.Getenv
 	}
+	// Every secret value the inputs load is masked in all render prints.
+	io.Out, io.Err = redact.Writer(io.Out), redact.Writer(io.Err)
 	cmd := NewCommand(io)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)

@@ -132,12 +132,19 @@ func watchE2EScenario(t *testing.T, bin, store string, read func() (watchRepoSta
 		watchWrite(t, filepath.Join(d.output, "burst", fmt.Sprintf("f%03d.yaml", i)), watchObj(fmt.Sprintf("n%d", i)))
 	}
 	burst := watchWaitRepo(t, read, "the burst", 60*time.Second, func(s watchRepoState) bool { return s.count(".yaml") >= first.count(".yaml")+300 })
-	time.Sleep(1500 * time.Millisecond) // a second commit would come within this
+	// The metrics count a commit once its render has returned, which can be
+	// well after the push landed on a busy machine: wait for it.
+	committed := `render_store_writes_total{result="committed",store="GitStateStore/default"} `
+	metrics := watchWaitMetrics(t, addr, "2 commits counted", 60*time.Second, func(m string) bool {
+		return strings.Contains(m, committed+"2") || strings.Contains(m, committed+"3")
+	})
+	// A second commit for the burst would come within a few quiet periods;
+	// asserting that none came needs a wait of that length.
+	time.Sleep(1500 * time.Millisecond)
 	if st, err := read(); err != nil || st.commits != first.commits+1 || st.head != burst.head {
 		t.Fatalf("the burst made %d commits, want 1 (err %v)", st.commits-first.commits, err)
 	}
-	_, metrics := watchGet(t, "http://"+addr+"/metrics")
-	if !strings.Contains(metrics, `render_store_writes_total{result="committed",store="GitStateStore/default"} 2`) {
+	if !strings.Contains(metrics, committed+"2") {
 		t.Errorf("metrics do not count 2 commits:\n%s", watchGrep(metrics, "render_"))
 	}
 
@@ -336,4 +343,20 @@ func watchBenchLatency(b *testing.B, store string, poll time.Duration, head func
 	}
 	r.sigs <- syscall.SIGTERM
 	r.wait(b)
+}
+
+// watchWaitMetrics polls /metrics until ok holds, and fails naming what it
+// waited for after timeout.
+func watchWaitMetrics(t testing.TB, addr, what string, timeout time.Duration, ok func(string) bool) string {
+	t.Helper()
+	var last string
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if code, body := watchGet(t, "http://"+addr+"/metrics"); code == 200 {
+			if last = body; ok(body) {
+				return body
+			}
+		}
+	}
+	t.Fatalf("waited %v for metrics: %s; last seen:\n%s", timeout, what, watchGrep(last, "render_"))
+	return ""
 }

@@ -224,6 +224,9 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkStorePaths(ld.Platform, early, workloadKey(wf)); err != nil {
+		return nil, err
+	}
 	if _, err := fluxcheck.CheckPlan(early); err != nil {
 		return nil, err
 	}

@@ -348,3 +348,25 @@ func TestStoreClientsAreKept(t *testing.T) {
 func obj(kind string) string {
 	return "apiVersion: v1\nkind: " + kind + "\nmetadata:\n  name: " + strings.ToLower(kind) + "\n"
 }
+
+// A path that fits inside the store but not once joined to the store's own
+// path is refused before any store is contacted, as S3 would refuse it.
+func TestStorePathLengthIsCheckedBeforeAnyStore(t *testing.T) {
+	f := newFixture(t, dests("d1"))
+	long := strings.Repeat("p/", 200) + "x" // 401 bytes
+	store := fmt.Sprintf("apiVersion: platform.kratix.io/v1alpha1\nkind: GitStateStore\nmetadata:\n  name: default\nspec:\n  url: file://%s\n  path: %s\n---\n", filepath.Join(f.dir, "state.git"), long)
+	writeT(t, f.platform, store+dests("d1"))
+	name := strings.Repeat("n", 200) + ".yaml"
+	rel := strings.Repeat("sub/", 100) + name // 600 bytes: fine inside the store
+	writeT(t, filepath.Join(f.output, filepath.FromSlash(rel)), obj("DB"))
+	e := f.engine(map[string]string{"workflow-type": "promise", "promise": "pg", "pipeline": "x"}, false)
+	defer e.Close()
+	rep, err := e.Render(context.Background())
+	var ie *renderer.InputError
+	if !errors.As(err, &ie) || rep != nil || !strings.Contains(err.Error(), "bytes long") {
+		t.Fatalf("want an InputError about the length and no report, got %v %+v", err, rep)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "state.git")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the store was touched: %v", err)
+	}
+}

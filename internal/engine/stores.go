@@ -3,7 +3,9 @@ package engine
 import (
 	"crypto/sha256"
 	"fmt"
+	"net"
 	"os"
+	"path"
 	"sort"
 	"strings"
 
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
@@ -46,6 +49,9 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 			if ca, ok := secret["ca.crt"]; ok {
 				cfg.CABundle = ca
 			}
+		}
+		if gs.AllowInsecureHTTP && sendsPasswordInClear(gs) {
+			e.log.Warn("basic auth goes over plain http:// (allowInsecureHTTP: true): the password crosses the network unencrypted", "store", ref.String())
 		}
 		if gs.InsecureSkipTLSVerify {
 			e.log.Warn("TLS verification is off for this store (insecureSkipTLSVerify: true)", "store", ref.String())
@@ -99,20 +105,15 @@ func gitAuth(gs *inputs.GitStateStore, secret map[string][]byte, where string) (
 		if err := need("username", "password"); err != nil {
 			return nil, err
 		}
+		if err := plainHTTP(gs, where); err != nil {
+			return nil, err
+		}
 		return &githttp.BasicAuth{Username: strings.TrimSpace(string(secret["username"])), Password: strings.TrimSpace(string(secret["password"]))}, nil
 	case "ssh":
 		if err := need("sshPrivateKey", "knownHosts"); err != nil {
 			return nil, err
 		}
-		user := "git"
-		if i := strings.Index(gs.URL, "@"); i > 0 {
-			u := gs.URL[:i]
-			u = u[strings.LastIndex(u, "/")+1:]
-			if u != "" {
-				user = u
-			}
-		}
-		keys, err := gitssh.NewPublicKeys(user, secret["sshPrivateKey"], "")
+		keys, err := gitssh.NewPublicKeys(sshUser(gs.URL), secret["sshPrivateKey"], "")
 		if err != nil {
 			return nil, &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("secret %s: sshPrivateKey cannot be parsed: %v", gs.SecretRef.Name, redactKeyErr(err))}
 		}
@@ -124,6 +125,46 @@ func gitAuth(gs *inputs.GitStateStore, secret map[string][]byte, where string) (
 		return keys, nil
 	}
 	return nil, &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("authMethod %q is unknown", gs.AuthMethod)}
+}
+
+// sshUser is the user an ssh URL names, as go-git parses it (scp-like
+// user@host:path too), or "git" when it names none:
+// ssh://host/org/repo@v2.git names none.
+func sshUser(u string) string {
+	ep, err := transport.NewEndpoint(u)
+	if err != nil || ep.User == "" {
+		return "git"
+	}
+	return ep.User
+}
+
+// plainHTTP refuses basic auth over plain http:// to another machine
+// unless the store opts in with spec.allowInsecureHTTP: the password
+// would cross the network unencrypted. A loopback host is allowed: the
+// password never leaves this machine.
+func plainHTTP(gs *inputs.GitStateStore, where string) error {
+	if !sendsPasswordInClear(gs) || gs.AllowInsecureHTTP {
+		return nil
+	}
+	return &renderer.InputError{File: gs.File, Where: where, Msg: "spec.url is plain http:// and authMethod basicAuth would send the password unencrypted: use https://, or set spec.allowInsecureHTTP: true to accept that"}
+}
+
+// sendsPasswordInClear reports whether the store's basic auth goes over
+// plain http:// to another machine.
+func sendsPasswordInClear(gs *inputs.GitStateStore) bool {
+	ep, err := transport.NewEndpoint(gs.URL)
+	return err == nil && gs.AuthMethod == "basicAuth" && ep.Protocol == "http" && !loopback(ep.Host)
+}
+
+// loopback reports whether host is this machine: localhost or a loopback
+// address.
+func loopback(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func redactKeyErr(err error) string {
@@ -177,4 +218,43 @@ func secretDigest(s map[string][]byte) string {
 		fmt.Fprintf(h, "%s=%x;", k, s[k])
 	}
 	return fmt.Sprintf("|%x", h.Sum(nil)[:8])
+}
+
+// checkStorePaths refuses a path the plan would write that a store could
+// not hold once joined to the store's own path (too long, or a name too
+// long): the renderer checks paths inside a store, and only the platform
+// knows the store's path. Render's own files for the workload (its record,
+// its aggregate parts) are checked too. S3's limits hold for every store,
+// so the same output is accepted or refused whatever the backend.
+func checkStorePaths(p *inputs.Platform, plan *renderer.Plan, key string) error {
+	for _, w := range plan.Writes {
+		var prefix string
+		switch w.Store.Kind {
+		case "GitStateStore":
+			prefix = p.GitStores[w.Store.Name].Path
+		case "BucketStateStore":
+			prefix = p.BucketStores[w.Store.Name].Path
+		}
+		prefix = strings.Trim(prefix, "/")
+		check := func(rel string) error {
+			if err := layout.ValidPath(path.Join(prefix, rel)); err != nil {
+				return &renderer.InputError{Where: w.Store.String(), Msg: fmt.Sprintf("cannot be written with the store's path %q: %v", prefix, err)}
+			}
+			return nil
+		}
+		paths := []string{statestore.RecordPath(key)}
+		for rel := range w.Files {
+			paths = append(paths, rel)
+		}
+		for _, a := range w.Aggregates {
+			paths = append(paths, a.Target, statestore.AggregatePath(a.Target, key))
+		}
+		sort.Strings(paths)
+		for _, rel := range paths {
+			if err := check(rel); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package faulttest
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -297,6 +298,62 @@ func TestReservedMarkerName(t *testing.T) {
 		sort.Strings(keys)
 		t.Errorf("an output file named .render-complete.json in a mode-none S3 destination: want exit 2 and nothing written; "+
 			"got exit %d, bucket holds %d objects %v, git repository written: %v\n%s", res.code, len(objs), keys, gitErr == nil, res.stderr)
+	}
+}
+
+// TestRefusedBeforeAnyStore: output files that a store would refuse, or
+// that would take a name render reserves, sent to one git and one S3
+// destination, are exit 2 before either store is contacted: the bucket
+// stays empty and the repository is never created. Each case names the
+// issue's example; the modes cover where a name would collide.
+func TestRefusedBeforeAnyStore(t *testing.T) {
+	t.Parallel()
+	m := testenv.MinIO(t)
+	cases := []struct {
+		name, file, mode string
+	}{
+		{"marker name in a sub-folder (nestedByMetadata)", "sub/.render-complete.json", ""},
+		{"marker name in a sub-folder (none)", "sub/.render-complete.json", "filepath: {mode: none}"},
+		{"a .git folder", ".git/config", ""},
+		{"a .git folder in a sub-folder, upper case", "app/.GIT/config", "filepath: {mode: none}"},
+		{"git's NTFS alias of .git", "git~1/config", ""},
+		{".git with a trailing dot", "app/.git./HEAD", ""},
+		{"a canary's name (none)", "dependencies/kratix-canary-namespace.yaml", "filepath: {mode: none}"},
+		{"a canary's name (nestedByMetadata)", "resources/kratix-canary-configmap.yaml", ""},
+		{"render's own folder (none)", ".render/workloads/x.json", "filepath: {mode: none}"},
+		{"a file where the canaries' folder is (none)", "dependencies", "filepath: {mode: none}"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			bucket := m.CreateBucket(t, fmt.Sprintf("refused-%d", i))
+			w := newWorkflow(t, "refused")
+			w.docs(t, 0, 2, "v1")
+			w.writeFile(t, "output/"+c.file, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sneaky, namespace: x}\n")
+			dir := filepath.Join(t.TempDir(), "state.git")
+			var mode []string
+			if c.mode != "" {
+				mode = append(mode, c.mode)
+			}
+			w.setPlatform(t, bucketStore("minio", m.Endpoint(), bucket, m.AccessKey(), m.SecretKey()), localStore("git", dir),
+				destination("dev-1", "GitStateStore", "git", mode...),
+				destination("dev-2", "BucketStateStore", "minio", mode...))
+			res := render(t, w)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			objs, err := listBucket(ctx, m.Client(t), bucket, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, gitErr := os.Stat(dir)
+			if res.code != 2 || len(objs) > 0 || gitErr == nil {
+				t.Fatalf("output file %s to a git and an S3 destination: want exit 2 and nothing written; got exit %d, %d objects in the bucket, repository created: %v\n%s",
+					c.file, res.code, len(objs), gitErr == nil, res.stderr)
+			}
+			if !strings.Contains(res.stderr, c.file) || strings.Count(strings.TrimSpace(res.stderr), "\n") > 0 {
+				t.Errorf("want one line naming %s, got:\n%s", c.file, res.stderr)
+			}
+		})
 	}
 }
 

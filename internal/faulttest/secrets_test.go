@@ -1,13 +1,16 @@
 package faulttest
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -145,13 +148,17 @@ data:
 	}
 	refused := []string{
 		gitStore("wrongpw", repo.CloneURL, user, secrets["wrong gitea password"]),
-		apart(gitStore("inurl", withUserinfo.String(), user, secrets["wrong gitea password"])),
 		bucketStore("wrongsk", m.Endpoint(), bucket, m.AccessKey(), secrets["wrong minio secret key"]),
 		apart(bucketStore("unknown", m.Endpoint(), bucket, secrets["unknown access key"], secrets["unknown key's secret"])),
 		destination("d1", "GitStateStore", "wrongpw", "path: d1"),
-		destination("d2", "GitStateStore", "inurl", "path: d2"),
 		destination("d3", "BucketStateStore", "wrongsk", "path: d3"),
 		destination("d4", "BucketStateStore", "unknown", "path: d4"),
+	}
+	// A password in a store's URL is refused before any store is
+	// contacted: exit 2, the password never printed.
+	inURL := []string{
+		gitStore("inurl", withUserinfo.String(), user, secrets["wrong gitea password"]),
+		destination("d2", "GitStateStore", "inurl", "path: d2"),
 	}
 	unreachable := []string{
 		gitStore("nowhere", "http://"+nowhere+"/render/state.git", user, secrets["unreachable git password"]),
@@ -175,6 +182,7 @@ data:
 	}{
 		{"good", good, 0, nil},
 		{"refused", refused, 1, nil},
+		{"password in URL", inURL, 2, nil},
 		{"unreachable", unreachable, 1, []string{"--retry-deadline", "2s"}},
 	}
 	for _, c := range cases {
@@ -227,4 +235,92 @@ data:
 			t.Errorf("render --watch did not report the failing stores:\n%s", secrets.redact(res.stderr))
 		}
 	})
+}
+
+// TestBadCredentialConfigIsExit2: the ways a credential can be misplaced
+// in the platform configuration are each exit 2, one line naming the file,
+// the store or document and the field, before any store is contacted, and
+// nothing printed holds the secret or a part of it: a Secret's stringData
+// mistyped as a scalar (YAML errors quote the start of a value), a
+// password holding @ in a URL, a token as a URL's user, credentials in a
+// bucket endpoint, a malformed URL, and `render bootstrap` on any of them.
+func TestBadCredentialConfigIsExit2(t *testing.T) {
+	t.Parallel()
+	pw := "P@ss-" + randomHex(10)
+	secrets := secretSet{"password": pw, "its first 7 bytes": pw[:7]}
+	store := func(url string) string {
+		return fmt.Sprintf("apiVersion: platform.kratix.io/v1alpha1\nkind: GitStateStore\nmetadata: {name: creds}\nspec:\n  url: '%s'\n  branch: main\n", url)
+	}
+	cases := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"stringData as a scalar", "apiVersion: v1\nkind: Secret\nmetadata: {name: git-creds}\nstringData: " + pw + "\n", []string{"platform.yaml", "document 1"}},
+		{"password with @ in an https URL", store("https://render:" + pw + "@git.example.com/org/state.git"), []string{"platform.yaml", "GitStateStore creds", "spec.url", "secretRef"}},
+		{"token as the user of an https URL", store("https://" + url.QueryEscape(pw) + "@git.example.com/org/state.git"), []string{"platform.yaml", "GitStateStore creds", "spec.url"}},
+		{"password in an scp-like URL", store("git:" + pw + "@git.example.com:org/state.git"), []string{"platform.yaml", "GitStateStore creds", "spec.url"}},
+		{"malformed URL holding a password", store("https://render:" + pw + "@git example.com/x.git"), []string{"platform.yaml", "GitStateStore creds", "spec.url"}},
+		{"malformed URL", store("http://[::1"), []string{"platform.yaml", "GitStateStore creds", "spec.url"}},
+		{"credentials in a bucket endpoint", "apiVersion: platform.kratix.io/v1alpha1\nkind: BucketStateStore\nmetadata: {name: b}\nspec:\n  endpoint: 'http://AKIA:" + pw + "@minio:9000'\n  bucketName: x\n", []string{"platform.yaml", "BucketStateStore b", "spec.endpoint"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorkflow(t, "creds")
+			w.docs(t, 0, 1, "v1")
+			// dev-2 is in the store at fault, so bootstrap would print its URL.
+			platform := []string{c.doc, localStore("local", w.path("state.git")), destination("dev-1", "GitStateStore", "local")}
+			switch {
+			case strings.Contains(c.doc, "kind: GitStateStore"):
+				platform = append(platform, destination("dev-2", "GitStateStore", "creds"))
+			case strings.Contains(c.doc, "kind: BucketStateStore"):
+				platform = append(platform, destination("dev-2", "BucketStateStore", "b"))
+			}
+			w.setPlatform(t, platform...)
+			for _, args := range [][]string{nil, {"bootstrap", "flux", "dev-2", "--platform", w.path("platform")}, {"bootstrap", "argocd", "dev-2", "--platform", w.path("platform")}} {
+				var res result
+				if args == nil {
+					res = render(t, w, "--log-level", "debug")
+				} else {
+					res = runBin(t, w.dir, args...)
+				}
+				what := "render " + strings.Join(args, " ")
+				if res.code != 2 {
+					t.Errorf("%s: want exit 2, got %d\n%s", what, res.code, secrets.redact(res.stderr))
+				}
+				if leaks := secrets.leaks(res.stdout + res.stderr); len(leaks) > 0 {
+					t.Errorf("%s printed the secret:\n%s", what, strings.Join(leaks, "\n"))
+				}
+				line := strings.TrimSpace(res.stderr)
+				if strings.Contains(line, "\n") {
+					t.Errorf("%s: want one line, got:\n%s", what, secrets.redact(line))
+				}
+				for _, want := range c.want {
+					if !strings.Contains(line, want) {
+						t.Errorf("%s: the message does not name %q: %s", what, want, secrets.redact(line))
+					}
+				}
+			}
+			if _, err := os.Stat(w.path("state.git")); err == nil {
+				t.Errorf("a store was written")
+			}
+		})
+	}
+}
+
+// runBin runs the render binary with exactly args, in dir.
+func runBin(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(renderBin(t), args...)
+	cmd.Dir = dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	start := time.Now()
+	err := cmd.Run()
+	res := result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String(), took: time.Since(start)}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run render: %v", err)
+	}
+	return res
 }

@@ -67,6 +67,9 @@ type GitStateStore struct {
 	GitAuthor  GitAuthor  `yaml:"gitAuthor"`
 	// InsecureSkipTLSVerify turns TLS verification off (logged as a warning).
 	InsecureSkipTLSVerify bool `yaml:"insecureSkipTLSVerify"`
+	// AllowInsecureHTTP lets basicAuth send its password over plain
+	// http:// to a host that is not this machine (refused otherwise).
+	AllowInsecureHTTP bool `yaml:"allowInsecureHTTP"`
 }
 
 // BucketStateStore is Kratix's BucketStateStore spec, plus region and bucket creation.
@@ -304,11 +307,7 @@ func (p *Platform) loadFile(file string, data []byte) error {
 			continue // other documents may share the folder; they are not ours
 		}
 		if err := root.Decode(&doc); err != nil {
-			msg := yamlMsg(err)
-			if kind == "Secret" {
-				msg = hideValues(msg) // never echo a secret's value
-			}
-			return &renderer.InputError{File: file, Where: where, Msg: "invalid YAML: " + msg}
+			return &renderer.InputError{File: file, Where: where, Msg: "invalid YAML: " + yamlMsg(err)}
 		}
 		if apiVersion != k.apiVersion {
 			return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("apiVersion %q: a %s is %s", apiVersion, kind, k.apiVersion)}
@@ -321,27 +320,6 @@ func (p *Platform) loadFile(file string, data []byte) error {
 		}
 	}
 	return nil
-}
-
-// hideValues drops the values yaml.v3 quotes in its type errors
-// ("cannot unmarshal !!str `hunter2` into ...").
-func hideValues(msg string) string {
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(msg, '`')
-		if i < 0 {
-			break
-		}
-		j := strings.IndexByte(msg[i+1:], '`')
-		if j < 0 {
-			break
-		}
-		b.WriteString(msg[:i])
-		b.WriteString("a value")
-		msg = msg[i+1+j+1:]
-	}
-	b.WriteString(msg)
-	return b.String()
 }
 
 // validateMeta checks a document's name, namespace and labels with
@@ -413,6 +391,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 			if strings.Contains(d.Filename, "/") || d.Filename == "." || d.Filename == ".." {
 				return bad("spec.filepath.filename %q must be a plain file name", d.Filename)
 			}
+			if err := layout.CheckAggregateFile(d.Filename); err != nil {
+				return bad("spec.filepath.filename: %v", err)
+			}
 		default:
 			return bad("spec.filepath.mode %q is unknown: use nestedByMetadata, aggregatedYAML or none", spec.Filepath.Mode)
 		}
@@ -443,6 +424,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if s.URL == "" {
 			return bad("spec.url is missing")
 		}
+		if err := checkGitURL(s.URL); err != nil {
+			return bad("%v", err)
+		}
 		if s.Branch == "" {
 			s.Branch = "main"
 		}
@@ -471,6 +455,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		}
 		if err := storePath(s.Path); err != nil {
 			return bad("spec.path: %v", err)
+		}
+		if err := checkEndpoint(s.Endpoint); err != nil {
+			return bad("%v", err)
 		}
 		switch s.AuthMethod {
 		case "", "accessKey", "IAM":
@@ -510,6 +497,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if ns == "" {
 			ns = "default"
 		}
+		registerSecret(values)
 		p.Secrets[ns+"/"+name] = values
 		p.Secrets[name] = values
 	}
@@ -559,6 +547,7 @@ func (p *Platform) loadSecretDir(dir string) error {
 			}
 			values[k.Name()] = b
 		}
+		registerSecret(values)
 		if _, ok := p.Secrets[e.Name()]; !ok {
 			p.Secrets[e.Name()] = values
 		}

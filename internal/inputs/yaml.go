@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -116,14 +117,24 @@ func (c *aliasCounter) expanded(n *yaml.Node, depth int) int64 {
 
 // yamlMsg is a YAML error as one line without the "yaml: " prefix: a
 // decoding (type) error lists each of its problems on a line of its own,
-// and a message is printed as one line.
+// and a message is printed as one line. The value a type error quotes is
+// left out: it may be a password (a Secret's stringData mistyped as a
+// scalar), and the line number finds it.
 func yamlMsg(err error) string {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
-		return strings.Join(te.Errors, "; ")
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			msgs[i] = quotedValue.ReplaceAllString(m, "cannot unmarshal $1 into ")
+		}
+		return strings.Join(msgs, "; ")
 	}
 	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", " ")
 }
+
+// quotedValue is the value yaml.v3 quotes in a type error, up to the last
+// "into" of the line (the value itself may hold one).
+var quotedValue = regexp.MustCompile("cannot unmarshal (\\S+) `.*` into ")
 
 // CheckYAML reports the first document of data that is not valid YAML, or
 // a file past the bounds above.

@@ -9,10 +9,14 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -30,12 +34,34 @@ const MarkerName = ".render-complete.json"
 // IsMeta reports whether the store-relative path p is one of render's own.
 func IsMeta(p string) bool { return p == MetaDir || strings.HasPrefix(p, MetaDir+"/") }
 
-// ValidPath reports whether p is a clean, relative, slash-separated path that
-// stays inside the store.
+// The canary files render keeps in every destination (Kratix's), relative
+// to the destination, and the folders that hold them.
+const (
+	CanaryDependencies = "dependencies/kratix-canary-namespace.yaml"
+	CanaryResources    = "resources/kratix-canary-configmap.yaml"
+)
+
+// Limits every store can hold: S3 refuses a key longer than 1024 bytes,
+// and a file system (a git checkout, MinIO's disks) a name longer than 255.
+const (
+	MaxPathBytes      = 1024
+	MaxComponentBytes = 255
+)
+
+// ValidPath reports whether p is a path every state store can hold, and
+// every reader of one can check out: clean, relative, slash-separated,
+// inside the store, valid UTF-8 without control characters, no name longer
+// than MaxComponentBytes nor the whole longer than MaxPathBytes, no name
+// that is "." or ".." once spaces are trimmed (MinIO refuses those), and
+// no name git refuses in a tree (see GitRefuses).
 func ValidPath(p string) error {
 	switch {
 	case p == "" || p == ".":
 		return fmt.Errorf("empty path")
+	case !utf8.ValidString(p):
+		return fmt.Errorf("path %q is not valid UTF-8", p)
+	case strings.IndexFunc(p, unicode.IsControl) >= 0:
+		return fmt.Errorf("path %q holds a control character", p)
 	case strings.HasPrefix(p, "/"):
 		return fmt.Errorf("path %q is absolute", p)
 	case strings.Contains(p, "\\"):
@@ -44,14 +70,112 @@ func ValidPath(p string) error {
 		return fmt.Errorf("path %q is not clean", p)
 	case p == ".." || strings.HasPrefix(p, "../"):
 		return fmt.Errorf("path %q leaves the store", p)
+	case len(p) > MaxPathBytes:
+		return fmt.Errorf("path %.40q... is %d bytes long; a store holds at most %d", p, len(p), MaxPathBytes)
+	}
+	for _, c := range strings.Split(p, "/") {
+		switch t := strings.TrimSpace(c); {
+		case t == "." || t == "..":
+			return fmt.Errorf("path %q: the name %q reads as %q", p, c, t)
+		case len(c) > MaxComponentBytes:
+			return fmt.Errorf("path %q: the name %.40q... is %d bytes long; a file system holds at most %d", p, c, len(c), MaxComponentBytes)
+		}
+		if err := GitRefuses(c); err != nil {
+			return fmt.Errorf("path %q: %w", p, err)
+		}
 	}
 	return nil
 }
 
-// CheckWorkloadPath is the one rule for a path a workload's file takes inside
-// a destination folder (p is relative to the destination): it must be a valid
-// path, and it must not take a name render reserves.
+// GitRefuses reports why git would refuse name as one component of a path
+// in a tree, or nil. It is the rule git applies with core.protectNTFS and
+// core.protectHFS on, as go-git (and so Flux's source-controller) applies
+// it when it reads a tree: ".git" in any letter case, its 8.3 alias
+// "git~1", either followed by dots, spaces or an NTFS stream (":..."), and
+// ".git" with characters HFS+ ignores. render also refuses ".gitmodules"
+// in the same disguises: git refuses it as a symbolic link and render
+// writes links as the files they point at, and git's fsck checks its
+// content on push, so a workload file of that name would fail at a server.
+func GitRefuses(name string) error {
+	// go-git validates a path before it looks it up; an empty tree
+	// answers "not found" for every path it accepts.
+	_, err := (&object.Tree{}).FindEntry(name)
+	if err != nil && !errors.Is(err, object.ErrEntryNotFound) && !errors.Is(err, object.ErrDirectoryNotFound) {
+		return fmt.Errorf("git refuses the name %q in a tree: it is .git, or reads as .git on NTFS or HFS+", name)
+	}
+	if isGitmodules(name) {
+		return fmt.Errorf("the name %q is refused: it is .gitmodules, or reads as .gitmodules on NTFS or HFS+, which git refuses as a link and checks on push", name)
+	}
+	return nil
+}
+
+// hfsIgnored are the code points HFS+ drops when it compares names.
+var hfsIgnored = strings.NewReplacer(
+	"\u200c", "", "\u200d", "", "\u200e", "", "\u200f", "",
+	"\u202a", "", "\u202b", "", "\u202c", "", "\u202d", "", "\u202e", "",
+	"\u206a", "", "\u206b", "", "\u206c", "", "\u206d", "", "\u206e", "", "\u206f", "",
+	"\ufeff", "",
+)
+
+// isGitmodules reports whether name reads as .gitmodules on NTFS or HFS+:
+// in any letter case, with trailing dots and spaces or a stream name, as
+// an 8.3 short name (gitmod~N, or the hashed gi7eba~N form), or with
+// characters HFS+ ignores.
+func isGitmodules(name string) bool {
+	n := strings.ToLower(hfsIgnored.Replace(name))
+	if i := strings.IndexByte(n, ':'); i >= 0 {
+		n = n[:i]
+	}
+	n = strings.TrimRight(n, ". ")
+	if n == ".gitmodules" {
+		return true
+	}
+	i := strings.IndexByte(n, '~')
+	if len(n) != 8 || i < 1 || i > 6 || n[i+1] < '1' || n[i+1] > '9' {
+		return false
+	}
+	for _, c := range n[i+2:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return strings.HasPrefix("gitmod", n[:i]) || strings.HasPrefix("gi7eba", n[:i])
+}
+
+// CheckWorkloadPath is the one rule for the path a workload's file takes
+// inside a destination folder (p is relative to the destination, which in
+// filepath mode none is the file's path in the workflow's output): it must
+// be a valid path, and it must not take a name render reserves. The rule
+// is the same in every filepath mode, so an output is refused or accepted
+// whatever destinations it goes to.
 func CheckWorkloadPath(p string) error {
+	if err := ValidPath(p); err != nil {
+		return err
+	}
+	return reserved(p)
+}
+
+// reserved says why p, relative to a destination, is render's own.
+func reserved(p string) error {
+	first, _, _ := strings.Cut(p, "/")
+	switch {
+	case path.Base(p) == MarkerName:
+		return fmt.Errorf("the name %s is reserved for render's completeness markers", MarkerName)
+	case first == MetaDir:
+		return fmt.Errorf("the folder %s is reserved for render's own records", MetaDir)
+	case p == CanaryDependencies || p == CanaryResources:
+		return fmt.Errorf("%s is render's canary file in every destination", p)
+	case p == path.Dir(CanaryDependencies) || p == path.Dir(CanaryResources):
+		return fmt.Errorf("a file named %s would take the place of the folder that holds render's canary file", p)
+	}
+	return nil
+}
+
+// CheckStorePath is the rule for a path relative to a store (not to a
+// destination): a valid path that does not take the completeness marker's
+// name. It is what a store may check again; the names reserved inside a
+// destination were checked, relative to the destination, by the renderer.
+func CheckStorePath(p string) error {
 	if err := ValidPath(p); err != nil {
 		return err
 	}
@@ -59,6 +183,16 @@ func CheckWorkloadPath(p string) error {
 		return fmt.Errorf("the name %s is reserved for render's completeness markers", MarkerName)
 	}
 	return nil
+}
+
+// CheckAggregateFile is the rule for an aggregatedYAML destination's
+// filepath.filename: one valid name, and none render reserves in a
+// destination.
+func CheckAggregateFile(name string) error {
+	if strings.Contains(name, "/") {
+		return fmt.Errorf("%q must be a plain file name, without a folder", name)
+	}
+	return CheckWorkloadPath(name)
 }
 
 // Requirement is one set-based selector term (In, NotIn, Exists,

@@ -224,6 +224,9 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 		return res, nil
 	}
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	if r, ok := s.repo.(*remoteRepo); ok && len(us) == 1 && !us[0].DryRun && r.space != "" {
+		return s.applyGrouped(ctx, r, us[0])
+	}
 	refresh := false
 	for attempt := 1; ; attempt++ {
 		res = statestore.Result{Attempts: attempt}
@@ -271,7 +274,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 				return res, s.wrap("write", err)
 			}
 		}
-		commit, err := s.commit(ov, tip, newRoot, us[0].Message)
+		commit, err := s.commit(ov, tip, newRoot, us[0].Message, s.signature())
 		if err != nil {
 			return res, s.wrap("commit", err)
 		}
@@ -293,9 +296,14 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 	}
 }
 
-func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Hash, msg statestore.Message) (plumbing.Hash, error) {
-	sig := object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: s.cfg.Now()}
-	c := &object.Commit{Author: sig, Committer: sig, Message: msg.String(), TreeHash: tree}
+// signature is this store's author and committer, now.
+func (s *Store) signature() object.Signature {
+	return object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: s.cfg.Now()}
+}
+
+// commit writes a commit of tree on parent, by author; this store commits it.
+func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Hash, msg statestore.Message, author object.Signature) (plumbing.Hash, error) {
+	c := &object.Commit{Author: author, Committer: s.signature(), Message: msg.String(), TreeHash: tree}
 	if c.Message == "\n" {
 		c.Message = "render: update\n"
 	}

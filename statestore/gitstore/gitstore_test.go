@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +53,6 @@ func TestRemoteConformance(t *testing.T) {
 		Missing: func(t *testing.T) statestore.Store {
 			return mustNewRemote(t, Config{URL: "file://" + filepath.Join(t.TempDir(), "missing.git")})
 		},
-		Writers: 4,
 	})
 }
 
@@ -116,8 +116,10 @@ func TestRedactURL(t *testing.T) {
 	for _, in := range []string{
 		"https://user:s3cret@git.example.com/x.git",
 		"failed: Get \"https://user:s3cret@host/x\": dial tcp",
+		"https://user:p@s3cret@git.example.com/x.git",
+		"https://user:s3cret@@host",
 	} {
-		if out := RedactURL(in); strings.Contains(out, "s3cret") {
+		if out := RedactURL(in); strings.Contains(out, "s3cret") || strings.Contains(out, "p@") {
 			t.Errorf("RedactURL(%q) = %q", in, out)
 		}
 	}
@@ -168,5 +170,60 @@ func TestUnresolvableHostIsNotRetried(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	if err := translate(plumbing.NewUnexpectedError(&url.Error{Op: "Get", URL: "https://x", Err: refused})); !errors.Is(err, statestore.ErrUnreachable) {
 		t.Fatalf("translate(connection refused) = %v, want ErrUnreachable", err)
+	}
+}
+
+// TestGroupCommitFallsBackWhenRequestsAreRefused: a server whose hook
+// refuses render's request refs turns group commit off for the store with
+// one warning, and racing writers still all land by taking turns.
+func TestGroupCommitFallsBackWhenRequestsAreRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state.git")
+	if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	hook := "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in refs/render/*) echo \"policy: no $ref\" >&2; exit 1;; esac; done\n"
+	if err := os.WriteFile(filepath.Join(dir, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const writers = 8
+	var mu sync.Mutex
+	warnings := map[int]int{}
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := mustNewRemote(t, Config{URL: "file://" + dir, Path: "clusters", Warn: func(msg string, _ ...any) {
+				if strings.Contains(msg, "group commit is off") {
+					mu.Lock()
+					warnings[i]++
+					mu.Unlock()
+				}
+			}})
+			_, errs[i] = s.Apply(context.Background(), statestore.Update{
+				Workload: fmt.Sprintf("w/%d", i), Files: map[string][]byte{fmt.Sprintf("d/%d.yaml", i): []byte("x\n")},
+				Record: &statestore.Record{}, Message: statestore.Message{Subject: "test"},
+			})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("writer %d: %v", i, err)
+		}
+	}
+	for i, n := range warnings {
+		if n != 1 {
+			t.Errorf("writer %d warned %d times, want once", i, n)
+		}
+	}
+	if len(warnings) == 0 {
+		t.Error("no writer said that group commit is off, though some must have lost a race")
+	}
+	s := mustNewRemote(t, Config{URL: "file://" + dir, Path: "clusters"})
+	recs, err := s.Records(context.Background())
+	if err != nil || len(recs) != writers {
+		t.Fatalf("records: %d, %v; want %d", len(recs), err, writers)
 	}
 }

@@ -53,9 +53,11 @@ type localRepo struct {
 	warned bool
 }
 
-// staleLock is how old a ref lock must be before it is taken to be left by
-// a writer that died: the locked section is a read and a rename, so a lock
-// this old is never a live one.
+// staleLock is how old a ref lock whose owner cannot be checked must be
+// before it is taken to be left by a writer that died: the locked section
+// is a read and a rename, so a lock this old is never a live one. A lock
+// whose owner is a process on this host that is gone is taken over at
+// once (lockfile.go).
 const staleLock = 30 * time.Second
 
 // exists reports whether the repository folder exists and is not empty. A
@@ -155,19 +157,11 @@ func (l *localRepo) publish(_ context.Context, objs storer.EncodedObjectStorer, 
 		return err
 	}
 	lock := refFile + ".lock"
-	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(lock, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) && l.takeOver(lock) {
+		f, err = os.OpenFile(lock, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	}
 	if errors.Is(err, os.ErrExist) {
-		if fi, serr := os.Stat(lock); serr == nil {
-			age := time.Since(fi.ModTime())
-			switch {
-			case age > staleLock:
-				os.Remove(lock)
-			case age > 2*time.Second && l.warn != nil && !l.warned:
-				// Live writers hold the lock for milliseconds.
-				l.warned = true
-				l.warn("the branch lock is held; waiting until it is released or older than "+staleLock.String(), "lock", lock, "age", age.Round(time.Second).String())
-			}
-		}
 		return errStale // someone else is moving the branch right now
 	}
 	if err != nil {
@@ -176,10 +170,18 @@ func (l *localRepo) publish(_ context.Context, objs storer.EncodedObjectStorer, 
 	done := false
 	defer func() {
 		if !done {
+			// Remove the lock only while it is still this one: a waiter
+			// that took it over may have made a new one.
+			if stillMine(f, lock) {
+				os.Remove(lock)
+			}
 			f.Close()
-			os.Remove(lock)
 		}
 	}()
+	// Say who holds the lock, until the commit id replaces this line.
+	if _, err := f.WriteString(thisProcess().line()); err != nil {
+		return fmt.Errorf("lock branch: %w", err)
+	}
 	// Read the ref afresh from disk, under the lock.
 	st, err := l.open()
 	if err != nil {
@@ -196,21 +198,25 @@ func (l *localRepo) publish(_ context.Context, objs storer.EncodedObjectStorer, 
 	if cur != old {
 		return errStale
 	}
-	if _, err := f.WriteString(commit.String() + "\n"); err != nil {
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("write branch: %w", err)
+	}
+	if _, err := f.WriteAt([]byte(commit.String()+"\n"), 0); err != nil {
 		return fmt.Errorf("write branch: %w", err)
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("write branch: %w", err)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write branch: %w", err)
+	if !stillMine(f, lock) {
+		// Taken over by a waiter that judged this writer dead: moving
+		// the branch now could publish someone else's lock.
+		return errStale
 	}
 	if err := os.Rename(lock, refFile); err != nil {
-		os.Remove(lock)
-		done = true
 		return fmt.Errorf("move branch: %w", err)
 	}
 	done = true
+	f.Close()
 	return nil
 }
 

@@ -35,6 +35,9 @@ type remoteRepo struct {
 	tracked plumbing.ReferenceName // refs/remotes/origin/<branch>
 	branch  plumbing.ReferenceName
 	fetched bool
+	// space is the ref folder of this branch's group-commit requests (see
+	// pending.go); "" once the server has shown it cannot take part.
+	space string
 }
 
 func newRemoteRepo(cfg Config) *remoteRepo {
@@ -46,6 +49,7 @@ func newRemoteRepo(cfg Config) *remoteRepo {
 		remote:  git.NewRemote(st, rc),
 		tracked: plumbing.NewRemoteReferenceName("origin", cfg.Branch),
 		branch:  plumbing.NewBranchReferenceName(cfg.Branch),
+		space:   pendingSpace(cfg.Branch, strings.Trim(cfg.Path, "/")),
 	}
 }
 
@@ -66,25 +70,33 @@ func (r *remoteRepo) tip() plumbing.Hash {
 	return ref.Hash()
 }
 
-// fetch brings the branch tip (depth 1). A missing branch or an empty
-// repository is an empty tip, not an error: the first push creates it.
+// fetch brings the branch tip (depth 1) and the group-commit requests
+// waiting on it, and forgets requests the server no longer has. A missing
+// branch or an empty repository is an empty tip, not an error: the first
+// push creates it.
 func (r *remoteRepo) fetch(ctx context.Context) error {
-	spec := config.RefSpec(fmt.Sprintf("+%s:%s", r.branch, r.tracked))
+	specs := []config.RefSpec{config.RefSpec(fmt.Sprintf("+%s:%s", r.branch, r.tracked))}
+	if r.space != "" {
+		specs = append(specs, config.RefSpec(fmt.Sprintf("+%s*:%s*", r.space, r.space)))
+	}
 	err := r.retry(ctx, func() error {
 		return r.remote.FetchContext(ctx, &git.FetchOptions{
-			RefSpecs:        []config.RefSpec{spec},
+			RefSpecs:        specs,
 			Depth:           1,
 			Auth:            r.cfg.Auth,
 			CABundle:        r.cfg.CABundle,
 			InsecureSkipTLS: r.cfg.InsecureSkipTLS,
 			Tags:            git.NoTags,
 			Force:           true,
+			Prune:           true,
 		})
 	})
 	var noMatch git.NoMatchingRefSpecError
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 	case errors.Is(err, transport.ErrEmptyRemoteRepository), errors.As(err, &noMatch):
+		// No branch yet. Requests (if any) are read from the
+		// advertisement when this writer next pushes.
 		_ = r.st.RemoveReference(r.tracked)
 	default:
 		return err
@@ -93,11 +105,40 @@ func (r *remoteRepo) fetch(ctx context.Context) error {
 	return nil
 }
 
+// list reads the server's refs (an advertisement only: no objects move).
+func (r *remoteRepo) list(ctx context.Context) (map[plumbing.ReferenceName]plumbing.Hash, error) {
+	var refs []*plumbing.Reference
+	err := r.retry(ctx, func() error {
+		var err error
+		refs, err = r.remote.ListContext(ctx, &git.ListOptions{
+			Auth: r.cfg.Auth, CABundle: r.cfg.CABundle, InsecureSkipTLS: r.cfg.InsecureSkipTLS,
+		})
+		return err
+	})
+	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return nil, err
+	}
+	out := make(map[plumbing.ReferenceName]plumbing.Hash, len(refs))
+	for _, ref := range refs {
+		if ref.Type() == plumbing.HashReference {
+			out[ref.Name()] = ref.Hash()
+		}
+	}
+	return out, nil
+}
+
 // publish pushes commit to the branch without force. When the push fails
 // and the branch has moved, the failure is a lost race (errStale); when it
 // has not, the server refused for its own reasons, which are returned.
 func (r *remoteRepo) publish(ctx context.Context, objs storer.EncodedObjectStorer, old, commit plumbing.Hash) error {
-	ov := objs.(*overlay)
+	return r.publishCommands(ctx, objs.(*overlay), []*packp.Command{{Name: r.branch, Old: old, New: commit}})
+}
+
+// publishCommands sends cmds in one push, atomically when there are several
+// (the server must offer "atomic"). cmds[0] may move the branch; the others
+// create or delete request refs. A command whose ref moved since its Old is
+// a lost race (errStale).
+func (r *remoteRepo) publishCommands(ctx context.Context, ov *overlay, cmds []*packp.Command) error {
 	// The clone keeps only objects the server has (fetched, or pushed
 	// successfully): the overlay's new objects are flushed into it after the
 	// push lands, so a retry after a lost race sends everything it needs.
@@ -106,23 +147,44 @@ func (r *remoteRepo) publish(ctx context.Context, objs storer.EncodedObjectStore
 	var server strings.Builder
 	err := r.retry(ctx, func() error {
 		server.Reset()
-		return r.send(ctx, ov, old, commit, &server)
+		return r.send(ctx, ov, cmds, &server)
 	})
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
 		if ferr := ov.flush(); ferr != nil {
 			return ferr
 		}
-		_ = r.st.SetReference(plumbing.NewHashReference(r.tracked, commit))
+		for _, c := range cmds {
+			local := c.Name
+			if c.Name == r.branch {
+				local = r.tracked
+			}
+			if c.New.IsZero() {
+				_ = r.st.RemoveReference(local)
+			} else {
+				_ = r.st.SetReference(plumbing.NewHashReference(local, c.New))
+			}
+		}
 		return nil
 	}
-	if errors.Is(err, statestore.ErrAuth) || errors.Is(err, statestore.ErrUnreachable) || errors.Is(err, statestore.ErrNotFound) || ctx.Err() != nil {
+	if errors.Is(err, statestore.ErrAuth) || errors.Is(err, statestore.ErrUnreachable) || errors.Is(err, statestore.ErrNotFound) ||
+		errors.Is(err, errStale) || errors.Is(err, errNoGroup) || ctx.Err() != nil {
 		return err
 	}
 	if ferr := r.fetch(ctx); ferr != nil {
 		return fmt.Errorf("%w (and fetching again failed: %v)", err, ferr)
 	}
-	if r.tip() != old {
-		return errStale
+	for _, c := range cmds {
+		local := c.Name
+		if c.Name == r.branch {
+			local = r.tracked
+		}
+		now := plumbing.ZeroHash
+		if ref, rerr := r.st.Reference(local); rerr == nil {
+			now = ref.Hash()
+		}
+		if now != c.Old {
+			return errStale
+		}
 	}
 	msg := strings.TrimSpace(err.Error())
 	if said := serverMessage(server.String()); said != "" {
@@ -152,7 +214,7 @@ func (r *remoteRepo) close() error { return nil }
 // the overlay already knows the new objects, so the cost follows the change.
 // A branch that moved since old is a lost race (errStale), found before
 // anything is sent when the advertisement already shows it.
-func (r *remoteRepo) send(ctx context.Context, ov *overlay, old, commit plumbing.Hash, progress io.Writer) error {
+func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Command, progress io.Writer) error {
 	ep, err := transport.NewEndpoint(r.cfg.URL)
 	if err != nil {
 		return err
@@ -171,14 +233,10 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, old, commit plumbing
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return err
 	}
-	cur := plumbing.ZeroHash
+	var refs map[plumbing.ReferenceName]*plumbing.Reference
 	req := packp.NewReferenceUpdateRequest()
 	if adv != nil {
-		if refs, rerr := adv.AllReferences(); rerr == nil {
-			if ref, ok := refs[r.branch]; ok {
-				cur = ref.Hash()
-			}
-		}
+		refs, _ = adv.AllReferences()
 		req = packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
 		if adv.Capabilities.Supports(capability.Sideband64k) {
 			_ = req.Capabilities.Set(capability.Sideband64k)
@@ -187,10 +245,33 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, old, commit plumbing
 		}
 		req.Progress = progress
 	}
-	if cur != old {
-		return errStale
+	for _, c := range cmds {
+		cur := plumbing.ZeroHash
+		if ref, ok := refs[c.Name]; ok {
+			cur = ref.Hash()
+		}
+		if cur != c.Old {
+			return errStale
+		}
 	}
-	req.Commands = []*packp.Command{{Name: r.branch, Old: old, New: commit}}
+	if len(cmds) > 1 || touchesRequests(cmds) {
+		if adv == nil || !adv.Capabilities.Supports(capability.Atomic) || !adv.Capabilities.Supports(capability.DeleteRefs) {
+			return errNoGroup
+		}
+		_ = req.Capabilities.Set(capability.Atomic)
+	}
+	req.Commands = cmds
+	if len(ov.added) == 0 && allDeletes(cmds) {
+		// Only deletions: git sends no packfile at all.
+		rs, err := sess.ReceivePack(ctx, req)
+		if err != nil {
+			return err
+		}
+		if rs != nil {
+			return rs.Error()
+		}
+		return nil
+	}
 	rd, wr := io.Pipe()
 	req.Packfile = rd
 	done := make(chan error, 1)
@@ -213,6 +294,28 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, old, commit plumbing
 	return nil
 }
 
+func touchesRequests(cmds []*packp.Command) bool {
+	for _, c := range cmds {
+		if strings.HasPrefix(c.Name.String(), pendingRoot) {
+			return true
+		}
+	}
+	return false
+}
+
+func allDeletes(cmds []*packp.Command) bool {
+	for _, c := range cmds {
+		if !c.New.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// errNoGroup means the server cannot take a group commit (no atomic push or
+// no ref deletion): the writer goes back to re-planning alone.
+var errNoGroup = errors.New("the server does not offer atomic pushes")
+
 // retry runs op under the render's one retry policy (statestore.Retry):
 // until it succeeds, fails for a reason retrying cannot fix, or the
 // render's retry deadline passes. Transport errors are translated to the
@@ -228,7 +331,7 @@ func translate(err error) error {
 	case err == nil,
 		errors.Is(err, git.NoErrAlreadyUpToDate),
 		errors.Is(err, transport.ErrEmptyRemoteRepository),
-		errors.Is(err, errStale),
+		errors.Is(err, errStale), errors.Is(err, errNoGroup),
 		errors.Is(err, statestore.ErrAuth), errors.Is(err, statestore.ErrUnreachable),
 		errors.Is(err, statestore.ErrNotFound),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -307,7 +410,7 @@ func redactErr(err error) string {
 	return strings.Join(strings.Fields(RedactURL(err.Error())), " ")
 }
 
-var userinfo = regexp.MustCompile(`://[^/@\s]+@`)
+var userinfo = regexp.MustCompile(`://[^/\s]*@`) // to the last @ of the authority: a password may hold one
 
 // RedactURL removes credentials from any URL in s.
 func RedactURL(s string) string {

@@ -55,7 +55,6 @@ func TestSSHConformance(t *testing.T) {
 		Missing: func(t *testing.T) statestore.Store {
 			return open(t, "ssh://git@"+srv.Addr+srv.Root+"/never-created.git")
 		},
-		Writers: 6,
 	})
 }
 

@@ -162,12 +162,28 @@ func (t *treeSnap) List(dir string) ([]string, error) {
 	return out, nil
 }
 
-// editNode is one folder's pending changes.
+// editNode is one path's pending changes: a file written or deleted
+// (leaf), and changes below it as a folder (children). A path may be both
+// when a workload's folder becomes a file: its old files are deleted and
+// the file takes the folder's place.
 type editNode struct {
 	children map[string]*editNode
 	blob     plumbing.Hash // set for a file write
 	del      bool          // a file delete
 	leaf     bool
+}
+
+// writes reports whether n or anything below it writes a file.
+func (n *editNode) writes() bool {
+	if n.leaf && !n.del {
+		return true
+	}
+	for _, c := range n.children {
+		if c.writes() {
+			return true
+		}
+	}
+	return false
 }
 
 // applyOps writes the blobs and trees for ops on top of base (zero for an
@@ -182,12 +198,21 @@ func (t *treeSnap) applyOps(ops []statestore.Op) (plumbing.Hash, error) {
 		for _, name := range parts[:len(parts)-1] {
 			c := n.children[name]
 			if c == nil {
-				c = &editNode{children: map[string]*editNode{}}
+				c = &editNode{}
 				n.children[name] = c
+			}
+			if c.children == nil {
+				c.children = map[string]*editNode{}
 			}
 			n = c
 		}
-		leaf := &editNode{leaf: true, del: op.Delete}
+		name := parts[len(parts)-1]
+		leaf := n.children[name]
+		if leaf == nil {
+			leaf = &editNode{}
+			n.children[name] = leaf
+		}
+		leaf.leaf, leaf.del, leaf.blob = true, op.Delete, plumbing.ZeroHash
 		if !op.Delete {
 			h, err := writeObject(t.s, plumbing.BlobObject, op.Data)
 			if err != nil {
@@ -195,7 +220,6 @@ func (t *treeSnap) applyOps(ops []statestore.Op) (plumbing.Hash, error) {
 			}
 			leaf.blob = h
 		}
-		n.children[parts[len(parts)-1]] = leaf
 	}
 	h, _, err := t.writeTree(t.root, root, "")
 	return h, err
@@ -215,14 +239,28 @@ func (t *treeSnap) writeTree(base plumbing.Hash, n *editNode, at string) (plumbi
 	for name, c := range n.children {
 		p := path.Join(at, name)
 		old, had := entries[name]
+		if c.leaf && c.del && had && old.Mode != filemode.Dir {
+			// A file deleted; a folder of that name may take its place.
+			delete(entries, name)
+			had = false
+		}
 		switch {
-		case c.leaf && c.del:
-			if had && old.Mode != filemode.Dir {
-				delete(entries, name)
+		case c.leaf && c.del && len(c.children) == 0:
+		case c.leaf && !c.del:
+			below := &editNode{children: c.children}
+			if below.writes() {
+				return plumbing.ZeroHash, false, fmt.Errorf("%w: cannot write file %s and files below it", statestore.ErrConflict, p)
 			}
-		case c.leaf:
 			if had && old.Mode == filemode.Dir {
-				return plumbing.ZeroHash, false, fmt.Errorf("%w: cannot write file %s: a folder of that name exists", statestore.ErrConflict, p)
+				// The folder may give way only if the deletes below
+				// empty it: a file never replaces others' files.
+				_, empty, err := t.writeTree(old.Hash, below, p)
+				if err != nil {
+					return plumbing.ZeroHash, false, err
+				}
+				if !empty {
+					return plumbing.ZeroHash, false, fmt.Errorf("%w: cannot write file %s: a folder of that name exists", statestore.ErrConflict, p)
+				}
 			}
 			entries[name] = object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: c.blob}
 		default:
@@ -306,4 +344,29 @@ func rootTree(s storer.EncodedObjectStorer, c plumbing.Hash) (plumbing.Hash, err
 		return plumbing.ZeroHash, fmt.Errorf("%w %s: %v", errNoSuchCommit, c, err)
 	}
 	return commit.TreeHash, nil
+}
+
+// apply writes ops on top of t and returns a view of the result that
+// shares t's cache of decoded folders.
+func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
+	root, err := t.applyOps(ops)
+	if err != nil {
+		return nil, err
+	}
+	next := newTreeSnap(t.s, root, t.prefix)
+	next.cache = t.cache
+	return next, nil
+}
+
+// rootOrEmpty is t's root tree, or git's empty tree (written to s) when
+// every file is gone.
+func (t *treeSnap) rootOrEmpty(s storer.EncodedObjectStorer) plumbing.Hash {
+	if !t.root.IsZero() {
+		return t.root
+	}
+	h, err := writeObject(s, plumbing.TreeObject, nil)
+	if err != nil {
+		return plumbing.ZeroHash
+	}
+	return h
 }

@@ -374,7 +374,7 @@ func checkUpdate(u statestore.Update) ([]string, error) {
 		return nil, errors.New("update names no workload")
 	}
 	reserved := func(p string) error {
-		if err := layout.CheckWorkloadPath(p); err != nil {
+		if err := layout.CheckStorePath(p); err != nil {
 			return fmt.Errorf("path %q: %w", p, err)
 		}
 		return nil
@@ -518,6 +518,12 @@ func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.U
 						return err
 					}
 					etags, c = ds.etagsUnder(d), ds.cond(markerPath(d))
+					// The marker converges: once one exists that
+					// describes this listing, and the listing holds
+					// what this render wrote, there is nothing to add.
+					if covers(ds, d, w) && markerDescribes(ds, d, etags) {
+						return nil
+					}
 				}
 				_, err := s.put(ctx, markerPath(d), encodeMarker(newMarker(d, etags, u)), c)
 				if err == nil || !errors.Is(err, errChanged) {
@@ -535,6 +541,39 @@ func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.U
 		})
 	}
 	return parallel(ctx, s.cfg.Concurrency, jobs)
+}
+
+// covers reports whether listing ds holds every write w made below d as w
+// made it (a put with its ETag, a delete as absent).
+func covers(ds *snapshot, d string, w *written) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p, etag := range w.etags {
+		if !under(p, d) {
+			continue
+		}
+		o, ok := ds.objs[p]
+		if etag == "" {
+			if ok && !o.tomb {
+				return false
+			}
+			continue
+		}
+		if !ok || o.tomb || o.etag != etag {
+			return false
+		}
+	}
+	return true
+}
+
+// markerDescribes reports whether d's marker in ds describes exactly etags.
+func markerDescribes(ds *snapshot, d string, etags map[string]string) bool {
+	data, err := ds.ReadFile(markerPath(d))
+	if err != nil {
+		return false
+	}
+	var m Marker
+	return json.Unmarshal(data, &m) == nil && m.Digest == DestinationDigest(etags)
 }
 
 // diffSet accumulates the diffs of every attempt of one Apply.

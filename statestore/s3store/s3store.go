@@ -117,6 +117,11 @@
 // the destination again and rewrites the marker from what is there, so the
 // last marker written describes the destination's final content (as long
 // as every writer of the destination names it in Update.Destinations).
+// The marker converges rather than serialising the writers: a loser whose
+// fresh listing holds its own writes and whose destination's marker already
+// describes that listing stops there, since somebody else's marker covers
+// it. Retries are bounded by the render's retry deadline, never by a count,
+// so a render whose objects landed does not fail because others were busy.
 // A marker looks like this:
 //
 //	{

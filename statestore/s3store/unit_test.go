@@ -121,6 +121,12 @@ func TestCheckUpdate(t *testing.T) {
 			t.Errorf("checkUpdate(%+v) accepted", u)
 		}
 	}
+	// Paths are relative to the store: a destination whose path is
+	// "resources" may hold a file named like the canary in mode none; the
+	// names reserved inside a destination were checked by the renderer.
+	if _, err := checkUpdate(statestore.Update{Workload: "w", Files: map[string][]byte{"resources/kratix-canary-configmap.yaml": nil}}); err != nil {
+		t.Errorf("a store path that merely ends like a canary: %v", err)
+	}
 	d, err := checkUpdate(statestore.Update{Workload: "w", Destinations: []string{"b/", "a", "b"}})
 	if err != nil || strings.Join(d, ",") != "a,b" {
 		t.Fatalf("destinations %v, %v", d, err)

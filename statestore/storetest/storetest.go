@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
@@ -28,7 +29,7 @@ type Harness struct {
 	// Missing returns a client of a store that does not exist (a repository
 	// or bucket never created). Its Records must fail with ErrNotFound.
 	Missing func(t *testing.T) statestore.Store
-	// Writers is how many concurrent writers to race (default 8).
+	// Writers is how many concurrent writers to race (default 64, the many-sidecars load).
 	Writers int
 }
 
@@ -121,7 +122,7 @@ func orEmpty(s []string) []string {
 // Run runs the whole suite.
 func Run(t *testing.T, h Harness) {
 	if h.Writers == 0 {
-		h.Writers = 8
+		h.Writers = 64
 	}
 	t.Run("Write", func(t *testing.T) {
 		s := h.Fresh(t)()
@@ -233,6 +234,10 @@ func Run(t *testing.T, h Harness) {
 	})
 	t.Run("ConcurrentWriters", func(t *testing.T) {
 		open := h.Fresh(t)
+		// This asserts that every writer lands, not how fast: on a busy
+		// machine N writers may need more than one render's default
+		// retry budget between them.
+		ctx := statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
 		want := map[string]string{}
 		var wg sync.WaitGroup
 		errs := make(chan error, h.Writers)
@@ -245,7 +250,7 @@ func Run(t *testing.T, h Harness) {
 				defer wg.Done()
 				s := open()
 				defer s.Close()
-				_, err := s.Apply(context.Background(), update(fmt.Sprintf("w/%d", i), map[string]string{p: content}))
+				_, err := s.Apply(ctx, update(fmt.Sprintf("w/%d", i), map[string]string{p: content}))
 				errs <- err
 			}()
 		}
@@ -295,6 +300,68 @@ func Run(t *testing.T, h Harness) {
 		got := contents(t, s)
 		if !reflect.DeepEqual(got, one) && !reflect.DeepEqual(got, two) {
 			t.Fatalf("two renders of one workload left a mix: %v", got)
+		}
+	})
+	t.Run("SameWorkloadAmidOthers", func(t *testing.T) {
+		// Three renders of one workload race eight renders of others, so
+		// that backends which carry several writers' updates in one write
+		// (git's group commit) do so: the workload still ends as exactly
+		// one of its renders, and every other workload lands.
+		open := h.Fresh(t)
+		ctx := statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
+		versions := []map[string]string{
+			{"d/same/a.yaml": "1\n", "d/same/b.yaml": "1\n"},
+			{"d/same/c.yaml": "2\n"},
+			{"d/same/a.yaml": "3\n", "d/same/d.yaml": "3\n", "d/same/e.yaml": "3\n"},
+		}
+		others := map[string]string{}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failures []error
+		run := func(u statestore.Update) {
+			defer wg.Done()
+			s := open()
+			defer s.Close()
+			if _, err := s.Apply(ctx, u); err != nil {
+				mu.Lock()
+				failures = append(failures, err)
+				mu.Unlock()
+			}
+		}
+		for i := range 8 {
+			p := fmt.Sprintf("d/other-%d/x.yaml", i)
+			others[p] = fmt.Sprintf("%d\n", i)
+			wg.Add(1)
+			go run(update(fmt.Sprintf("w/other-%d", i), map[string]string{p: others[p]}))
+		}
+		for _, files := range versions {
+			wg.Add(1)
+			go run(update("w/same", files))
+		}
+		wg.Wait()
+		if len(failures) > 0 {
+			t.Fatalf("racing writers failed: %v", failures)
+		}
+		s := open()
+		defer s.Close()
+		got := contents(t, s)
+		same := map[string]string{}
+		for p, c := range got {
+			if strings.HasPrefix(p, "d/same/") {
+				same[p] = c
+			} else if others[p] != c {
+				t.Errorf("%s = %q, want %q", p, c, others[p])
+			}
+		}
+		if len(got)-len(same) != len(others) {
+			t.Errorf("other workloads: %d files, want %d", len(got)-len(same), len(others))
+		}
+		whole := false
+		for _, v := range versions {
+			whole = whole || reflect.DeepEqual(same, v)
+		}
+		if !whole {
+			t.Fatalf("three renders of one workload left a mix: %v", same)
 		}
 	})
 	t.Run("NotFound", func(t *testing.T) {

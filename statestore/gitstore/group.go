@@ -1,0 +1,282 @@
+package gitstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// applyGrouped writes one workload's update to a remote branch that many
+// writers share (see pending.go for the protocol):
+//
+//  1. Plan u on the newest tip, fold every request waiting on the server into
+//     the same push (one commit each, chained after this writer's own), and
+//     push the branch and the deletion of the folded requests atomically.
+//  2. On a lost race, publish u as a request of its own (once), wait a
+//     little, and go back to 1 — unless the request is gone by then, which
+//     means another writer's push carried it: the update has landed.
+//
+// A render that gives up (deadline, a plan error, a cancelled context)
+// withdraws its request first, so nothing it reported as failed lands
+// later; if the request was already folded, the update landed and the
+// render reports success.
+func (s *Store) applyGrouped(ctx context.Context, r *remoteRepo, u statestore.Update) (statestore.Result, error) {
+	mine := pendingRef(r.space, u.Workload)
+	var (
+		published plumbing.Hash // this writer's request, once the server has it
+		alone     bool          // another render of this workload has a request: no request of ours
+		res, last statestore.Result
+	)
+	fail := func(op string, err error) (statestore.Result, error) {
+		if !published.IsZero() {
+			if landed := s.withdraw(ctx, r, mine, published); landed {
+				last.Attempts, last.Updated = res.Attempts, true
+				last.Revision = r.tip().String()
+				return last, nil
+			}
+		}
+		return res, s.wrap(op, err)
+	}
+	refresh := false
+	for attempt := 1; ; attempt++ {
+		res = statestore.Result{Attempts: attempt}
+		tip, objs, err := r.head(ctx, refresh)
+		if err != nil {
+			return fail("read", err)
+		}
+		refresh = true
+		if !published.IsZero() && !r.holds(mine, published) {
+			// Another writer folded our request into its push.
+			last.Attempts, last.Updated, last.Revision = attempt, true, tip.String()
+			return last, nil
+		}
+		root, err := rootTree(objs, tip)
+		if err != nil {
+			return fail("read", err)
+		}
+		res.Revision = tip.String()
+		ov := newOverlay(objs)
+		snap := newTreeSnap(ov, root, s.prefix)
+		plan, err := statestore.PlanUpdate(snap, u)
+		if err != nil {
+			return fail("plan", err)
+		}
+		res.Diff, res.Updated = plan.Diff, plan.Changed()
+		last = res
+		head := tip
+		var deletes []*packp.Command
+		if plan.Changed() {
+			if snap, err = snap.apply(plan.Ops); err != nil {
+				return fail("write", err)
+			}
+			if head, err = s.commit(ov, head, snap.rootOrEmpty(ov), u.Message, s.signature()); err != nil {
+				return fail("commit", err)
+			}
+			res.Revision = head.String()
+		}
+		if !published.IsZero() {
+			deletes = append(deletes, &packp.Command{Name: mine, Old: published})
+		}
+		head, folded := s.fold(ov, snap, head, u.Workload, mine)
+		deletes = append(deletes, folded...)
+		if head == tip && len(deletes) == 0 {
+			return res, nil // the branch already holds this update
+		}
+		var cmds []*packp.Command
+		if head != tip {
+			cmds = append(cmds, &packp.Command{Name: r.branch, Old: tip, New: head})
+		}
+		cmds = append(cmds, deletes...)
+		err = r.publishCommands(ctx, ov, cmds)
+		switch {
+		case err == nil:
+			return res, nil
+		case errors.Is(err, errNoGroup):
+			s.noGroup(r, err)
+			continue
+		case !errors.Is(err, errStale):
+			return fail("push", err)
+		}
+		if published.IsZero() && !alone && r.space != "" {
+			switch h, perr := s.request(ctx, r, u, mine); {
+			case perr == nil:
+				published = h
+			case errors.Is(perr, errStale):
+				alone = true // another render of this workload is waiting
+			case errors.Is(perr, errNoGroup), errors.Is(perr, statestore.ErrRejected):
+				s.noGroup(r, perr)
+			default:
+				return fail("push", perr)
+			}
+		}
+		lost := fmt.Errorf("%w: the branch kept moving", statestore.ErrConflict)
+		if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
+			return fail("push", fmt.Errorf("%w; gave up after %d attempts", lost, attempt))
+		}
+		if published.IsZero() {
+			if err := statestore.Pause(ctx, attempt, 500*time.Millisecond, lost); err != nil {
+				return fail("push", err)
+			}
+			continue
+		}
+		done, tip, err := s.await(ctx, r, mine, published, lost)
+		if err != nil {
+			return fail("push", err)
+		}
+		if done {
+			last.Attempts, last.Updated, last.Revision = attempt, true, tip.String()
+			return last, nil
+		}
+	}
+}
+
+// patience is how long a waiting writer lets the branch stand still, per
+// request ahead of its own, before it stops waiting for the writers ahead
+// and leads itself: the first request's writer leads at once, the second
+// after one patience without progress (the first died), and so on, so a
+// dead writer delays the others once and never sets them all racing.
+const patience = 10 * time.Second
+
+// await waits, with cheap reads of the server's refs only, until this
+// writer's request was folded by another writer's push (true), or until it
+// is this writer's turn to lead (false). Leading one at a time keeps N
+// waiting writers from racing N pushes.
+func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.ReferenceName, h plumbing.Hash, lost error) (bool, plumbing.Hash, error) {
+	var seen plumbing.Hash
+	moved := time.Now()
+	for poll := 1; ; poll++ {
+		refs, err := r.list(ctx)
+		if err != nil {
+			return false, plumbing.ZeroHash, err
+		}
+		tip := refs[r.branch]
+		if refs[mine] != h {
+			return true, tip, nil
+		}
+		if tip != seen {
+			seen, moved = tip, time.Now()
+		}
+		if time.Since(moved) >= time.Duration(rank(refs, r.space, mine))*patience {
+			return false, tip, nil
+		}
+		// Polls back off to about two seconds: N waiters must not keep
+		// the server busier than the leader's push.
+		if err := statestore.Pause(ctx, min(poll+2, 7), 2*time.Second, lost); err != nil {
+			return false, plumbing.ZeroHash, err
+		}
+	}
+}
+
+// rank is how many requests in space sort before mine.
+func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plumbing.ReferenceName) int {
+	n := 0
+	for name := range refs {
+		if strings.HasPrefix(name.String(), space) && name < mine {
+			n++
+		}
+	}
+	return n
+}
+
+// fold plans every request waiting on the server on top of snap, after
+// head, skipping this writer's own workload. It returns the new head and the
+// commands that delete the folded requests. A request that cannot be
+// planned (it conflicts with another workload) is left for its owner, who
+// will meet the same error on its own.
+func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload string, mine plumbing.ReferenceName) (plumbing.Hash, []*packp.Command) {
+	r := s.repo.(*remoteRepo)
+	if r.space == "" {
+		return head, nil
+	}
+	reqs, err := requests(r.st, r.space)
+	if err != nil {
+		return head, nil
+	}
+	var deletes []*packp.Command
+	for _, q := range reqs {
+		if q.ref == mine {
+			continue
+		}
+		fu, author, err := readRequest(ov, q.commit)
+		if err != nil || fu.Workload == workload || pendingRef(r.space, fu.Workload) != q.ref {
+			continue
+		}
+		plan, err := statestore.PlanUpdate(snap, fu)
+		if err != nil {
+			continue
+		}
+		if plan.Changed() {
+			next, err := snap.apply(plan.Ops)
+			if err != nil {
+				continue
+			}
+			c, err := s.commit(ov, head, next.rootOrEmpty(ov), fu.Message, author)
+			if err != nil {
+				continue
+			}
+			snap, head = next, c
+		}
+		deletes = append(deletes, &packp.Command{Name: q.ref, Old: q.commit})
+	}
+	return head, deletes
+}
+
+// request publishes u as this writer's request. errStale means a request
+// for this workload already waits (another render of it).
+func (s *Store) request(ctx context.Context, r *remoteRepo, u statestore.Update, ref plumbing.ReferenceName) (plumbing.Hash, error) {
+	ov := newOverlay(r.st)
+	h, err := writeRequest(ov, u, s.signature())
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := r.publishCommands(ctx, ov, []*packp.Command{{Name: ref, New: h}}); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return h, nil
+}
+
+// withdraw deletes this writer's request before it gives up, even when ctx
+// was cancelled. It reports true when the request had already been folded
+// (the update landed).
+func (s *Store) withdraw(ctx context.Context, r *remoteRepo, ref plumbing.ReferenceName, h plumbing.Hash) bool {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	wctx = statestore.WithRetryDeadline(wctx, 10*time.Second)
+	err := r.publishCommands(wctx, newOverlay(r.st), []*packp.Command{{Name: ref, Old: h}})
+	if errors.Is(err, errStale) {
+		if ferr := r.fetch(wctx); ferr == nil && !r.holds(ref, h) {
+			return true
+		}
+	}
+	if err != nil && !errors.Is(err, errStale) && s.cfg.Warn != nil {
+		s.cfg.Warn("could not withdraw this render's pending update; the next writer may still apply it",
+			"ref", ref.String(), "error", err.Error())
+	}
+	return false
+}
+
+// noGroup turns group commit off for this store after the server showed it
+// cannot take part, and says so once.
+func (s *Store) noGroup(r *remoteRepo, err error) {
+	if r.space == "" {
+		return
+	}
+	r.space = ""
+	if s.cfg.Warn != nil {
+		s.cfg.Warn("group commit is off for this store: concurrent writers will take turns",
+			"reason", err.Error())
+	}
+}
+
+// holds reports whether the last fetch saw ref at h.
+func (r *remoteRepo) holds(ref plumbing.ReferenceName, h plumbing.Hash) bool {
+	got, err := r.st.Reference(ref)
+	return err == nil && got.Hash() == h
+}
