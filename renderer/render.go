@@ -2,6 +2,7 @@ package renderer
 
 import (
 	"bytes"
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
@@ -66,11 +67,18 @@ func (g Group) Unscheduled() bool { return len(g.Destinations) == 0 }
 // Verdict is what scheduling thought of one destination for one group.
 type Verdict struct {
 	Destination string
-	// Reason is why the destination was filtered out; empty for a candidate.
+	// Reasons are every reason the destination was filtered out (each
+	// label, expression, strict matching, a cordon); empty for a candidate.
+	Reasons []string
+	// Reason is Reasons in one line ("; "-separated); empty for a candidate.
 	Reason string
 	// Score is a candidate's load (lower is better) under the spread strategy.
 	Score  int
 	Chosen bool
+	// TiedWith, on the chosen destination of a resource group, names the
+	// other candidates with the same lowest score: the stable hash of the
+	// workload's identity broke the tie.
+	TiedWith []string
 }
 
 // StoreWrite is what one store must hold for the workload.
@@ -117,7 +125,14 @@ func GroupID(dir string) string {
 // Render schedules the workflow's output and lays it out per store. It is
 // pure: the same Input always gives the same Plan (the random strategy
 // included, for a given Seed).
-func Render(in Input) (*Plan, error) {
+func Render(in Input) (*Plan, error) { return RenderContext(context.Background(), in) }
+
+// RenderContext is Render that gives up with ctx's error once ctx is done;
+// it checks between its steps and between groups.
+func RenderContext(ctx context.Context, in Input) (*Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := ValidateWorkflow(in.Workflow); err != nil {
 		return nil, err
 	}
@@ -136,9 +151,15 @@ func Render(in Input) (*Plan, error) {
 		byName[dests[i].Name] = &dests[i]
 	}
 	for i := range groups {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		g := &groups[i]
 		schedule(in, dests, byName, g, plan)
 		plan.Groups = append(plan.Groups, *g)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	plan.Writes = placeFiles(in, byName, plan.Groups)
 	if err := checkPaths(in, plan); err != nil {

@@ -106,16 +106,18 @@ func asSelector(s Selector) (labels.Selector, error) {
 	return sel, nil
 }
 
-// filter says why d cannot take a group with selector s ("" if it can).
-// It follows Kratix: matchLabels is equality on every key; a group with no
-// selector matches every destination except strict ones that have labels.
-func filter(s Selector, d *Destination) string {
+// filter says every reason d cannot take a group with selector s (none if
+// it can), so a user who fixes one learns about the next. It follows
+// Kratix: matchLabels is equality on every key; a group with no selector
+// matches every destination except strict ones that have labels.
+func filter(s Selector, d *Destination) []string {
 	if s.Empty() {
 		if d.StrictMatchLabels && len(d.Labels) > 0 {
-			return "strictMatchLabels: the destination has labels and the group has no selector"
+			return []string{"strictMatchLabels: the destination has labels and the group has no selector"}
 		}
-		return ""
+		return nil
 	}
+	var reasons []string
 	keys := make([]string, 0, len(s.MatchLabels))
 	for k := range s.MatchLabels {
 		keys = append(keys, k)
@@ -125,27 +127,27 @@ func filter(s Selector, d *Destination) string {
 		want := s.MatchLabels[k]
 		got, ok := d.Labels[k]
 		if !ok {
-			return fmt.Sprintf("label %s=%s: the destination has no label %s", k, want, k)
-		}
-		if got != want {
-			return fmt.Sprintf("label %s=%s: the destination has %s=%s", k, want, k, got)
+			reasons = append(reasons, fmt.Sprintf("label %s=%s: the destination has no label %s", k, want, k))
+		} else if got != want {
+			reasons = append(reasons, fmt.Sprintf("label %s=%s: the destination has %s=%s", k, want, k, got))
 		}
 	}
 	set := labels.Set(d.Labels)
 	for _, e := range s.MatchExpressions {
 		sel, err := asSelector(Selector{MatchExpressions: []layout.Requirement{e}})
 		if err != nil {
-			return err.Error()
+			reasons = append(reasons, err.Error())
+			continue
 		}
 		if !sel.Matches(set) {
 			have := "no label " + e.Key
 			if v, ok := d.Labels[e.Key]; ok {
 				have = e.Key + "=" + v
 			}
-			return fmt.Sprintf("expression %s: the destination has %s", sel.String(), have)
+			reasons = append(reasons, fmt.Sprintf("expression %s: the destination has %s", sel.String(), have))
 		}
 	}
-	return ""
+	return reasons
 }
 
 // schedule fills g's verdicts and destinations.
@@ -153,10 +155,11 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 	var candidates []int
 	for i := range dests {
 		d := &dests[i]
-		v := Verdict{Destination: d.Name, Reason: filter(g.Selector, d)}
-		if v.Reason == "" && d.Unschedulable && in.Workflow.Type == ResourceWorkflow {
-			v.Reason = "cordoned (spec.unschedulable): takes no new placements"
+		v := Verdict{Destination: d.Name, Reasons: filter(g.Selector, d)}
+		if d.Unschedulable && in.Workflow.Type == ResourceWorkflow {
+			v.Reasons = append(v.Reasons, "cordoned (spec.unschedulable): takes no new placements")
 		}
+		v.Reason = strings.Join(v.Reasons, "; ")
 		if v.Reason == "" {
 			candidates = append(candidates, len(g.Verdicts))
 		}
@@ -185,7 +188,7 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 					plan.Warnings = append(plan.Warnings, fmt.Sprintf(
 						"group %s stays on destination %s where it was placed, although it no longer matches (%s); run `render drain` to move it",
 						g.Directory, d.Name, v.Reason))
-					v.Reason = ""
+					v.Reason, v.Reasons = "", nil
 				}
 			}
 			return
@@ -214,6 +217,13 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 	}
 	g.Verdicts[best].Chosen = true
 	g.Destinations = []string{g.Verdicts[best].Destination}
+	if in.Strategy != Random {
+		for _, i := range candidates {
+			if i != best && g.Verdicts[i].Score == g.Verdicts[best].Score {
+				g.Verdicts[best].TiedWith = append(g.Verdicts[best].TiedWith, g.Verdicts[i].Destination)
+			}
+		}
+	}
 }
 
 // load is a candidate's score under the spread strategy: the resources of

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,21 +27,24 @@ func newBootstrapCommand(io IO) *cobra.Command {
   render bootstrap argocd DESTINATION --platform PATH   two Argo CD Applications (git stores only)
 
 Pipe the output to kubectl apply -f - on the worker. Secrets are referenced by name, never printed.`,
+		Example: `  render bootstrap flux dev-eu --platform fixtures/platform | kubectl apply -f -
+  render bootstrap argocd dev-eu --platform fixtures/platform | kubectl apply -f -`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
+		// Without a target there is nothing to print: a usage error, not help.
+		RunE: func(*cobra.Command, []string) error {
+			return usageError("bootstrap needs a target: flux or argocd (render bootstrap flux DESTINATION --platform PATH)")
+		},
 	}
 	cmd.AddCommand(newBootstrapFluxCommand(io), newBootstrapArgoCDCommand(io))
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: ExitBadInput, Err: err}
-	})
 	return cmd
 }
 
 // oneDestination is the positional argument check of both sub-commands.
 func oneDestination(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
-		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%s takes one argument, the destination's name (got %d)", cmd.CommandPath(), len(args))}
+		return usageError("%s takes one argument, the destination's name (got %d)", strings.TrimPrefix(cmd.CommandPath(), "render "), len(args))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -80,26 +81,12 @@ func bootstrapPlatform(t *testing.T) string {
 	return dir
 }
 
-// bootstrapRun runs the bootstrap command as Main runs the tree: an
-// ExitError's code, else 0 or 1.
+// bootstrapRun runs `render bootstrap ARGS...` through Main.
 func bootstrapRun(t *testing.T, args ...string) bootstrapResult {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	cmd := newBootstrapCommand(IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
-	cmd.SetArgs(args)
-	cmd.SetOut(io.Discard)
-	err := cmd.Execute()
-	r := bootstrapResult{out: out.String(), errOut: errOut.String()}
-	var ee *ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.Code
-		r.errOut += ee.Error()
-	default:
-		r.code = 1
-		r.errOut += err.Error()
-	}
+	code := Main(context.Background(), append([]string{"bootstrap"}, args...), IO{Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+	r := bootstrapResult{code: code, out: out.String(), errOut: errOut.String()}
 	if r.code == 0 {
 		dec := yaml.NewDecoder(strings.NewReader(r.out))
 		for {

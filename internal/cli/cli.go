@@ -37,6 +37,14 @@ const (
 type ExitError struct {
 	Code int
 	Err  error
+	// Usage adds a line pointing at the command's --help.
+	Usage bool
+}
+
+// usageError is a mistake in the command line itself: exit code 2, and a
+// hint to read the command's help.
+func usageError(format string, args ...any) *ExitError {
+	return &ExitError{Code: ExitBadInput, Err: fmt.Errorf(format, args...), Usage: true}
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }
@@ -46,21 +54,82 @@ func (e *ExitError) Unwrap() error { return e.Err }
 type IO struct {
 	Out, Err io.Writer
 	Getenv   func(string) string
+	// Signals, when set, stands for the process's SIGINT and SIGTERM (tests
+	// send on it); when nil, commands that handle signals ask for them.
+	Signals <-chan os.Signal
+	// phaseHook, when set (tests), is called as a one-shot render or drain
+	// enters each phase, with the context a first signal cancels.
+	phaseHook func(ctx context.Context, phase string)
+}
+
+// commonOptions are the flags render and render drain share, registered and
+// checked in one place so that they cannot drift apart.
+type commonOptions struct {
+	Platform      []string
+	SecretsDir    string
+	DryRun        bool
+	Format        string
+	Strategy      string
+	RetryDeadline time.Duration
+	LogFormat     string
+	LogLevel      string
+}
+
+// AddFlags registers the shared flags; dryRun is the --dry-run help.
+func (c *commonOptions) AddFlags(fs *pflag.FlagSet, dryRun string) {
+	fs.StringArrayVar(&c.Platform, "platform", nil, "platform configuration: a YAML file or a folder of them (repeatable)")
+	fs.StringVar(&c.SecretsDir, "secrets-dir", "", "folder of mounted secrets, as <dir>/<secret name>/<key>")
+	fs.BoolVar(&c.DryRun, "dry-run", false, dryRun)
+	fs.StringVarP(&c.Format, "format", "o", "text", "report format: text or json")
+	fs.StringVar(&c.Strategy, "strategy", string(renderer.Spread), "how a resource picks among matching destinations: spread (fewest of its flavour, then a stable hash) or random (Kratix)")
+	fs.DurationVar(&c.RetryDeadline, "retry-deadline", 2*time.Minute, "the run's one retry budget: how long unreachable or busy stores are retried, in total, before render gives up with exit code 1")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// badFlag is a flag whose value is wrong: exit code 2 and one line saying
+// what to use instead.
+func badFlag(format string, args ...any) *ExitError {
+	return &ExitError{Code: ExitBadInput, Err: fmt.Errorf(format, args...)}
+}
+
+// Validate checks the shared flags' values.
+func (c *commonOptions) Validate() error {
+	switch c.Format {
+	case "text", "json":
+	default:
+		return badFlag("--format %q: use text or json", c.Format)
+	}
+	switch renderer.Strategy(c.Strategy) {
+	case renderer.Spread, renderer.Random:
+	default:
+		return badFlag("--strategy %q: use spread or random", c.Strategy)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return badFlag("--log-format %q: use text or json", c.LogFormat)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return badFlag("--log-level %q: use debug, info, warn or error", c.LogLevel)
+	}
+	if c.RetryDeadline <= 0 {
+		return badFlag("--retry-deadline must be positive")
+	}
+	return nil
+}
+
+// logger is the log the flags ask for, written to w.
+func (c *commonOptions) logger(w io.Writer) *slog.Logger {
+	return newLogger(w, c.LogFormat, c.LogLevel)
 }
 
 // renderOptions are the flags of the main command.
 type renderOptions struct {
+	commonOptions
 	Output, Metadata, Input string
-	Platform                []string
-	SecretsDir              string
 	identity                map[string]*string
-	DryRun                  bool
-	Format                  string
-	Strategy                string
 	FlavourKey              string
-	RetryDeadline           time.Duration
-	LogFormat               string
-	LogLevel                string
 	Explain                 bool
 	Hydrate                 bool
 	// Watch mode (see watch.go).
@@ -86,19 +155,12 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Output, "output", "/kratix/output", "the workflow's output folder")
 	fs.StringVar(&o.Metadata, "metadata", "/kratix/metadata", "the workflow's metadata folder (destination-selectors.yaml)")
 	fs.StringVar(&o.Input, "input", "/kratix/input", "the workflow's input folder (object.yaml)")
-	fs.StringArrayVar(&o.Platform, "platform", nil, "platform configuration: a YAML file or a folder of them (repeatable)")
-	fs.StringVar(&o.SecretsDir, "secrets-dir", "", "folder of mounted secrets, as <dir>/<secret name>/<key>")
+	o.commonOptions.AddFlags(fs, "write nothing; print per destination what would be added, changed and deleted")
 	o.identity = map[string]*string{}
 	for _, f := range identityFlags {
 		o.identity[f.name] = fs.String(f.name, "", f.help+" (overrides $"+f.env+")")
 	}
-	fs.BoolVar(&o.DryRun, "dry-run", false, "write nothing; print per destination what would be added, changed and deleted")
-	fs.StringVarP(&o.Format, "format", "o", "text", "report format: text or json")
-	fs.StringVar(&o.Strategy, "strategy", string(renderer.Spread), "how a resource picks among matching destinations: spread (fewest of its flavour, then a stable hash) or random (Kratix)")
 	fs.StringVar(&o.FlavourKey, "flavour-key", "flavour", "label on the resource request that names its flavour, for spreading")
-	fs.DurationVar(&o.RetryDeadline, "retry-deadline", 2*time.Minute, "the render's one retry budget: how long unreachable or busy stores are retried, in total, before render gives up with exit code 1")
-	fs.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&o.Explain, "explain", false, "print, per group, every destination with why it was filtered out or its score")
 	fs.BoolVar(&o.Hydrate, "hydrate", false, "build output folders that hold a kustomization.yaml into plain manifests before scheduling")
 	fs.BoolVar(&o.Watch, "watch", false, "keep running: render whenever the output, metadata or platform folders settle; on SIGTERM render once more and exit 0")
@@ -109,26 +171,9 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 
 // Validate checks the flags' values.
 func (o *renderOptions) Validate() error {
-	bad := func(format string, args ...any) error {
-		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf(format, args...)}
-	}
-	switch o.Format {
-	case "text", "json":
-	default:
-		return bad("--format %q: use text or json", o.Format)
-	}
-	switch renderer.Strategy(o.Strategy) {
-	case renderer.Spread, renderer.Random:
-	default:
-		return bad("--strategy %q: use spread or random", o.Strategy)
-	}
-	switch o.LogFormat {
-	case "text", "json":
-	default:
-		return bad("--log-format %q: use text or json", o.LogFormat)
-	}
-	if o.RetryDeadline <= 0 {
-		return bad("--retry-deadline must be positive")
+	bad := badFlag
+	if err := o.commonOptions.Validate(); err != nil {
+		return err
 	}
 	if o.Watch && (o.QuietPeriod <= 0 || o.MaxWait < o.QuietPeriod) {
 		return bad("--quiet-period must be positive and --max-wait at least as long")
@@ -155,9 +200,16 @@ func (o *renderOptions) engineOptions(io IO, log *slog.Logger) engine.Options {
 	}
 }
 
-func newLogger(w io.Writer, format, level string) *slog.Logger {
+// parseLevel reads a --log-level value.
+func parseLevel(level string) (slog.Level, error) {
 	var lv slog.Level
-	_ = lv.UnmarshalText([]byte(level))
+	err := lv.UnmarshalText([]byte(level))
+	return lv, err
+}
+
+// newLogger is a logger with the given format and level (already checked).
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	lv, _ := parseLevel(level)
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
@@ -175,7 +227,19 @@ func NewCommand(io IO) *cobra.Command {
 workload group to destinations by label, and writes every destination's folder to its
 git repository or S3 bucket, where Flux or Argo CD on the worker reconciles it.
 
-Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but some group unscheduled.`,
+Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but some group
+unscheduled, 130 and 143 stopped by SIGINT or SIGTERM (the last line says whether anything
+was written).`,
+		Example: `  # render once, as a pipeline's last container does (KRATIX_* variables set by Kratix)
+  render --platform /platform
+
+  # what would change, and why each destination was or was not chosen
+  render --dry-run --explain --platform fixtures/platform \
+    --output fixtures/resource-workflow/output --metadata fixtures/resource-workflow/metadata \
+    --input fixtures/resource-workflow/input
+
+  # a pipeline sidecar: render whenever the workflow's files settle, once more on SIGTERM
+  render --watch --platform /platform --metrics-addr :9090`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -192,7 +256,7 @@ Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but som
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &ExitError{Code: ExitBadInput, Err: err}
+		return &ExitError{Code: ExitBadInput, Err: err, Usage: true}
 	})
 	root.Version = Version
 	return root
@@ -205,41 +269,54 @@ func Main(ctx context.Context, args []string, io IO) int {
 	}
 	// Every secret value the inputs load is masked in all render prints.
 	io.Out, io.Err = redact.Writer(io.Out), redact.Writer(io.Err)
-	cmd := NewCommand(io)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
+	root := NewCommand(io)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
 	var ee *ExitError
-	if errors.As(err, &ee) {
-		if ee.Err != nil && ee.Err.Error() != "" {
-			fmt.Fprintf(io.Err, "render: %v\n", ee.Err)
+	if !errors.As(err, &ee) {
+		// Every command returns an ExitError; anything else is cobra's
+		// own: an unknown command or a wrong number of arguments.
+		ee = &ExitError{Code: ExitBadInput, Err: err, Usage: true}
+	}
+	if ee.Err != nil && ee.Err.Error() != "" {
+		fmt.Fprintf(io.Err, "render: %v\n", ee.Err)
+	}
+	if ee.Usage {
+		if cmd == nil {
+			cmd = root
 		}
-		return ee.Code
+		fmt.Fprintf(io.Err, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
-	// cobra's own usage errors (unknown command, bad arguments).
-	fmt.Fprintf(io.Err, "render: %v\nRun 'render --help' for usage.\n", err)
-	if strings.Contains(err.Error(), "unknown") || strings.Contains(err.Error(), "arg") {
-		return ExitBadInput
-	}
-	return ExitStoreFailed
+	return ee.Code
 }
 
 // runRender is one render, or a watch loop with --watch.
 func runRender(ctx context.Context, o *renderOptions, io IO) error {
-	log := newLogger(io.Err, o.LogFormat, o.LogLevel)
+	log := o.logger(io.Err)
 	if o.Watch {
 		return runWatch(ctx, o, io, log)
 	}
-	eng := engine.New(o.engineOptions(io, log))
-	defer eng.Close()
-	rep, err := eng.Render(ctx)
-	return finish(rep, err, o, io)
+	var phase phaseWatch
+	opts := o.engineOptions(io, log)
+	opts.OnPhase = phase.set
+	eng := engine.New(opts)
+	rep, err, sig, exit := runInterruptible(ctx, io, log, &phase, eng.Render)
+	if exit != nil {
+		return exit // a second signal: the render is abandoned, eng with it
+	}
+	eng.Close()
+	return finish(rep, err, o, io, sig)
 }
 
-// finish prints a render's report and turns it into an exit code.
-func finish(rep *engine.Report, err error, o *renderOptions, io IO) error {
+// finish prints a render's report and turns it into an exit code. sig is
+// the signal that asked the render to stop while it ran, if one did.
+func finish(rep *engine.Report, err error, o *renderOptions, io IO, sig os.Signal) error {
+	if sig != nil && (errors.Is(err, engine.ErrStopped) || errors.Is(err, context.Canceled)) {
+		return stoppedExit(sig, err)
+	}
 	var ie *renderer.InputError
 	if errors.As(err, &ie) {
 		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%v (nothing was written)", ie)}
@@ -247,6 +324,12 @@ func finish(rep *engine.Report, err error, o *renderOptions, io IO) error {
 	if err != nil {
 		return &ExitError{Code: ExitStoreFailed, Err: err}
 	}
+	// The report first; a signal that came while publishing adds its line.
+	return interruptedPublish(sig, rep.Stopped, rep.Stores, rep.DryRun, report(rep, o, io))
+}
+
+// report prints a finished render's report and returns its exit error.
+func report(rep *engine.Report, o *renderOptions, io IO) error {
 	if o.Format == "json" {
 		if err := writeJSON(io.Out, rep); err != nil {
 			return &ExitError{Code: ExitStoreFailed, Err: err}

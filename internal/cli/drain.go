@@ -7,34 +7,17 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/renderer"
 )
 
-// drainOptions are the flags of `render drain`.
+// drainOptions are the flags of `render drain`: the ones it shares with
+// render.
 type drainOptions struct {
-	Platform      []string
-	SecretsDir    string
-	DryRun        bool
-	Format        string
-	Strategy      string
-	RetryDeadline time.Duration
-	LogFormat     string
-}
-
-func (o *drainOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&o.Platform, "platform", nil, "platform configuration: a YAML file or a folder of them (repeatable)")
-	fs.StringVar(&o.SecretsDir, "secrets-dir", "", "folder of mounted secrets, as <dir>/<secret name>/<key>")
-	fs.BoolVar(&o.DryRun, "dry-run", false, "write nothing; print where each resource would move")
-	fs.StringVarP(&o.Format, "format", "o", "text", "report format: text or json")
-	fs.StringVar(&o.Strategy, "strategy", string(renderer.Spread), "how a moved resource picks among matching destinations: spread or random")
-	fs.DurationVar(&o.RetryDeadline, "retry-deadline", 2*time.Minute, "how long an unreachable store is retried")
-	fs.StringVar(&o.LogFormat, "log-format", "text", "log format: text or json")
+	commonOptions
 }
 
 func newDrainCommand(io IO) *cobra.Command {
@@ -48,30 +31,46 @@ It copies the files from the store, updates the placement records, and writes on
 per store. Promise dependencies stay: they go to every matching destination.
 
 Cordon the destination first (spec.unschedulable: true) so new resources skip it too.
-Exit codes: 0 all moved, 1 a store failed, 2 bad input, 3 some resource could not move.`,
+Exit codes: 0 all moved, 1 a store failed, 2 bad input, 3 some resource could not move,
+130 and 143 stopped by SIGINT or SIGTERM.`,
+		Example: `  # where would dev-eu's resources go?
+  render drain dev-eu --platform platform/ --dry-run
+
+  # move them, and report as JSON
+  render drain dev-eu --platform platform/ -o json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return &ExitError{Code: ExitBadInput, Err: errors.New("drain takes one argument: the destination's name")}
+				return usageError("drain takes one argument, the destination's name (got %d)", len(args))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
 			return runDrain(cmd.Context(), o, args[0], io)
 		},
 	}
-	o.AddFlags(cmd.Flags())
+	o.AddFlags(cmd.Flags(), "write nothing; print where each resource would move")
 	return cmd
 }
 
 func runDrain(ctx context.Context, o *drainOptions, dest string, io IO) error {
-	if o.Format != "text" && o.Format != "json" {
-		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("--format %q: use text or json", o.Format)}
-	}
+	log := o.logger(io.Err)
+	var phase phaseWatch
 	eng := engine.New(engine.Options{Platform: o.Platform, SecretsDir: o.SecretsDir, DryRun: o.DryRun,
 		Strategy: renderer.Strategy(o.Strategy), RetryDeadline: o.RetryDeadline, Version: Version,
-		Log: newLogger(io.Err, o.LogFormat, "info"), Getenv: io.Getenv})
-	defer eng.Close()
-	rep, err := eng.Drain(ctx, dest)
+		Log: log, Getenv: io.Getenv, OnPhase: phase.set})
+	rep, err, sig, exit := runInterruptible(ctx, io, log, &phase, func(ctx context.Context) (*engine.DrainReport, error) {
+		return eng.Drain(ctx, dest)
+	})
+	if exit != nil {
+		return exit
+	}
+	eng.Close()
+	if sig != nil && (errors.Is(err, engine.ErrStopped) || errors.Is(err, context.Canceled)) {
+		return stoppedExit(sig, err)
+	}
 	var ie *renderer.InputError
 	if errors.As(err, &ie) {
 		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%v (nothing was written)", ie)}
@@ -79,6 +78,11 @@ func runDrain(ctx context.Context, o *drainOptions, dest string, io IO) error {
 	if err != nil {
 		return &ExitError{Code: ExitStoreFailed, Err: err}
 	}
+	return interruptedPublish(sig, rep.Stopped, rep.Stores, rep.DryRun, drainReport(rep, o, io))
+}
+
+// drainReport prints a finished drain's report and returns its exit error.
+func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 	if o.Format == "json" {
 		enc := json.NewEncoder(io.Out)
 		enc.SetIndent("", "  ")

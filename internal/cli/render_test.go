@@ -323,10 +323,12 @@ type report struct {
 		Unscheduled  bool     `json:"unscheduled"`
 		Kept         bool     `json:"kept"`
 		Verdicts     []struct {
-			Destination string `json:"destination"`
-			Filtered    string `json:"filtered"`
-			Score       int    `json:"score"`
-			Chosen      bool   `json:"chosen"`
+			Destination string   `json:"destination"`
+			Filtered    string   `json:"filtered"`
+			Reasons     []string `json:"reasons"`
+			Score       int      `json:"score"`
+			Chosen      bool     `json:"chosen"`
+			TiedWith    []string `json:"tiedWith"`
 		} `json:"verdicts"`
 	} `json:"groups"`
 	Stores []struct {
@@ -668,7 +670,7 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 		}},
 		{"unknown flag", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
-			return env, []string{"--colour"}, []string{"unknown flag: --colour"}
+			return env, []string{"--colour"}, []string{"unknown flag: --colour\nRun 'render --help' for usage.\n"}
 		}},
 	}
 	for _, tc := range cases {
@@ -694,7 +696,9 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 				if r.code != 2 {
 					t.Fatalf("existing=%v: want exit 2, got %s", existing, r)
 				}
-				if strings.Count(r.errout, "\n") != 1 || !strings.HasSuffix(r.errout, "\n") || !strings.HasPrefix(r.errout, "render: ") {
+				// One line; a mistyped flag adds the usual hint.
+				line := strings.TrimSuffix(r.errout, "Run 'render --help' for usage.\n")
+				if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") || !strings.HasPrefix(line, "render: ") {
 					t.Errorf("stderr is not one line starting with \"render: \":\n%s", r.errout)
 				}
 				for _, s := range want {

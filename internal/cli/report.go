@@ -83,6 +83,8 @@ func verdictLine(v renderer.Verdict) string {
 	switch {
 	case v.Reason != "":
 		return fmt.Sprintf("%-20s filtered out: %s", v.Destination, v.Reason)
+	case v.Chosen && len(v.TiedWith) > 0:
+		return fmt.Sprintf("%-20s chosen (score %d, tied with %s: broken by the stable hash of the workload's identity)", v.Destination, v.Score, strings.Join(v.TiedWith, ", "))
 	case v.Chosen:
 		return fmt.Sprintf("%-20s chosen (score %d)", v.Destination, v.Score)
 	default:
@@ -105,10 +107,14 @@ func unscheduledLine(g renderer.Group) string {
 }
 
 type jsonVerdict struct {
-	Destination string `json:"destination"`
-	Filtered    string `json:"filtered,omitempty"`
-	Score       int    `json:"score"`
-	Chosen      bool   `json:"chosen"`
+	Destination string   `json:"destination"`
+	Filtered    string   `json:"filtered,omitempty"`
+	Reasons     []string `json:"reasons,omitempty"`
+	Score       int      `json:"score"`
+	Chosen      bool     `json:"chosen"`
+	// TiedWith: the chosen destination tied on score with these, and the
+	// stable hash decided.
+	TiedWith []string `json:"tiedWith,omitempty"`
 }
 
 type jsonGroup struct {
@@ -191,7 +197,7 @@ func writeJSON(w io.Writer, rep *engine.Report) error {
 			jg := jsonGroup{Directory: g.Directory, ID: g.ID, Files: nonNil(g.Files), Selector: g.Selector.String(),
 				Destinations: nonNil(g.Destinations), Unscheduled: g.Unscheduled(), Kept: g.Sticky, Verdicts: []jsonVerdict{}}
 			for _, v := range g.Verdicts {
-				jg.Verdicts = append(jg.Verdicts, jsonVerdict{Destination: v.Destination, Filtered: v.Reason, Score: v.Score, Chosen: v.Chosen})
+				jg.Verdicts = append(jg.Verdicts, jsonVerdict{Destination: v.Destination, Filtered: v.Reason, Reasons: v.Reasons, Score: v.Score, Chosen: v.Chosen, TiedWith: v.TiedWith})
 			}
 			out.Groups = append(out.Groups, jg)
 		}

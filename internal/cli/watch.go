@@ -26,11 +26,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/render-dev/render/internal/engine"
@@ -54,14 +52,12 @@ type watchHooks struct {
 	abandoned func(<-chan outcome)
 }
 
-// runWatch is watch mode. It handles SIGINT and SIGTERM itself: ctx may be
-// cancelled by the first signal (cmd/render's signal.NotifyContext), which
-// only asks for the last render; renders run on a context that only a
-// second signal cancels.
+// runWatch is watch mode. It handles SIGINT and SIGTERM itself; the
+// cancellation of ctx counts as a first signal, which only asks for the
+// last render. Renders run on a context that only a second signal cancels.
 func runWatch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger) error {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs, release := io.notifySignals()
+	defer release()
 	return watch(ctx, o, io, log, watchHooks{signals: sigs, backoffMin: time.Second, backoffMax: 30 * time.Second})
 }
 

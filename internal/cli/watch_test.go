@@ -463,8 +463,10 @@ func TestWatchBadInputWaitsForNextChange(t *testing.T) {
 }
 
 func TestWatchStoreFailureIsRetried(t *testing.T) {
-	parent := filepath.Join(t.TempDir(), "not-yet")
-	repo := filepath.Join(parent, "state.git") // its parent folder is missing: the store fails
+	repo := filepath.Join(t.TempDir(), "state.git")
+	// A file where the repository should be: the store fails. (A missing
+	// parent folder would be bad input: a mistyped URL.)
+	watchWrite(t, repo, "not a repository\n")
 	d := newWatchDirs(t, watchLocalStore(repo))
 	watchWrite(t, filepath.Join(d.output, "a.yaml"), watchObj(""))
 	r := startWatch(t, d.args("--quiet-period", "100ms", "--retry-deadline", "1s", "--metrics-addr", "127.0.0.1:0"), 200*time.Millisecond)
@@ -476,7 +478,7 @@ func TestWatchStoreFailureIsRetried(t *testing.T) {
 	}
 
 	// The store comes back; no input changes, yet the retry writes.
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := os.Remove(repo); err != nil {
 		t.Fatal(err)
 	}
 	watchWaitRepo(t, watchLocalRepo(repo), "a retried render", 20*time.Second, func(s watchRepoState) bool { return s.has("/a.yaml") })
@@ -491,7 +493,8 @@ func TestWatchStoreFailureIsRetried(t *testing.T) {
 }
 
 func TestWatchLastRenderStoreFailureExitsOne(t *testing.T) {
-	repo := filepath.Join(t.TempDir(), "missing", "state.git")
+	repo := filepath.Join(t.TempDir(), "state.git")
+	watchWrite(t, repo, "not a repository\n") // the store fails
 	d := newWatchDirs(t, watchLocalStore(repo))
 	watchWrite(t, filepath.Join(d.output, "a.yaml"), watchObj(""))
 	r := startWatch(t, d.args("--retry-deadline", "1s"), time.Hour)

@@ -23,6 +23,8 @@ type DrainReport struct {
 	Stuck       []Stuck
 	Stores      []StoreReport
 	Duration    time.Duration
+	// Stopped is set when a stop was asked while the drain was publishing.
+	Stopped bool
 }
 
 // Move is one resource group that moved.
@@ -65,12 +67,19 @@ type pendingWrite struct {
 // cordoned for the choice; cordon it in the platform (spec.unschedulable)
 // so later renders of new resources skip it too. Promise dependencies stay:
 // they go to every matching destination by design.
+//
+// A stop asked with WithStop ends a drain that has not begun publishing
+// with a *StoppedError, as it does a render.
 func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
+	ph := &phaseTracker{e: e, ctx: ctx}
+	if err := ph.enter(PhaseReading); err != nil {
+		return nil, err
+	}
 	plat, err := inputs.LoadPlatform(e.opts.Platform, e.opts.SecretsDir)
 	if err != nil {
-		return nil, err
+		return nil, ph.check(err)
 	}
 	var from *renderer.Destination
 	var names []string
@@ -81,14 +90,20 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		names = append(names, d.Name)
 	}
 	if from = byName[dest]; from == nil {
-		return nil, &renderer.InputError{Where: "render drain", Msg: fmt.Sprintf("destination %q is not defined; known destinations: %s", dest, strings.Join(names, ", "))}
+		return nil, &renderer.InputError{Msg: fmt.Sprintf("destination %q is not defined in the platform configuration; known destinations: %s", dest, strings.Join(names, ", "))}
+	}
+	if err := ph.enter(PhasePlanning); err != nil {
+		return nil, err
 	}
 	stores, err := e.open(plat, storeRefs(plat))
 	if err != nil {
-		return nil, err
+		return nil, ph.check(err)
 	}
 	rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
 	recs, failed := e.readRecords(ctx, stores)
+	if err := ph.check(nil); err != nil {
+		return nil, err
+	}
 	if len(failed) > 0 {
 		for ref, err := range failed {
 			rep.Stores = append(rep.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: e.annotate(ref, err)})
@@ -213,11 +228,11 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			newPrefix := path.Join(to.Path, rel) + "/"
 			src, err := pend(from.Store, key, rec)
 			if err != nil {
-				return nil, e.storeErr(from.Store, stores, err)
+				return nil, ph.check(e.storeErr(from.Store, stores, err))
 			}
 			dst, err := pend(to.Store, key, rec)
 			if err != nil {
-				return nil, e.storeErr(to.Store, stores, err)
+				return nil, ph.check(e.storeErr(to.Store, stores, err))
 			}
 			moved := 0
 			for f, data := range src.files {
@@ -233,7 +248,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			for ref := range byWorkload[key] {
 				pw, err := pend(ref, key, rec)
 				if err != nil {
-					return nil, e.storeErr(ref, stores, err)
+					return nil, ph.check(e.storeErr(ref, stores, err))
 				}
 				copies = append(copies, pw)
 			}
@@ -265,6 +280,12 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		refs = append(refs, ref)
 	}
 	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	// The last point where a stop ends the drain with nothing written.
+	if err := ph.enter(PhasePublishing); err != nil {
+		return nil, err
+	}
+	pub, release := publishContext(ctx)
+	defer release()
 	for _, ref := range refs {
 		var us []statestore.Update
 		wkeys := make([]string, 0, len(pending[ref]))
@@ -291,10 +312,10 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		var res statestore.Result
 		var err error
 		if b, ok := st.(statestore.BatchApplier); ok {
-			res, err = b.ApplyAll(ctx, us)
+			res, err = b.ApplyAll(pub, us)
 		} else {
 			for _, u := range us {
-				r, uerr := st.Apply(ctx, u)
+				r, uerr := st.Apply(pub, u)
 				res.Updated = res.Updated || r.Updated
 				res.Added, res.Changed, res.Deleted = append(res.Added, r.Added...), append(res.Changed, r.Changed...), append(res.Deleted, r.Deleted...)
 				res.Revision = r.Revision
@@ -309,6 +330,8 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		rep.Stores = append(rep.Stores, sr)
 	}
 	rep.Duration = time.Since(start)
+	rep.Stopped = stopAsked(ctx)
+	ph.done()
 	return rep, nil
 }
 

@@ -44,6 +44,9 @@ type Options struct {
 	Version       string
 	Seed          uint64
 	Log           *slog.Logger
+	// OnPhase, when set, is told when a render enters each phase
+	// (PhaseReading, PhasePlanning, PhasePublishing).
+	OnPhase func(phase string)
 }
 
 // Engine renders; it may be used for many renders, one at a time.
@@ -112,6 +115,9 @@ type Report struct {
 	DryRun   bool
 	Duration time.Duration
 	Files    int // files read from the output
+	// Stopped is set when a stop was asked (WithStop) while the render was
+	// publishing: the publish went on, and Stores says how each ended.
+	Stopped bool
 }
 
 // StoreReport is one store's outcome.
@@ -153,8 +159,9 @@ type Inputs struct {
 	Selectors []renderer.SelectorEntry
 }
 
-// Load reads and validates every input. Its errors are InputErrors.
-func (e *Engine) Load() (*Inputs, error) {
+// Load reads and validates every input. Its errors are InputErrors, or
+// ctx's error once ctx is done.
+func (e *Engine) Load(ctx context.Context) (*Inputs, error) {
 	o := e.opts
 	plat, err := inputs.LoadPlatform(o.Platform, o.SecretsDir)
 	if err != nil {
@@ -184,12 +191,12 @@ func (e *Engine) Load() (*Inputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := inputs.ScanOutput(o.OutputDir)
+	out, err := inputs.ScanOutputContext(ctx, o.OutputDir)
 	if err != nil {
 		return nil, err
 	}
 	if o.Hydrate {
-		if out.Files, err = fluxcheck.Hydrate(out.Files); err != nil {
+		if out.Files, err = fluxcheck.Hydrate(ctx, out.Files); err != nil {
 			return nil, err
 		}
 	}
@@ -201,37 +208,50 @@ func (e *Engine) Load() (*Inputs, error) {
 }
 
 // Render runs one whole render. A returned error is an InputError (nothing
-// was written); store failures are in the Report.
+// was written), a *StoppedError (ctx, from WithStop, was stopped before
+// publishing; nothing was written) or ctx's error; store failures are in
+// the Report.
 func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	start := time.Now()
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
-	ld, err := e.Load()
-	if err != nil {
+	ctx = fluxcheck.WithWarn(ctx, e.kustomizeWarnings())
+	ph := &phaseTracker{e: e, ctx: ctx}
+	if err := ph.enter(PhaseReading); err != nil {
 		return nil, err
+	}
+	ld, err := e.Load(ctx)
+	if err != nil {
+		return nil, ph.check(err)
 	}
 	in := ld.Input
 	wf := in.Workflow
+	if err := ph.enter(PhasePlanning); err != nil {
+		return nil, err
+	}
 
 	// Every store any destination uses: records are read from all of them.
 	refs := storeRefs(ld.Platform)
 	stores, err := e.open(ld.Platform, refs)
 	if err != nil {
-		return nil, err
+		return nil, ph.check(err)
 	}
 	// Validate the selectors, the layout and what Flux will build before
 	// any store is contacted.
-	early, err := renderer.Render(in)
+	early, err := renderer.RenderContext(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, ph.check(err)
 	}
 	if err := checkStorePaths(ld.Platform, early, workloadKey(wf)); err != nil {
-		return nil, err
+		return nil, ph.check(err)
 	}
-	if _, err := fluxcheck.CheckPlan(early); err != nil {
-		return nil, err
+	if _, err := fluxcheck.CheckPlan(ctx, early); err != nil {
+		return nil, ph.check(err)
 	}
 
 	recs, failed := e.readRecords(ctx, stores)
+	if err := ph.check(nil); err != nil {
+		return nil, err
+	}
 	report := &Report{Workflow: wf, DryRun: e.opts.DryRun, Files: len(in.Output)}
 	if len(failed) > 0 {
 		// Without every store's records, placements could be duplicated or
@@ -246,17 +266,17 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	key := workloadKey(wf)
 	holders := applyRecords(&in, recs, key)
 
-	plan, err := renderer.Render(in)
+	plan, err := renderer.RenderContext(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, ph.check(err)
 	}
 	report.Plan = plan
-	objects, err := fluxcheck.CheckPlan(plan)
+	objects, err := fluxcheck.CheckPlan(ctx, plan)
 	if err != nil {
-		return nil, err
+		return nil, ph.check(err)
 	}
 	if err := fluxcheck.Duplicates(objects, otherObjects(recs, key)); err != nil {
-		return nil, err
+		return nil, ph.check(err)
 	}
 
 	updates := map[renderer.StoreRef]statestore.Update{}
@@ -289,6 +309,14 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		}
 	}
 	msg := message(wf, e.opts.Version)
+	// The last point where a stop ends the render with nothing written.
+	// From here each store's publish runs on ctx, which a stop does not
+	// cancel: it finishes, and the report says a stop came meanwhile.
+	if err := ph.enter(PhasePublishing); err != nil {
+		return nil, err
+	}
+	pub, release := publishContext(ctx)
+	defer release()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for ref, u := range updates {
@@ -299,7 +327,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 			defer wg.Done()
 			st := stores[ref]
 			t0 := time.Now()
-			res, err := st.Apply(ctx, u)
+			res, err := st.Apply(pub, u)
 			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
 			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
 			mu.Lock()
@@ -310,7 +338,25 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	wg.Wait()
 	sort.Slice(report.Stores, func(i, j int) bool { return report.Stores[i].Store.String() < report.Stores[j].Store.String() })
 	report.Duration = time.Since(start)
+	report.Stopped = stopAsked(ctx)
+	ph.done()
 	return report, nil
+}
+
+// kustomizeWarnings logs what kustomize would print on stderr (deprecated
+// fields), once per folder and message for one render.
+func (e *Engine) kustomizeWarnings() func(dir, msg string) {
+	var mu sync.Mutex
+	seen := map[[2]string]bool{}
+	return func(dir, msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[[2]string{dir, msg}] {
+			return
+		}
+		seen[[2]string{dir, msg}] = true
+		e.log.Warn("kustomize warning", "warning", msg, "folder", dir)
+	}
 }
 
 // open returns a client per store, reusing kept ones whose configuration

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -38,7 +39,15 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 			},
 		}
 		where := "GitStateStore " + gs.Name
-		if _, local := gitstore.LocalPath(gs.URL); !local {
+		if dir, local := gitstore.LocalPath(gs.URL); local {
+			// A repository on this machine is created on first use, but
+			// only inside a folder that exists: a missing one is a mistyped
+			// URL, known before any store is contacted.
+			if parent := filepath.Dir(dir); !isDir(parent) {
+				return nil, "", &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf(
+					"spec.url %s: folder %s does not exist (a local repository is created on first use, inside an existing folder)", gs.URL, parent)}
+			}
+		} else {
 			secret, err := e.secret(p, gs.File, where, gs.SecretRef, gs.AuthMethod != "")
 			if err != nil {
 				return nil, "", err
@@ -66,6 +75,11 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 		return e.openBucket(p, ref, bs)
 	}
 	return nil, "", fmt.Errorf("unknown store kind %s", ref.Kind)
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 // secret resolves a secretRef; required says whether the store needs one.

@@ -55,6 +55,7 @@
 package fluxcheck
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"sort"
@@ -107,6 +108,16 @@ func display(o Object) string {
 type options struct {
 	// keepIgnored: the source keeps Flux's default-ignored files (Bucket).
 	keepIgnored bool
+	// ctx, when set, stops the check once it is done (checkError.cancelled).
+	ctx context.Context
+}
+
+// done returns ctx's error, if the check has a context and it is done.
+func (o options) done() *checkError {
+	if o.ctx == nil || o.ctx.Err() == nil {
+		return nil
+	}
+	return &checkError{cancelled: o.ctx.Err()}
 }
 
 // CheckDestination checks one destination's files (paths relative to the
@@ -134,6 +145,8 @@ type checkError struct {
 	where, msg  string
 	// msgf, when set, builds the message once the other file's name is known.
 	msgf func(other string) string
+	// cancelled is the context's error when the check was stopped.
+	cancelled error
 }
 
 func (e *checkError) inputError(name func(string) string) *renderer.InputError {
@@ -161,7 +174,7 @@ func check(files map[string][]byte, opt options) ([]Object, *checkError) {
 			continue
 		}
 		sort.Strings(paths)
-		objs, err := checkSection(sec, paths, files, &mem)
+		objs, err := checkSection(sec, paths, files, &mem, opt)
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +204,7 @@ func sectionDir(sec string) string {
 
 // checkSection builds one section: plain files are decoded, folders with a
 // kustomization are built with krusty, and identities must be unique.
-func checkSection(sec string, paths []string, files map[string][]byte, mem **memTree) ([]Object, *checkError) {
+func checkSection(sec string, paths []string, files map[string][]byte, mem **memTree, opt options) ([]Object, *checkError) {
 	base := sectionDir(sec)
 	// Folders (destination-relative) holding a kustomization file.
 	kdirs := map[string]bool{}
@@ -222,6 +235,9 @@ func checkSection(sec string, paths []string, files map[string][]byte, mem **mem
 			if ext := path.Ext(p); ext != ".yaml" && ext != ".yml" {
 				continue
 			}
+			if err := opt.done(); err != nil {
+				return nil, err
+			}
 			fo, err := decodeFile(files[p])
 			if err != nil {
 				err.file = p
@@ -235,8 +251,12 @@ func checkSection(sec string, paths []string, files map[string][]byte, mem **mem
 		}
 	}
 	for _, dir := range builds {
+		if err := opt.done(); err != nil {
+			return nil, err
+		}
 		if *mem == nil {
 			*mem = newMemTree(files)
+			(*mem).warn = warnFrom(opt.ctx)
 		}
 		bo, err := (*mem).build(dir)
 		if err != nil {

@@ -1,6 +1,7 @@
 package fluxcheck
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"sort"
@@ -38,8 +39,9 @@ const originAnnotation = "config.kubernetes.io/origin"
 //
 // Remote bases cannot be hydrated (nothing is fetched): an input error. A
 // build that fails is an input error naming the kustomization file. The
-// result is sorted by path.
-func Hydrate(files []renderer.File) ([]renderer.File, error) {
+// result is sorted by path. It gives up with ctx's error once ctx is done,
+// checking before each build.
+func Hydrate(ctx context.Context, files []renderer.File) ([]renderer.File, error) {
 	byPath := make(map[string][]byte, len(files))
 	for _, f := range files {
 		byPath[f.Path] = f.Data
@@ -63,9 +65,13 @@ func Hydrate(files []renderer.File) ([]renderer.File, error) {
 	sort.Strings(tops)
 	tops = dedupe(tops)
 	mem := newMemTree(byPath)
+	mem.warn = warnFrom(ctx)
 	replaced := map[string]bool{} // top-level folders whose files go
 	out := map[string][]byte{}
 	for _, dir := range tops {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		data, _, err := hydrateDir(mem, dir, false)
 		if err != nil {
 			return nil, err
@@ -75,6 +81,9 @@ func Hydrate(files []renderer.File) ([]renderer.File, error) {
 	}
 	rootReplaced := false
 	if rootK {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		data, used, err := hydrateDir(mem, ".", true)
 		if err != nil {
 			return nil, err
@@ -130,7 +139,7 @@ func hydrateDir(mem *memTree, dir string, origins bool) ([]byte, map[string]bool
 		_ = mem.fs.WriteFile(kfile, patched)
 		defer mem.fs.WriteFile(kfile, orig) //nolint:errcheck // in memory
 	}
-	res, err := runKrusty(mem.fs, dir)
+	res, err := runKrusty(mem.fs, dir, mem.warn)
 	if err != nil {
 		return nil, nil, &renderer.InputError{File: kfile, Msg: "kustomize build of " + dir + " fails: " + cleanBuildErr(err)}
 	}

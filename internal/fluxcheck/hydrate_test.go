@@ -1,6 +1,8 @@
 package fluxcheck
 
 import (
+	"context"
+
 	"sort"
 	"strings"
 	"testing"
@@ -36,7 +38,7 @@ func content(files []renderer.File, p string) string {
 
 func TestHydrateNothingToDo(t *testing.T) {
 	in := outputFiles(map[string]string{"a.yaml": cm("a", ""), "x/deep/kustomization.yaml": "resources: []\n"})
-	out, err := Hydrate(in)
+	out, err := Hydrate(context.Background(), in)
 	if err != nil || paths(out) != paths(in) {
 		t.Errorf("got %s, %v", paths(out), err)
 	}
@@ -52,7 +54,7 @@ func TestHydrateTopLevelFolder(t *testing.T) {
 		"app/README.md":             "notes",
 		"plain/cm.yaml":             cm("plain", "n"),
 	})
-	out, err := Hydrate(in)
+	out, err := Hydrate(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestHydrateRoot(t *testing.T) {
 		"own/kustomization.yaml": "resources: [e.yaml]\n",
 		"own/e.yaml":             cm("e", ""),
 	})
-	out, err := Hydrate(in)
+	out, err := Hydrate(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestHydrateRoot(t *testing.T) {
 		"kustomization.yaml": "buildMetadata: [originAnnotations]\nresources: [a.yaml]\n",
 		"a.yaml":             cm("a", ""),
 	})
-	out, err = Hydrate(in2)
+	out, err = Hydrate(context.Background(), in2)
 	if err != nil || !strings.Contains(content(out, "hydrated.yaml"), "config.kubernetes.io/origin") {
 		t.Errorf("originAnnotations requested: %v\n%s", err, content(out, "hydrated.yaml"))
 	}
@@ -129,7 +131,7 @@ func TestHydrateErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Hydrate(outputFiles(c.files))
+			_, err := Hydrate(context.Background(), outputFiles(c.files))
 			ie := inputError(t, err)
 			if ie.File != c.file || !strings.Contains(ie.Msg, c.msg) {
 				t.Errorf("got %v; want file %s, message with %q", ie, c.file, c.msg)

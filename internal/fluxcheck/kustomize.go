@@ -1,7 +1,10 @@
 package fluxcheck
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -32,6 +35,8 @@ func kustomizeOptions() *krusty.Options {
 type memTree struct {
 	fs    filesys.FileSystem
 	files map[string][]byte
+	// warn, when set, is told what kustomize prints while building.
+	warn func(dir, msg string)
 }
 
 func newMemTree(files map[string][]byte) *memTree {
@@ -80,7 +85,7 @@ func (m *memTree) build(dir string) ([]Object, *checkError) {
 	if f, _ := m.remoteRef(dir); f != "" {
 		return nil, nil
 	}
-	res, err := runKrusty(m.fs, dir)
+	res, err := runKrusty(m.fs, dir, m.warn)
 	if err != nil {
 		return nil, &checkError{file: kfile, msg: "kustomize build of " + dir + " fails, as it would in Flux: " + cleanBuildErr(err)}
 	}
@@ -95,15 +100,67 @@ func (m *memTree) build(dir string) ([]Object, *checkError) {
 	return objs, nil
 }
 
-func runKrusty(fs filesys.FileSystem, dir string) (res resmap.ResMap, err error) {
+// runKrusty builds dir. kustomize prints some warnings (deprecated fields)
+// straight to the process's stderr; with warn set, they go to warn instead.
+func runKrusty(fs filesys.FileSystem, dir string, warn func(dir, msg string)) (res resmap.ResMap, err error) {
 	kustomizeMu.Lock()
 	defer kustomizeMu.Unlock()
+	if warn != nil {
+		defer captureStderr(func(msg string) { warn(dir, msg) })()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("kustomize panicked: %v", r)
 		}
 	}()
 	return krusty.MakeKustomizer(kustomizeOptions()).Run(fs, dir)
+}
+
+type warnKey struct{}
+
+// WithWarn returns ctx carrying warn, which CheckPlan and Hydrate tell what
+// kustomize prints while building (a deprecated field, for one), with the
+// folder it built, instead of letting it reach the process's stderr, where
+// it would break a JSON log.
+func WithWarn(ctx context.Context, warn func(dir, msg string)) context.Context {
+	return context.WithValue(ctx, warnKey{}, warn)
+}
+
+func warnFrom(ctx context.Context) func(dir, msg string) {
+	if ctx == nil {
+		return nil
+	}
+	w, _ := ctx.Value(warnKey{}).(func(dir, msg string))
+	return w
+}
+
+// captureStderr points os.Stderr, which kustomize writes its warnings to,
+// at a pipe whose lines go to warn, until the returned function restores it.
+// It runs under kustomizeMu; render's own logs hold the original stderr
+// and do not see the swap.
+func captureStderr(warn func(string)) (restore func()) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return func() {}
+	}
+	orig := os.Stderr
+	os.Stderr = w
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); line != "" {
+				warn(line)
+			}
+		}
+	}()
+	return func() {
+		os.Stderr = orig
+		w.Close()
+		<-done
+		r.Close()
+	}
 }
 
 var quotedConfig = regexp.MustCompile("(?s)`[^`]*`")

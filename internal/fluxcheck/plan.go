@@ -1,6 +1,7 @@
 package fluxcheck
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"sort"
@@ -19,14 +20,17 @@ import (
 // every workload writes them. A failure is a *renderer.InputError naming the
 // output file at fault (the destination path when the file has no single
 // source, as in an aggregated file), the document, and the reason.
-func CheckPlan(plan *renderer.Plan) ([]Object, error) {
+//
+// It gives up with ctx's error once ctx is done, checking before each file
+// and each kustomize build.
+func CheckPlan(ctx context.Context, plan *renderer.Plan) ([]Object, error) {
 	if plan == nil {
 		return nil, nil
 	}
 	sources := outputSources(plan)
 	var all []Object
 	for _, w := range plan.Writes {
-		opt := options{keepIgnored: w.Store.Kind == "BucketStateStore"}
+		opt := options{keepIgnored: w.Store.Kind == "BucketStateStore", ctx: ctx}
 		dests := append([]string(nil), w.Destinations...)
 		sort.Strings(dests)
 		for _, d := range dests {
@@ -51,6 +55,9 @@ func CheckPlan(plan *renderer.Plan) ([]Object, error) {
 				add(a.Target, a.Contribution)
 			}
 			objs, err := check(files, opt)
+			if err != nil && err.cancelled != nil {
+				return nil, err.cancelled
+			}
 			if err != nil {
 				ie := err.inputError(func(rel string) string {
 					if src := sources[rel]; src != "" {

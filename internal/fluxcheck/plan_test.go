@@ -1,6 +1,8 @@
 package fluxcheck
 
 import (
+	"context"
+
 	"strings"
 	"testing"
 
@@ -43,7 +45,7 @@ func TestCheckPlanObjects(t *testing.T) {
 		"crds/crd.yaml": "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: pgs.example.com\n",
 		"notes.txt":     "not yaml",
 	}, nested("dev", gitStore), nested("backup", bucketStore))
-	objs, err := CheckPlan(plan)
+	objs, err := CheckPlan(context.Background(), plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestCheckPlanErrorNamesTheOutputFile(t *testing.T) {
 		"db.yaml":     cm("db", "team-a") + "---\napiVersion: v1\nkind: Secret\nmetadata:\n  namespace: team-a\n",
 		"backup.yaml": cm("b", "team-a"),
 	}, nested("dev", gitStore))
-	_, err := CheckPlan(plan)
+	_, err := CheckPlan(context.Background(), plan)
 	ie := inputError(t, err)
 	if ie.File != "db.yaml" || !strings.HasPrefix(ie.Where, "document 2, written to dev/resources/team-a/postgres/db/instance/5058f/db.yaml in GitStateStore/default") || !strings.Contains(ie.Msg, "missing metadata.name") {
 		t.Errorf("got %q", ie)
@@ -76,7 +78,7 @@ func TestCheckPlanErrorNamesTheOutputFile(t *testing.T) {
 	plan = render(t, resourceWF("db"), map[string]string{
 		"a.yaml": cm("same", "team-a"), "b.yaml": cm("same", "team-a"),
 	}, nested("dev", gitStore))
-	_, err = CheckPlan(plan)
+	_, err = CheckPlan(context.Background(), plan)
 	ie = inputError(t, err)
 	if ie.File != "b.yaml" || !strings.Contains(ie.Msg, "also defined in a.yaml") || !strings.Contains(ie.Where, "dev/resources") {
 		t.Errorf("duplicate: got %q", ie)
@@ -88,7 +90,7 @@ func TestCheckPlanModes(t *testing.T) {
 	agg := renderer.Destination{Name: "agg", Path: "agg", Store: bucketStore, Mode: renderer.AggregatedYAML, Filename: "all.yaml"}
 	// A promise goes to every destination: both modes at once.
 	plan := render(t, promise(), map[string]string{"db.yaml": cm("db", "team-a"), "svc.yaml": cm("svc", "team-a")}, flat, agg)
-	objs, err := CheckPlan(plan)
+	objs, err := CheckPlan(context.Background(), plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestCheckPlanModes(t *testing.T) {
 	}
 
 	plan = render(t, promise(), map[string]string{"db.yaml": cm("db", "team-a"), "x.yaml": "a: b\n"}, agg)
-	_, err = CheckPlan(plan)
+	_, err = CheckPlan(context.Background(), plan)
 	if ie := inputError(t, err); ie.File != "agg/all.yaml" || ie.Where != "document 2, in agg of BucketStateStore/minio" {
 		t.Errorf("aggregated: got File=%q Where=%q", ie.File, ie.Where)
 	}
@@ -111,11 +113,11 @@ func TestCheckPlanModes(t *testing.T) {
 func TestCheckDuplicatesAcrossWorkloads(t *testing.T) {
 	dev := nested("dev", gitStore)
 	prod := nested("prod", gitStore)
-	a, err := CheckPlan(render(t, resourceWF("a"), map[string]string{"shared.yaml": cm("shared", "team-a")}, dev))
+	a, err := CheckPlan(context.Background(), render(t, resourceWF("a"), map[string]string{"shared.yaml": cm("shared", "team-a")}, dev))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := CheckPlan(render(t, resourceWF("b"), map[string]string{"x/cm.yaml": cm("shared", "team-a")}, dev))
+	b, err := CheckPlan(context.Background(), render(t, resourceWF("b"), map[string]string{"x/cm.yaml": cm("shared", "team-a")}, dev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +128,8 @@ func TestCheckDuplicatesAcrossWorkloads(t *testing.T) {
 	}
 
 	// Another destination, or another section: different Kustomizations.
-	c, _ := CheckPlan(render(t, resourceWF("c"), map[string]string{"cm.yaml": cm("shared", "team-a")}, prod))
-	d, _ := CheckPlan(render(t, promise(), map[string]string{"cm.yaml": cm("shared", "team-a")}, dev))
+	c, _ := CheckPlan(context.Background(), render(t, resourceWF("c"), map[string]string{"cm.yaml": cm("shared", "team-a")}, prod))
+	d, _ := CheckPlan(context.Background(), render(t, promise(), map[string]string{"cm.yaml": cm("shared", "team-a")}, dev))
 	if err := Duplicates(a, map[string][]Object{"c": c, "d": d}); err != nil {
 		t.Errorf("different destination or section: %v", err)
 	}

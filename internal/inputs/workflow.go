@@ -1,6 +1,7 @@
 package inputs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -90,7 +91,11 @@ type Output struct {
 // read through an os.Root, so that no file outside dir is ever read, even
 // when the tree changes while it is read. A .yaml or .yml file must be
 // valid YAML (every document of it), within MaxYAMLBytes and MaxAliasNodes.
-func ScanOutput(dir string) (*Output, error) {
+func ScanOutput(dir string) (*Output, error) { return ScanOutputContext(context.Background(), dir) }
+
+// ScanOutputContext is ScanOutput that stops with ctx's error once ctx is
+// done: it checks before each file.
+func ScanOutputContext(ctx context.Context, dir string) (*Output, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, &renderer.InputError{File: dir, Msg: "cannot read the output folder: " + cleanErr(err)}
@@ -105,6 +110,9 @@ func ScanOutput(dir string) (*Output, error) {
 	defer f.Close()
 	out := &Output{}
 	err = f.walk(func(rel string, d fs.DirEntry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if d.IsDir() {
 			if rel != "." && !strings.Contains(rel, "/") {
 				out.Dirs = append(out.Dirs, rel)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -24,6 +25,39 @@ import (
 )
 
 const testPath = "clusters"
+
+// waitLimit bounds every wait of these tests: a server that stops answering
+// or a writer that never returns fails the test, naming what it waited for,
+// instead of hanging the package.
+const waitLimit = 2 * time.Minute
+
+// testCtx is the context of a test's calls: it ends after waitLimit.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor receives from ch, at most waitLimit.
+func waitFor[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("gave up after %v waiting for %s", waitLimit, what)
+		var zero T
+		return zero
+	}
+}
+
+// waitGroup waits for wg, at most waitLimit.
+func waitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	waitFor(t, done, what)
+}
 
 func minioConfig(m *testenv.MinIOServer, bucket string) Config {
 	return Config{
@@ -147,7 +181,7 @@ func render(n int, change map[string]string) statestore.Update {
 
 func applyOK(t *testing.T, s statestore.Store, u statestore.Update) statestore.Result {
 	t.Helper()
-	res, err := s.Apply(context.Background(), u)
+	res, err := s.Apply(testCtx(t), u)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -160,13 +194,13 @@ func checkMarker(t *testing.T, m *testenv.MinIOServer, bucket, dest string) Mark
 	c := m.Client(t)
 	etags := map[string]string{}
 	prefix := testPath + "/" + dest + "/"
-	for o := range c.ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	for o := range c.ListObjects(testCtx(t), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if o.Err != nil {
 			t.Fatal(o.Err)
 		}
 		etags[strings.TrimPrefix(o.Key, prefix)] = o.ETag
 	}
-	obj, err := c.GetObject(context.Background(), bucket, prefix+MarkerName, minio.GetObjectOptions{})
+	obj, err := c.GetObject(testCtx(t), bucket, prefix+MarkerName, minio.GetObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +288,7 @@ func TestRequestCounts(t *testing.T) {
 	// A marker that does not match (a writer died before writing it) is
 	// repaired by the next render, which writes nothing else.
 	c := m.Client(t)
-	if _, err := c.PutObject(context.Background(), bucket, testPath+"/dev/"+MarkerName, strings.NewReader("{}"), 2, minio.PutObjectOptions{}); err != nil {
+	if _, err := c.PutObject(testCtx(t), bucket, testPath+"/dev/"+MarkerName, strings.NewReader("{}"), 2, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cnt.take()
@@ -292,7 +326,7 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	key := testPath + "/dev/p/f03.yaml"
 	data := render(5, nil).Files["dev/p/f03.yaml"]
 	core := minio.Core{Client: m.Client(t)}
-	ctx := context.Background()
+	ctx := testCtx(t)
 	id, err := core.NewMultipartUpload(ctx, bucket, key, minio.PutObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +378,7 @@ func TestMultipartNotReuploaded(t *testing.T) {
 func TestFailures(t *testing.T) {
 	m := testenv.MinIO(t)
 	bucket := m.CreateBucket(t, "failures")
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	bad := minioConfig(m, bucket)
 	bad.SecretAccessKey = "wrong-secret-for-render-tests"
@@ -415,7 +449,7 @@ func op0[T any](_ T, err error) error { return err }
 
 func removeBucket(t *testing.T, m *testenv.MinIOServer, bucket string) {
 	c := m.Client(t)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	ch := make(chan minio.ObjectInfo)
 	go func() {
 		defer close(ch)
@@ -431,7 +465,7 @@ func removeBucket(t *testing.T, m *testenv.MinIOServer, bucket string) {
 // contents reads every file of a store, render's own included.
 func contents(t *testing.T, s statestore.Store) map[string]string {
 	t.Helper()
-	snap, err := s.Snapshot(context.Background())
+	snap, err := s.Snapshot(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,14 +518,14 @@ func TestSameWorkloadRaces(t *testing.T) {
 					u.Files[p] = []byte(c)
 				}
 				s := open(t, cfg)
-				res, err := s.Apply(context.Background(), u)
+				res, err := s.Apply(testCtx(t), u)
 				mu.Lock()
 				retried += res.Attempts - 1
 				mu.Unlock()
 				errs <- err
 			}()
 		}
-		wg.Wait()
+		waitGroup(t, &wg, fmt.Sprintf("round %d's %d racing writers", round, len(variants)))
 		close(errs)
 		for err := range errs {
 			if err != nil {
@@ -507,7 +541,7 @@ func TestSameWorkloadRaces(t *testing.T) {
 		if !whole {
 			t.Fatalf("round %d: the renders left a mix: %v", round, got)
 		}
-		recs, err := s.Records(context.Background())
+		recs, err := s.Records(testCtx(t))
 		if err != nil || len(recs) != 1 {
 			t.Fatalf("round %d: records %v, %v", round, recs, err)
 		}
@@ -543,11 +577,11 @@ func TestManyWorkloadsOneDestination(t *testing.T) {
 				Destinations: []string{"dev"},
 				Message:      statestore.Message{Subject: fmt.Sprintf("writer %d", i)},
 			}
-			_, err := open(t, cfg).Apply(context.Background(), u)
+			_, err := open(t, cfg).Apply(testCtx(t), u)
 			errs <- err
 		}()
 	}
-	wg.Wait()
+	waitGroup(t, &wg, fmt.Sprintf("%d writers of one destination", writers))
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -586,10 +620,10 @@ func TestRemovalTombstone(t *testing.T) {
 	if res := applyOK(t, s, rm); !res.Updated || len(res.Deleted) != 2 {
 		t.Fatalf("removal: %+v", res)
 	}
-	if recs, err := s.Records(context.Background()); err != nil || len(recs) != 0 {
+	if recs, err := s.Records(testCtx(t)); err != nil || len(recs) != 0 {
 		t.Fatalf("records after removal: %v, %v", recs, err)
 	}
-	info, err := m.Client(t).StatObject(context.Background(), bucket, testPath+"/"+statestore.RecordPath(u.Workload), minio.StatObjectOptions{})
+	info, err := m.Client(t).StatObject(testCtx(t), bucket, testPath+"/"+statestore.RecordPath(u.Workload), minio.StatObjectOptions{})
 	if err != nil || info.Size != tombstoneSize {
 		t.Fatalf("tombstone: %+v, %v", info, err)
 	}
@@ -603,7 +637,7 @@ func TestRemovalTombstone(t *testing.T) {
 	if res := applyOK(t, s, u); len(res.Added) != 2 {
 		t.Fatalf("re-creation: %+v", res)
 	}
-	if recs, err := s.Records(context.Background()); err != nil || len(recs) != 1 {
+	if recs, err := s.Records(testCtx(t)); err != nil || len(recs) != 1 {
 		t.Fatalf("records after re-creation: %v, %v", recs, err)
 	}
 }
@@ -623,7 +657,13 @@ func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
 		g.once.Do(func() { held = true })
 		if held {
 			close(g.reached)
-			<-g.released
+			select {
+			case <-g.released:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			case <-time.After(waitLimit):
+				return nil, fmt.Errorf("the held PUT of %s was not released within %v", r.URL.Path, waitLimit)
+			}
 		}
 	}
 	return g.base.RoundTrip(r)
@@ -652,16 +692,16 @@ func TestStaleUploadAfterOtherCommit(t *testing.T) {
 	aFiles := map[string]string{"d/w/x.yaml": "A\n", "d/w/y.yaml": "A\n"}
 	done := make(chan statestore.Result, 1)
 	go func() {
-		res, err := open(t, acfg).Apply(context.Background(), upd(aFiles))
+		res, err := open(t, acfg).Apply(testCtx(t), upd(aFiles))
 		if err != nil {
 			t.Errorf("A: %v", err)
 		}
 		done <- res
 	}()
-	<-g.reached
+	waitFor(t, g.reached, "writer A's upload of x to reach the gate")
 	bres := applyOK(t, open(t, cfg), upd(map[string]string{"d/w/x.yaml": "0\n", "d/w/z.yaml": "B\n"}))
 	close(g.released)
-	ares := <-done
+	ares := waitFor(t, done, "writer A's Apply to return")
 	if bres.Attempts != 1 || ares.Attempts != 2 {
 		t.Fatalf("attempts: A %d, B %d; want A to re-plan once", ares.Attempts, bres.Attempts)
 	}
@@ -669,7 +709,7 @@ func TestStaleUploadAfterOtherCommit(t *testing.T) {
 	if got := contents(t, s); !maps.Equal(got, aFiles) {
 		t.Fatalf("store holds %v, want A whole %v", got, aFiles)
 	}
-	recs, err := s.Records(context.Background())
+	recs, err := s.Records(testCtx(t))
 	if err != nil || len(recs) != 1 || !reflect.DeepEqual(recs[0].Files, []string{"d/w/x.yaml", "d/w/y.yaml"}) {
 		t.Fatalf("records %v, %v", recs, err)
 	}
