@@ -434,7 +434,7 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 		}},
 		{"platform document of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
-			p := w.file("platform/more.yaml", "kind: Destination\nmetadata:\n  name: [x]\n  labels: [y]\n")
+			p := w.file("platform/more.yaml", "apiVersion: platform.kratix.io/v1alpha1\nkind: Destination\nmetadata:\n  name: [x]\n  labels: [y]\n")
 			return env, nil, []string{p + ": document 1: invalid YAML: line "}
 		}},
 		{"object.yaml of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
@@ -616,6 +616,53 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 			env := validWorkflow(wf)
 			p := w.file("platform/secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-creds\ndata:\n  password: 'not base64 !!'\n")
 			return env, nil, []string{p + ": document 1 (Secret git-creds): data.password is not valid base64"}
+		}},
+		// Issue 16.1: an alias bomb ran render out of memory in kustomize.
+		{"output alias bomb", func(w *world, wf *workflow) (map[string]string, []string, []string) {
+			env := validWorkflow(wf)
+			var b strings.Builder
+			b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n  a: &a [x,x,x,x,x,x,x,x,x,x]\n")
+			for l, prev := range "abcdefgh" {
+				n := string(rune('b' + l))
+				fmt.Fprintf(&b, "  %s: &%s [%s]\n", n, n, strings.TrimSuffix(strings.Repeat("*"+string(prev)+",", 10), ","))
+			}
+			p := filepath.Join(wf.output, "bomb.yaml")
+			writeFile(w.t, p, b.String())
+			return env, nil, []string{p + ": document 1: its aliases expand to more than 100000 nodes"}
+		}},
+		// Issue 11.3: typos in the platform configuration.
+		{"destination field typo", func(w *world, wf *workflow) (map[string]string, []string, []string) {
+			env := validWorkflow(wf)
+			p := w.file("platform/more.yaml", dest("odd", map[string]string{"zone": "eu"}, "strictMatchLabel: true"))
+			return env, nil, []string{p + ": document 1 (Destination odd): line ", ": unknown field spec.strictMatchLabel (did you mean spec.strictMatchLabels?)"}
+		}},
+		{"store field typo", func(w *world, wf *workflow) (map[string]string, []string, []string) {
+			env := validWorkflow(wf)
+			p := w.file("platform/store.yaml", strings.Replace(gitStore("default", "file://"+w.repo), "branch: main", "branchh: main", 1))
+			return env, nil, []string{p + ": document 1 (GitStateStore default): line 7: unknown field spec.branchh (did you mean spec.branch?)"}
+		}},
+		// Issue 16.5: accepted without a word before.
+		{"missing metadata folder", func(w *world, wf *workflow) (map[string]string, []string, []string) {
+			env := validWorkflow(wf)
+			if err := os.RemoveAll(wf.metadata); err != nil {
+				w.t.Fatal(err)
+			}
+			return env, nil, []string{wf.metadata + ": the metadata folder does not exist"}
+		}},
+		{"object.yaml with two documents", func(w *world, wf *workflow) (map[string]string, []string, []string) {
+			env := validWorkflow(wf)
+			wf.setObject("apiVersion: x/v1\nkind: P\nmetadata: {name: a}\n---\napiVersion: x/v1\nkind: P\nmetadata: {name: b}\n")
+			return env, nil, []string{filepath.Join(wf.input, "object.yaml") + ": holds 2 documents"}
+		}},
+		{"branch git refuses", func(w *world, wf *workflow) (map[string]string, []string, []string) {
+			env := validWorkflow(wf)
+			p := w.file("platform/store.yaml", strings.Replace(gitStore("default", "file://"+w.repo), "branch: main", "branch: main.lock", 1))
+			return env, nil, []string{p + ": document 1 (GitStateStore default): spec.branch \"main.lock\" is not a branch name git accepts"}
+		}},
+		{"two stores aliasing one folder", func(w *world, wf *workflow) (map[string]string, []string, []string) {
+			env := validWorkflow(wf)
+			p := w.file("platform/alias.yaml", docs(gitStore("alias", w.repo), dest("dev-eu-again", map[string]string{"zone": "far"}, "store=alias", "path: dev-eu")))
+			return env, nil, []string{p + ": Destination dev-eu-again: spec.path \"dev-eu\" puts it in folder \"clusters/dev-eu\" of GitStateStore/alias, which overlaps folder \"clusters/dev-eu\" of Destination dev-eu"}
 		}},
 		{"unknown format", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)

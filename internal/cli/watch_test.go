@@ -545,6 +545,9 @@ func TestWatchOutputFolderAppearsLater(t *testing.T) {
 	r := startWatch(t, d.args("--quiet-period", "100ms"), time.Second)
 	watchWaitLog(t, r.logs, `"msg":"the output folder is empty`, 20*time.Second)
 	watchWrite(t, filepath.Join(d.input, "object.yaml"), "apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nmetadata:\n  name: postgres\n")
+	if err := os.MkdirAll(d.metadata, 0o755); err != nil { // Kratix makes it with the others
+		t.Fatal(err)
+	}
 	watchWrite(t, filepath.Join(d.output, "deep", "er", "x.yaml"), watchObj(""))
 	watchWaitRepo(t, watchLocalRepo(repo), "the output that appeared", 20*time.Second, func(s watchRepoState) bool { return s.has("/deep/er/x.yaml") })
 	r.sigs <- syscall.SIGTERM

@@ -114,13 +114,16 @@ func TestNoSecretsInOutput(t *testing.T) {
 	withUserinfo, _ := url.Parse(repo.CloneURL)
 	withUserinfo.User = url.UserPassword(user, secrets["password in URL"])
 	nowhere := closedPort(t)
+	// Stores on one repository (or bucket) need paths of their own: their
+	// records would overwrite each other, and render refuses that.
+	apart := func(doc string) string { return strings.Replace(doc, "path: clusters", "path: clusters-2", 1) }
 
 	// good: a token as password from a mounted secret; a password; a bucket
 	// with its secret as base64 data.
 	mount("token-credentials", map[string]string{"username": user, "password": token})
 	good := []string{
 		strings.Replace(gitStore("token", repo.CloneURL, "", ""), "---\napiVersion: v1\nkind: Secret", "---\napiVersion: v1\nkind: Ignored", 1),
-		gitStore("password", repo.CloneURL, user, userPassword),
+		apart(gitStore("password", repo.CloneURL, user, userPassword)),
 		fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
 kind: BucketStateStore
 metadata: {name: minio}
@@ -146,7 +149,7 @@ data:
 	refused := []string{
 		gitStore("wrongpw", repo.CloneURL, user, secrets["wrong gitea password"]),
 		bucketStore("wrongsk", m.Endpoint(), bucket, m.AccessKey(), secrets["wrong minio secret key"]),
-		bucketStore("unknown", m.Endpoint(), bucket, secrets["unknown access key"], secrets["unknown key's secret"]),
+		apart(bucketStore("unknown", m.Endpoint(), bucket, secrets["unknown access key"], secrets["unknown key's secret"])),
 		destination("d1", "GitStateStore", "wrongpw", "path: d1"),
 		destination("d3", "BucketStateStore", "wrongsk", "path: d3"),
 		destination("d4", "BucketStateStore", "unknown", "path: d4"),

@@ -88,7 +88,7 @@ func TestMalformedStoreURLs(t *testing.T) {
 		"'https://host/x\tgit'":           "spec.url holds white space",
 	} {
 		dir := t.TempDir()
-		write(t, filepath.Join(dir, "a.yaml"), "kind: GitStateStore\nmetadata: {name: s}\nspec:\n  url: "+u+"\n")
+		write(t, filepath.Join(dir, "a.yaml"), kratix+"kind: GitStateStore\nmetadata: {name: s}\nspec:\n  url: "+u+"\n")
 		_, err := inputs.LoadPlatform([]string{dir}, "")
 		inputErr(t, err, "a.yaml: document 1 (GitStateStore s): "+want)
 	}
@@ -98,7 +98,7 @@ func TestMalformedStoreURLs(t *testing.T) {
 		":9000":       "spec.endpoint names no host",
 	} {
 		dir := t.TempDir()
-		write(t, filepath.Join(dir, "a.yaml"), "kind: BucketStateStore\nmetadata: {name: b}\nspec:\n  endpoint: '"+ep+"'\n  bucketName: x\n")
+		write(t, filepath.Join(dir, "a.yaml"), kratix+"kind: BucketStateStore\nmetadata: {name: b}\nspec:\n  endpoint: '"+ep+"'\n  bucketName: x\n")
 		_, err := inputs.LoadPlatform([]string{dir}, "")
 		inputErr(t, err, "a.yaml: document 1 (BucketStateStore b): "+want)
 	}
@@ -108,7 +108,7 @@ func TestMalformedStoreURLs(t *testing.T) {
 		"git://host/state.git", "ssh://host/org/repo.git",
 	} {
 		dir := t.TempDir()
-		write(t, filepath.Join(dir, "a.yaml"), "kind: GitStateStore\nmetadata: {name: s}\nspec:\n  url: "+ok+"\n")
+		write(t, filepath.Join(dir, "a.yaml"), kratix+"kind: GitStateStore\nmetadata: {name: s}\nspec:\n  url: "+ok+"\n")
 		if _, err := inputs.LoadPlatform([]string{dir}, ""); err != nil {
 			t.Errorf("url %s: %v", ok, err)
 		}

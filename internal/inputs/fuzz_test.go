@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/render-dev/render/renderer"
@@ -21,6 +23,9 @@ func FuzzSelectors(f *testing.F) {
 		"- directory: a/b\n  matchLabels: {}\n",
 		"{}",
 		"- matchLabels: {'': x}\n",
+		"- matchLabel: {a: b}\n",
+		"- &a {matchLabels: {a: b}}\n- *a\n- <<: *a\n  directory: x\n",
+		ListBomb,
 	} {
 		f.Add([]byte(s))
 	}
@@ -54,6 +59,11 @@ func FuzzPlatform(f *testing.F) {
 	f.Add([]byte("kind: Destination\nmetadata: {name: d}\nspec: {path: ../../etc, stateStoreRef: {kind: GitStateStore, name: s}}\n"))
 	f.Add([]byte("kind: Promise\nmetadata: {name: p}\nspec: {destinationSelectors: [{matchLabels: {a: b}}]}\n"))
 	f.Add([]byte("\t- :"))
+	f.Add([]byte(AliasBomb))
+	f.Add([]byte(strings.Replace(AliasBomb, "apiVersion: v1\nkind: ConfigMap", "apiVersion: platform.kratix.io/v1alpha1\nkind: Promise", 1)))
+	f.Add([]byte(strings.Replace(string(seed), "strictMatchLabels", "strictMatchLabel", 1)))
+	f.Add([]byte("apiVersion: platform.kratix.io/v1alpha1\nkind: GitStateStore\nmetadata: {name: s}\nspec: {url: x, branch: a..b}\n"))
+	f.Add([]byte("metadata: {name: x}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file := filepath.Join(t.TempDir(), "platform.yaml")
 		if err := os.WriteFile(file, data, 0o644); err != nil {
@@ -74,6 +84,8 @@ func FuzzOutputFile(f *testing.F) {
 	f.Add([]byte("a: [\n"), "b.yml")
 	f.Add([]byte("\x00\x01binary"), "c.bin")
 	f.Add([]byte("---\n---\n"), "d.yaml")
+	f.Add([]byte(AliasBomb), "bomb.yaml")
+	f.Add([]byte(ListBomb), "bomb.yml")
 	f.Fuzz(func(t *testing.T, data []byte, name string) {
 		name = filepath.Base(filepath.Clean("/" + name))
 		if name == "/" || name == "." || name == ".." {
@@ -83,7 +95,11 @@ func FuzzOutputFile(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return // a name the file system refuses
 		}
-		out, err := ScanOutput(dir)
+		var out *Output
+		var err error
+		if n := allocated(func() { out, err = ScanOutput(dir) }); n > 64<<20+16*uint64(len(data)) {
+			t.Fatalf("reading a %d-byte file allocated %d MiB", len(data), n>>20)
+		}
 		yamlErr := error(nil)
 		if isYAML(name) {
 			yamlErr = CheckYAML(data)
@@ -98,4 +114,14 @@ func FuzzOutputFile(f *testing.F) {
 			t.Fatalf("file not read back: %+v", out.Files)
 		}
 	})
+}
+
+// allocated is how many bytes f allocates (in this process: a fuzz worker
+// runs one input at a time).
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

@@ -51,6 +51,9 @@ func inputErr(t *testing.T, err error, want ...string) *renderer.InputError {
 	return ie
 }
 
+// kratix starts a platform.kratix.io document.
+const kratix = "apiVersion: platform.kratix.io/v1alpha1\n"
+
 const storeDoc = `apiVersion: platform.kratix.io/v1alpha1
 kind: GitStateStore
 metadata:
@@ -231,7 +234,7 @@ func TestPlatformErrors(t *testing.T) {
 			[]string{"a.yaml: Destination d: spec.stateStoreRef names GitStateStore default, which is not defined"}},
 		{"duplicate destination", map[string]string{"a.yaml": storeDoc + "---\n" + destDoc("d", ""), "b.yaml": destDoc("d", "")},
 			[]string{"b.yaml: document 1 (Destination d): Destination d is defined twice (also in ", "a.yaml)"}},
-		{"missing name", map[string]string{"a.yaml": "kind: Destination\nmetadata: {}\n"},
+		{"missing name", map[string]string{"a.yaml": kratix + "kind: Destination\nmetadata: {}\n"},
 			[]string{"a.yaml: document 1: metadata.name is missing"}},
 		{"unknown mode", map[string]string{"a.yaml": storeDoc + "---\n" + destDoc("d", "  filepath: {mode: flat}\n")},
 			[]string{"a.yaml: document 2 (Destination d): spec.filepath.mode \"flat\" is unknown"}},
@@ -243,11 +246,11 @@ func TestPlatformErrors(t *testing.T) {
 			[]string{"a.yaml: Destination d2: spec.path \"x\" is also used by Destination d1"}},
 		{"overlapping paths", map[string]string{"a.yaml": storeDoc + "---\n" + destDoc("d1", "  path: x\n") + "---\n" + destDoc("d2", "  path: x/y\n")},
 			[]string{"overlaps the path"}},
-		{"unknown store kind", map[string]string{"a.yaml": "kind: Destination\nmetadata: {name: d}\nspec:\n  stateStoreRef: {kind: Bucket, name: b}\n"},
+		{"unknown store kind", map[string]string{"a.yaml": kratix + "kind: Destination\nmetadata: {name: d}\nspec:\n  stateStoreRef: {kind: Bucket, name: b}\n"},
 			[]string{"spec.stateStoreRef.kind \"Bucket\" is neither GitStateStore nor BucketStateStore"}},
-		{"store without url", map[string]string{"a.yaml": "kind: GitStateStore\nmetadata: {name: s}\nspec: {branch: main}\n"},
+		{"store without url", map[string]string{"a.yaml": kratix + "kind: GitStateStore\nmetadata: {name: s}\nspec: {branch: main}\n"},
 			[]string{"a.yaml: document 1 (GitStateStore s): spec.url is missing"}},
-		{"unknown auth", map[string]string{"a.yaml": "kind: GitStateStore\nmetadata: {name: s}\nspec: {url: https://x, authMethod: token}\n"},
+		{"unknown auth", map[string]string{"a.yaml": kratix + "kind: GitStateStore\nmetadata: {name: s}\nspec: {url: https://x, authMethod: token}\n"},
 			[]string{"spec.authMethod \"token\" is unknown"}},
 		{"wrong shape spec", map[string]string{"a.yaml": storeDoc + "---\n" + destDoc("d", "  strictMatchLabels: maybe\n  path: [a]\n")},
 			[]string{"a.yaml: document 2 (Destination d): spec: line ", "; line "}},
@@ -380,7 +383,7 @@ func TestLoadSelectors(t *testing.T) {
 		t.Fatalf("entries %+v", e)
 	}
 	for _, bad := range []struct{ content, want string }{
-		{"- directory: x\n  matchLabel: {a: b}\n", "line 2: field matchLabel not found"},
+		{"- directory: x\n  matchLabel: {a: b}\n", "entry 1: line 2: unknown field matchLabel (did you mean matchLabels?)"},
 		{"- matchLabels: {a: b}\n---\n- matchLabels: {c: d}\n", "expected one document"},
 		{"matchLabels: {a: b}\n", "want a list"},
 		{"- matchLabels: {a: [b\n", "invalid YAML"},

@@ -6,17 +6,25 @@
 package inputs
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"gopkg.in/yaml.v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
@@ -30,8 +38,9 @@ type Platform struct {
 	Promises     map[string]*renderer.Promise
 	// Secrets by "namespace/name" (and by bare name), key -> value.
 	Secrets map[string]map[string][]byte
-	// origin of each destination, for messages.
-	destFile map[string]string
+	// origin of each destination and promise, for messages.
+	destFile    map[string]string
+	promiseFile map[string]string
 }
 
 // SecretRef points at a Secret.
@@ -94,7 +103,10 @@ type document struct {
 }
 
 type destinationSpec struct {
-	Path              string `yaml:"path"`
+	Path string `yaml:"path"`
+	// Cleanup is Kratix's (what its controller removes when the
+	// Destination is deleted); render never deletes a destination.
+	Cleanup           string `yaml:"cleanup"`
 	StrictMatchLabels bool   `yaml:"strictMatchLabels"`
 	Unschedulable     bool   `yaml:"unschedulable"`
 	StateStoreRef     struct {
@@ -109,11 +121,54 @@ type destinationSpec struct {
 
 type promiseSpec struct {
 	DestinationSelectors []renderer.Selector `yaml:"destinationSelectors"`
+	// The rest of a Kratix Promise, which render does not read.
+	API          yaml.Node `yaml:"api"`
+	Workflows    yaml.Node `yaml:"workflows"`
+	Dependencies yaml.Node `yaml:"dependencies"`
+	Requirements yaml.Node `yaml:"requirements"`
 }
 
+// kratixDoc is the shape of a platform.kratix.io document, for the check
+// of unknown fields; metadata is apimachinery's, so that documents
+// exported from a cluster (uid, annotations, managedFields) are accepted.
+type kratixDoc[Spec any] struct {
+	APIVersion string            `yaml:"apiVersion"`
+	Kind       string            `yaml:"kind"`
+	Metadata   metav1.ObjectMeta `yaml:"metadata"`
+	Spec       Spec              `yaml:"spec"`
+	Status     yaml.Node         `yaml:"status"`
+}
+
+// secretDoc is the shape of a v1 Secret.
+type secretDoc struct {
+	APIVersion string            `yaml:"apiVersion"`
+	Kind       string            `yaml:"kind"`
+	Metadata   metav1.ObjectMeta `yaml:"metadata"`
+	Type       string            `yaml:"type"`
+	Immutable  *bool             `yaml:"immutable"`
+	Data       map[string]string `yaml:"data"`
+	StringData map[string]string `yaml:"stringData"`
+}
+
+// kinds are the documents render reads from the platform configuration,
+// with their apiVersion and shape. Other kinds are ignored.
+var kinds = map[string]struct {
+	apiVersion string
+	shape      reflect.Type
+}{
+	"Destination":      {kratixAPI, reflect.TypeFor[kratixDoc[destinationSpec]]()},
+	"GitStateStore":    {kratixAPI, reflect.TypeFor[kratixDoc[GitStateStore]]()},
+	"BucketStateStore": {kratixAPI, reflect.TypeFor[kratixDoc[BucketStateStore]]()},
+	"Promise":          {kratixAPI, reflect.TypeFor[kratixDoc[promiseSpec]]()},
+	"Secret":           {"v1", reflect.TypeFor[secretDoc]()},
+}
+
+const kratixAPI = "platform.kratix.io/v1alpha1"
+
 // LoadPlatform reads the platform configuration from files and folders of
-// YAML files (a folder is read recursively, in name order), plus secrets
-// mounted as <secretsDir>/<secret name>/<key>.
+// YAML files (a folder is read recursively, in name order, through an
+// os.Root: links in it are followed only inside it), plus secrets mounted
+// as <secretsDir>/<secret name>/<key>.
 func LoadPlatform(paths []string, secretsDir string) (*Platform, error) {
 	p := &Platform{
 		GitStores:    map[string]*GitStateStore{},
@@ -121,39 +176,13 @@ func LoadPlatform(paths []string, secretsDir string) (*Platform, error) {
 		Promises:     map[string]*renderer.Promise{},
 		Secrets:      map[string]map[string][]byte{},
 		destFile:     map[string]string{},
+		promiseFile:  map[string]string{},
 	}
 	if len(paths) == 0 {
 		return nil, &renderer.InputError{Where: "--platform", Msg: "no platform configuration given: pass --platform with a file or folder of Destination and state store documents"}
 	}
-	var files []string
 	for _, root := range paths {
-		fi, err := os.Stat(root)
-		if err != nil {
-			return nil, &renderer.InputError{File: root, Msg: "cannot read platform configuration: " + cleanErr(err)}
-		}
-		if !fi.IsDir() {
-			files = append(files, root)
-			continue
-		}
-		wr := walkRoot(root)
-		err = filepath.WalkDir(wr, func(p string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != wr {
-				return filepath.SkipDir
-			}
-			if !d.IsDir() && isYAML(p) {
-				files = append(files, p)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, &renderer.InputError{File: root, Msg: "cannot read platform configuration: " + cleanErr(err)}
-		}
-	}
-	for _, f := range files {
-		if err := p.loadFile(f); err != nil {
+		if err := p.loadPath(root); err != nil {
 			return nil, err
 		}
 	}
@@ -165,14 +194,63 @@ func LoadPlatform(paths []string, secretsDir string) (*Platform, error) {
 	return p, p.validate()
 }
 
-// walkRoot is root as filepath.WalkDir must be given it to descend into a
-// root that is a link to a folder: WalkDir does not follow a link given as
-// its root, and would report the link itself as a file.
-func walkRoot(root string) string {
-	if strings.HasSuffix(root, string(filepath.Separator)) {
-		return root
+// loadPath reads one --platform path: a file, or a folder of YAML files.
+func (p *Platform) loadPath(root string) error {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return &renderer.InputError{File: root, Msg: "cannot read platform configuration: " + cleanErr(err)}
 	}
-	return root + string(filepath.Separator)
+	if !fi.IsDir() {
+		data, err := readLimited(root, MaxYAMLBytes)
+		if err != nil {
+			return &renderer.InputError{File: root, Msg: err.Error()}
+		}
+		return p.loadFile(root, data)
+	}
+	f, err := openFolder(root, "platform folder")
+	if err != nil {
+		return &renderer.InputError{File: root, Msg: "cannot read platform configuration: " + cleanErr(err)}
+	}
+	defer f.Close()
+	return f.walk(func(rel string, d fs.DirEntry) error {
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !isYAML(rel) {
+			return nil
+		}
+		data, err := f.readFile(rel, MaxYAMLBytes)
+		if errors.Is(err, fs.ErrNotExist) {
+			return f.fail(rel, "broken link: "+cleanErr(err))
+		}
+		if err != nil {
+			return err
+		}
+		return p.loadFile(f.path(rel), data)
+	})
+}
+
+// readLimited reads a file named on the command line, at most limit bytes.
+func readLimited(file string, limit int64) ([]byte, error) {
+	fh, err := os.Open(file)
+	if err != nil {
+		return nil, errors.New(cleanErr(err))
+	}
+	defer fh.Close()
+	if fi, err := fh.Stat(); err == nil && fi.Size() > limit {
+		return nil, fmt.Errorf("is larger than %s, the limit for a YAML file", mib(limit))
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err != nil {
+		return nil, errors.New(cleanErr(err))
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("is larger than %s, the limit for a YAML file", mib(limit))
+	}
+	return data, nil
 }
 
 func isYAML(p string) bool {
@@ -188,32 +266,77 @@ func cleanErr(err error) string {
 	return err.Error()
 }
 
-func (p *Platform) loadFile(file string) error {
-	data, err := os.ReadFile(file)
+func (p *Platform) loadFile(file string, data []byte) error {
+	docs, err := parseYAML(data)
 	if err != nil {
-		return &renderer.InputError{File: file, Msg: cleanErr(err)}
+		return &renderer.InputError{File: file, Msg: err.Error()}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for i := 1; ; i++ {
-		var doc document
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		where := fmt.Sprintf("document %d", i)
-		if err != nil {
-			return &renderer.InputError{File: file, Where: where, Msg: "invalid YAML: " + yamlMsg(err)}
-		}
-		if doc.Kind == "" && doc.APIVersion == "" {
+	for i, n := range docs {
+		where := fmt.Sprintf("document %d", i+1)
+		root := content(n)
+		if root == nil {
 			continue // an empty document
 		}
-		if doc.Metadata.Name != "" {
-			where = fmt.Sprintf("document %d (%s %s)", i, doc.Kind, doc.Metadata.Name)
+		if root.Kind != yaml.MappingNode {
+			return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("line %d: not a Kubernetes object (a mapping with apiVersion and kind)", root.Line)}
+		}
+		var doc document
+		var head struct {
+			APIVersion any `yaml:"apiVersion"`
+			Kind       any `yaml:"kind"`
+			Metadata   struct {
+				Name any `yaml:"name"`
+			} `yaml:"metadata"`
+		}
+		_ = root.Decode(&head) // a best effort, to name the document
+		kind, _ := head.Kind.(string)
+		apiVersion, _ := head.APIVersion.(string)
+		if name, ok := head.Metadata.Name.(string); ok && name != "" && kind != "" {
+			where = fmt.Sprintf("document %d (%s %s)", i+1, kind, name)
+		}
+		switch {
+		case kind == "" && apiVersion == "":
+			return &renderer.InputError{File: file, Where: where, Msg: "apiVersion and kind are missing: every platform document is a Kubernetes object"}
+		case kind == "":
+			return &renderer.InputError{File: file, Where: where, Msg: "kind is missing"}
+		case apiVersion == "":
+			return &renderer.InputError{File: file, Where: where, Msg: "apiVersion is missing"}
+		}
+		k, ours := kinds[kind]
+		if !ours {
+			continue // other documents may share the folder; they are not ours
+		}
+		if err := root.Decode(&doc); err != nil {
+			return &renderer.InputError{File: file, Where: where, Msg: "invalid YAML: " + yamlMsg(err)}
+		}
+		if apiVersion != k.apiVersion {
+			return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("apiVersion %q: a %s is %s", apiVersion, kind, k.apiVersion)}
+		}
+		if err := unknownField(root, k.shape, ""); err != nil {
+			return &renderer.InputError{File: file, Where: where, Msg: err.Error()}
 		}
 		if err := p.add(file, where, &doc); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// validateMeta checks a document's name, namespace and labels with
+// Kubernetes' own rules.
+func validateMeta(doc *document) error {
+	if errs := validation.IsDNS1123Subdomain(doc.Metadata.Name); len(errs) > 0 {
+		return fmt.Errorf("metadata.name %q is not a valid Kubernetes name: %s", doc.Metadata.Name, strings.Join(errs, "; "))
+	}
+	if ns := doc.Metadata.Namespace; ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("metadata.namespace %q is not a valid Kubernetes namespace: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	if errs := metav1validation.ValidateLabels(doc.Metadata.Labels, field.NewPath("metadata", "labels")); len(errs) > 0 {
+		return errors.New(errs[0].Error())
+	}
+	return nil
 }
 
 func decodeSpec(doc *document, file, where string, into any) error {
@@ -230,14 +353,12 @@ func (p *Platform) add(file, where string, doc *document) error {
 	bad := func(msg string, args ...any) error {
 		return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf(msg, args...)}
 	}
-	switch doc.Kind {
-	case "Destination", "GitStateStore", "BucketStateStore", "Promise", "Secret":
-	default:
-		return nil // other documents may share the folder; they are not ours
-	}
 	name := doc.Metadata.Name
 	if name == "" {
 		return bad("metadata.name is missing")
+	}
+	if err := validateMeta(doc); err != nil {
+		return bad("%v", err)
 	}
 	switch doc.Kind {
 	case "Destination":
@@ -282,6 +403,11 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if layout.IsMeta(d.Path) || strings.HasPrefix(d.Path, layout.MetaDir) {
 			return bad("spec.path %q is reserved for render's own records", d.Path)
 		}
+		switch spec.Cleanup {
+		case "", "none", "all":
+		default:
+			return bad("spec.cleanup %q is unknown: use none or all", spec.Cleanup)
+		}
 		if d.Store.Kind == "" || d.Store.Name == "" {
 			return bad("spec.stateStoreRef needs kind and name")
 		}
@@ -304,6 +430,12 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if s.Branch == "" {
 			s.Branch = "main"
 		}
+		if err := plumbing.NewBranchReferenceName(s.Branch).Validate(); err != nil || s.Branch == "HEAD" {
+			return bad("spec.branch %q is not a branch name git accepts (see git check-ref-format)", s.Branch)
+		}
+		if err := storePath(s.Path); err != nil {
+			return bad("spec.path: %v", err)
+		}
 		switch s.AuthMethod {
 		case "", "basicAuth", "ssh":
 		default:
@@ -320,6 +452,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		}
 		if s.Endpoint == "" || s.BucketName == "" {
 			return bad("spec.endpoint and spec.bucketName are required")
+		}
+		if err := storePath(s.Path); err != nil {
+			return bad("spec.path: %v", err)
 		}
 		if err := checkEndpoint(s.Endpoint); err != nil {
 			return bad("%v", err)
@@ -341,7 +476,11 @@ func (p *Platform) add(file, where string, doc *document) error {
 				return bad("spec.destinationSelectors[%d]: %v", i, err)
 			}
 		}
+		if other, dup := p.Promises[name]; dup && !reflect.DeepEqual(other.DestinationSelectors, pr.DestinationSelectors) {
+			return bad("Promise %s is defined twice with different spec.destinationSelectors (also in %s): keep one", name, p.promiseFile[name])
+		}
 		p.Promises[name] = pr
+		p.promiseFile[name] = file
 	case "Secret":
 		values := map[string][]byte{}
 		for k, v := range doc.Data {
@@ -365,9 +504,17 @@ func (p *Platform) add(file, where string, doc *document) error {
 	return nil
 }
 
-// loadSecretDir reads secrets mounted the way Kubernetes mounts them.
+// loadSecretDir reads secrets mounted the way Kubernetes mounts them
+// (keys are links into a hidden ..data folder), through an os.Root: a link
+// leading out of the folder is refused.
 func (p *Platform) loadSecretDir(dir string) error {
-	entries, err := os.ReadDir(dir)
+	f, err := openFolder(dir, "secrets folder")
+	if err != nil {
+		return &renderer.InputError{File: dir, Msg: "cannot read secrets folder: " + cleanErr(err)}
+	}
+	defer f.Close()
+	fsys := f.root.FS()
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return &renderer.InputError{File: dir, Msg: "cannot read secrets folder: " + cleanErr(err)}
 	}
@@ -375,23 +522,28 @@ func (p *Platform) loadSecretDir(dir string) error {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue // Kubernetes' ..data links
 		}
-		sub := filepath.Join(dir, e.Name())
-		fi, err := os.Stat(sub)
-		if err != nil || !fi.IsDir() {
+		if fi, err := fs.Stat(fsys, e.Name()); err != nil || !fi.IsDir() {
 			continue
 		}
-		keys, err := os.ReadDir(sub)
+		keys, err := fs.ReadDir(fsys, e.Name())
 		if err != nil {
-			return &renderer.InputError{File: sub, Msg: "cannot read secret: " + cleanErr(err)}
+			return f.fail(e.Name(), "cannot read secret: "+cleanErr(err))
 		}
 		values := map[string][]byte{}
 		for _, k := range keys {
 			if strings.HasPrefix(k.Name(), ".") {
 				continue
 			}
-			b, err := os.ReadFile(filepath.Join(sub, k.Name()))
-			if err != nil {
+			rel := e.Name() + "/" + k.Name()
+			if fi, err := fs.Stat(fsys, rel); err == nil && fi.IsDir() {
 				continue // a folder inside a secret folder is not a key
+			}
+			b, err := f.readFile(rel, 0)
+			if errors.Is(err, fs.ErrNotExist) {
+				return f.fail(rel, "broken link: "+cleanErr(err))
+			}
+			if err != nil {
+				return err
 			}
 			values[k.Name()] = b
 		}
@@ -403,38 +555,129 @@ func (p *Platform) loadSecretDir(dir string) error {
 	return nil
 }
 
-// validate checks references between documents.
+// storePath checks a state store's spec.path as the stores will use it.
+func storePath(p string) error {
+	p = strings.Trim(p, "/")
+	if p == "" || p == "." {
+		return nil
+	}
+	return layout.ValidPath(p)
+}
+
+// validate checks references between documents, and that no two
+// destinations write one folder: within a store, or through two stores
+// that are the same repository and branch (or bucket).
 func (p *Platform) validate() error {
 	sort.Slice(p.Destinations, func(i, j int) bool { return p.Destinations[i].Name < p.Destinations[j].Name })
-	paths := map[string]string{}
+	type placed struct {
+		loc, prefix, folder string
+		d                   renderer.Destination
+	}
+	var seen []placed
 	for _, d := range p.Destinations {
 		file := p.destFile[d.Name]
-		where := "Destination " + d.Name
+		bad := func(msg string, args ...any) error {
+			return &renderer.InputError{File: file, Where: "Destination " + d.Name, Msg: fmt.Sprintf(msg, args...)}
+		}
 		switch d.Store.Kind {
 		case "GitStateStore":
 			if p.GitStores[d.Store.Name] == nil {
-				return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("spec.stateStoreRef names GitStateStore %s, which is not defined", d.Store.Name)}
+				return bad("spec.stateStoreRef names GitStateStore %s, which is not defined", d.Store.Name)
 			}
 		case "BucketStateStore":
 			if p.BucketStores[d.Store.Name] == nil {
-				return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("spec.stateStoreRef names BucketStateStore %s, which is not defined", d.Store.Name)}
+				return bad("spec.stateStoreRef names BucketStateStore %s, which is not defined", d.Store.Name)
 			}
 		default:
-			return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("spec.stateStoreRef.kind %q is neither GitStateStore nor BucketStateStore", d.Store.Kind)}
+			return bad("spec.stateStoreRef.kind %q is neither GitStateStore nor BucketStateStore", d.Store.Kind)
 		}
-		key := d.Store.String() + ":" + d.Path
-		if other, ok := paths[key]; ok {
-			return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("spec.path %q is also used by Destination %s in the same state store", d.Path, other)}
-		}
-		paths[key] = d.Name
-		for k, other := range paths {
-			otherPath := strings.TrimPrefix(k, d.Store.String()+":")
-			if otherPath != k && otherPath != d.Path && (strings.HasPrefix(otherPath+"/", d.Path+"/") || strings.HasPrefix(d.Path+"/", otherPath+"/")) {
-				return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("spec.path %q overlaps the path %q of Destination %s in the same state store", d.Path, otherPath, other)}
+		loc, prefix := p.location(d.Store)
+		me := placed{loc: loc, prefix: prefix, folder: path.Join(prefix, d.Path), d: d}
+		for _, o := range seen {
+			if o.loc != loc {
+				continue
+			}
+			if o.d.Store == d.Store {
+				if o.d.Path == d.Path {
+					return bad("spec.path %q is also used by Destination %s in the same state store", d.Path, o.d.Name)
+				}
+				if nested(o.d.Path, d.Path) {
+					return bad("spec.path %q overlaps the path %q of Destination %s in the same state store", d.Path, o.d.Path, o.d.Name)
+				}
+				continue
+			}
+			if nested(o.folder, me.folder) {
+				return bad("spec.path %q puts it in folder %q of %s, which overlaps folder %q of Destination %s through %s: both stores are %s", d.Path, me.folder, d.Store, o.folder, o.d.Name, o.d.Store, loc)
+			}
+			if o.prefix == me.prefix {
+				return bad("spec.stateStoreRef %s is %s, path %q, as %s of Destination %s is: their records in %s would overwrite each other; use one store, or give them different paths", d.Store, loc, me.prefix, o.d.Store, o.d.Name, path.Join(me.prefix, layout.MetaDir))
 			}
 		}
+		seen = append(seen, me)
 	}
 	return nil
+}
+
+// nested says whether one of two slash paths is the other or inside it
+// ("" is the whole store).
+func nested(a, b string) bool {
+	if a == "" || b == "" || a == "." || b == "." {
+		return true
+	}
+	return a == b || strings.HasPrefix(a+"/", b+"/") || strings.HasPrefix(b+"/", a+"/")
+}
+
+// location is where a store's files land, as a phrase (the repository and
+// branch, or the bucket), and its folder there. Two stores with one
+// location write the same files.
+func (p *Platform) location(ref renderer.StoreRef) (string, string) {
+	trim := func(s string) string {
+		s = strings.Trim(s, "/")
+		if s == "." {
+			return ""
+		}
+		return s
+	}
+	if gs := p.GitStores[ref.Name]; ref.Kind == "GitStateStore" && gs != nil {
+		return fmt.Sprintf("repository %s, branch %s", repoKey(gs.URL), gs.Branch), trim(gs.Path)
+	}
+	if bs := p.BucketStores[ref.Name]; bs != nil {
+		host := strings.ToLower(bs.Endpoint)
+		if _, rest, ok := strings.Cut(host, "://"); ok {
+			host = rest
+		}
+		return fmt.Sprintf("bucket %s at %s", bs.BucketName, strings.TrimSuffix(host, "/")), trim(bs.Path)
+	}
+	return ref.String(), ""
+}
+
+// repoKey names a git repository the same way however its URL is spelled:
+// https://Git.example.com/org/repo.git, ssh://git@git.example.com/org/repo
+// and git@git.example.com:org/repo are one repository; a local path is
+// made absolute.
+func repoKey(raw string) string {
+	u := raw
+	if strings.HasPrefix(u, "file://") || filepath.IsAbs(u) {
+		abs, err := filepath.Abs(strings.TrimPrefix(u, "file://"))
+		if err != nil {
+			return raw
+		}
+		return strings.TrimSuffix(abs, "/")
+	}
+	if !strings.Contains(u, "://") { // scp-like: [user@]host:path
+		if host, p, ok := strings.Cut(u, ":"); ok {
+			if _, h, ok := strings.Cut(host, "@"); ok {
+				host = h
+			}
+			u = "ssh://" + host + "/" + strings.TrimPrefix(p, "/")
+		}
+	}
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		return raw
+	}
+	p := strings.TrimSuffix(strings.TrimSuffix(pu.Path, "/"), ".git")
+	return strings.ToLower(pu.Hostname() + p)
 }
 
 // Secret resolves a store's secretRef.

@@ -1,15 +1,13 @@
 package inputs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -22,15 +20,24 @@ import (
 const SelectorsFileName = "destination-selectors.yaml"
 
 // LoadSelectors reads <metadata>/destination-selectors.yaml. A missing
-// file means no selectors.
+// file means no selectors; a missing metadata folder is an error, since the
+// selectors it should hold would be dropped without a word.
 func LoadSelectors(metadataDir string) ([]renderer.SelectorEntry, string, error) {
 	file := filepath.Join(metadataDir, SelectorsFileName)
-	data, err := os.ReadFile(file)
+	f, err := openFolder(metadataDir, "metadata folder")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, file, &renderer.InputError{File: metadataDir, Msg: "the metadata folder does not exist: pass --metadata with the workflow's metadata folder (it may be empty)"}
+	}
+	if err != nil {
+		return nil, file, &renderer.InputError{File: metadataDir, Msg: "cannot read the metadata folder: " + cleanErr(err)}
+	}
+	defer f.Close()
+	data, err := f.readFile(SelectorsFileName, MaxYAMLBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, file, nil
 	}
 	if err != nil {
-		return nil, file, &renderer.InputError{File: file, Msg: cleanErr(err)}
+		return nil, file, err
 	}
 	entries, err := ParseSelectors(data)
 	if err != nil {
@@ -43,21 +50,31 @@ func LoadSelectors(metadataDir string) ([]renderer.SelectorEntry, string, error)
 // {directory?, matchLabels, matchExpressions?}. Unknown fields are refused,
 // so a typo (matchLabel) is not silently a selector that matches everything.
 func ParseSelectors(data []byte) ([]renderer.SelectorEntry, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
+	docs, err := parseYAML(data)
+	if err != nil {
+		return nil, errors.New(oneDocument(err))
+	}
+	if len(docs) > 1 {
+		return nil, fmt.Errorf("invalid YAML: expected one document, found %d", len(docs))
+	}
+	if len(docs) == 0 {
 		return nil, nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var entries []renderer.SelectorEntry
-	if err := dec.Decode(&entries); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("invalid YAML: %s (want a list of {directory, matchLabels})", yamlMsg(err))
+	n := content(docs[0])
+	if n == nil {
+		return nil, nil
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("invalid YAML: expected one document, found more")
+	if n.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: want a list of {directory, matchLabels}", n.Line)
+	}
+	var entries []renderer.SelectorEntry
+	for i, item := range n.Content {
+		if err := unknownField(item, reflect.TypeFor[renderer.SelectorEntry](), ""); err != nil {
+			return nil, fmt.Errorf("entry %d: %v", i+1, err)
+		}
+	}
+	if err := n.Decode(&entries); err != nil {
+		return nil, fmt.Errorf("invalid YAML: %s (want a list of {directory, matchLabels})", yamlMsg(err))
 	}
 	return entries, nil
 }
@@ -70,71 +87,59 @@ type Output struct {
 }
 
 // ScanOutput reads every regular file below dir, keeping sub-folders.
-// Links are followed only when they stay inside dir; a .yaml or .yml file
-// must be valid YAML (every document of it).
+// Links are followed only when they stay inside dir, and everything is
+// read through an os.Root, so that no file outside dir is ever read, even
+// when the tree changes while it is read. A .yaml or .yml file must be
+// valid YAML (every document of it), within MaxYAMLBytes and MaxAliasNodes.
 func ScanOutput(dir string) (*Output, error) { return ScanOutputContext(context.Background(), dir) }
 
 // ScanOutputContext is ScanOutput that stops with ctx's error once ctx is
 // done: it checks before each file.
 func ScanOutputContext(ctx context.Context, dir string) (*Output, error) {
-	root, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, &renderer.InputError{File: dir, Msg: err.Error()}
-	}
-	fi, err := os.Stat(root)
+	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, &renderer.InputError{File: dir, Msg: "cannot read the output folder: " + cleanErr(err)}
 	}
 	if !fi.IsDir() {
 		return nil, &renderer.InputError{File: dir, Msg: "the output is not a folder"}
 	}
-	realRoot, err := filepath.EvalSymlinks(root)
+	f, err := openFolder(dir, "output folder")
 	if err != nil {
-		return nil, &renderer.InputError{File: dir, Msg: cleanErr(err)}
+		return nil, &renderer.InputError{File: dir, Msg: "cannot read the output folder: " + cleanErr(err)}
 	}
+	defer f.Close()
 	out := &Output{}
-	err = filepath.WalkDir(walkRoot(root), func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return &renderer.InputError{File: p, Msg: "cannot read: " + cleanErr(err)}
-		}
+	err = f.walk(func(rel string, d fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
 			if rel != "." && !strings.Contains(rel, "/") {
 				out.Dirs = append(out.Dirs, rel)
 			}
 			return nil
 		}
-		target := p
-		if d.Type()&fs.ModeSymlink != 0 {
-			real, err := filepath.EvalSymlinks(p)
-			if err != nil {
-				return &renderer.InputError{File: p, Msg: "broken link: " + cleanErr(err)}
-			}
-			if r, err := filepath.Rel(realRoot, real); err != nil || r == ".." || strings.HasPrefix(r, "../") {
-				return &renderer.InputError{File: p, Msg: "link leads outside the output folder"}
-			}
-			ti, err := os.Stat(real)
-			if err != nil {
-				return &renderer.InputError{File: p, Msg: cleanErr(err)}
-			}
-			if ti.IsDir() {
-				return &renderer.InputError{File: p, Msg: "links to folders are not followed: copy the folder into the output instead"}
-			}
-			target = real
-		} else if !d.Type().IsRegular() {
-			return &renderer.InputError{File: p, Msg: "not a regular file"}
+		link := d.Type()&fs.ModeSymlink != 0
+		if !link && !d.Type().IsRegular() {
+			return f.fail(rel, "not a regular file")
 		}
-		data, err := os.ReadFile(target)
+		var limit int64
+		if isYAML(rel) {
+			limit = MaxYAMLBytes
+		}
+		data, err := f.readFile(rel, limit)
+		if errors.Is(err, fs.ErrNotExist) && link {
+			return f.fail(rel, "broken link: "+cleanErr(err))
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return f.fail(rel, "cannot read: "+cleanErr(err))
+		}
 		if err != nil {
-			return &renderer.InputError{File: p, Msg: "cannot read: " + cleanErr(err)}
+			return err
 		}
-		if isYAML(p) {
+		if isYAML(rel) {
 			if err := CheckYAML(data); err != nil {
-				return &renderer.InputError{File: p, Msg: err.Error()}
+				return f.fail(rel, err.Error())
 			}
 		}
 		out.Files = append(out.Files, renderer.File{Path: rel, Data: data})
@@ -148,42 +153,6 @@ func ScanOutputContext(ctx context.Context, dir string) (*Output, error) {
 	return out, nil
 }
 
-// yamlMsg is a YAML error as one line without the "yaml: " prefix: a
-// decoding (type) error lists each of its problems on a line of its own,
-// and a message is printed as one line. The value a type error quotes is
-// left out: it may be a password (a Secret's stringData mistyped as a
-// scalar), and the line number finds it.
-func yamlMsg(err error) string {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msgs := make([]string, len(te.Errors))
-		for i, m := range te.Errors {
-			msgs[i] = quotedValue.ReplaceAllString(m, "cannot unmarshal $1 into ")
-		}
-		return strings.Join(msgs, "; ")
-	}
-	return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", " ")
-}
-
-// quotedValue is the value yaml.v3 quotes in a type error, up to the last
-// "into" of the line (the value itself may hold one).
-var quotedValue = regexp.MustCompile("cannot unmarshal (\\S+) `.*` into ")
-
-// CheckYAML reports the first document of data that is not valid YAML.
-func CheckYAML(data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for i := 1; ; i++ {
-		var n yaml.Node
-		err := dec.Decode(&n)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("document %d: invalid YAML: %s", i, strings.TrimPrefix(err.Error(), "yaml: "))
-		}
-	}
-}
-
 // Object is the workflow's input object (object.yaml): the Promise or the
 // resource request.
 type Object struct {
@@ -193,21 +162,39 @@ type Object struct {
 	Labels    map[string]string
 }
 
-// LoadObject reads <input>/object.yaml; a missing file gives nil.
+// LoadObject reads <input>/object.yaml; a missing file (or input folder)
+// gives nil. It must hold one document.
 func LoadObject(inputDir string) (*Object, error) {
 	file := filepath.Join(inputDir, "object.yaml")
-	data, err := os.ReadFile(file)
+	f, err := openFolder(inputDir, "input folder")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &renderer.InputError{File: file, Msg: cleanErr(err)}
+		return nil, &renderer.InputError{File: inputDir, Msg: "cannot read the input folder: " + cleanErr(err)}
+	}
+	defer f.Close()
+	data, err := f.readFile("object.yaml", MaxYAMLBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	docs, err := parseYAML(data)
+	if err != nil {
+		return nil, &renderer.InputError{File: file, Msg: oneDocument(err)}
+	}
+	if len(docs) > 1 {
+		return nil, &renderer.InputError{File: file, Msg: fmt.Sprintf("holds %d documents: it must hold one, the Promise or resource request", len(docs))}
 	}
 	var doc struct {
 		Metadata meta `yaml:"metadata"`
 	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &renderer.InputError{File: file, Msg: "invalid YAML: " + yamlMsg(err)}
+	if len(docs) == 1 {
+		if err := docs[0].Decode(&doc); err != nil {
+			return nil, &renderer.InputError{File: file, Msg: "invalid YAML: " + yamlMsg(err)}
+		}
 	}
 	return &Object{File: file, Name: doc.Metadata.Name, Namespace: doc.Metadata.Namespace, Labels: doc.Metadata.Labels}, nil
 }
