@@ -137,7 +137,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			}
 		}
 	}
-	var puts, shared, targets []statestore.Op
+	var claims, puts, shared, targets []statestore.Op
 	var deletes, targetDeletes []string
 	for _, op := range plan.Ops {
 		_, mine := u.Files[op.Path]
@@ -149,6 +149,8 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			deletes = append(deletes, op.Path)
 		case op.Delete:
 			targetDeletes = append(targetDeletes, op.Path)
+		case strings.HasPrefix(op.Path, statestore.ClaimsDir+"/"):
+			claims = append(claims, op)
 		case mine || layout.IsMeta(op.Path):
 			puts = append(puts, op)
 		case isShared:
@@ -158,8 +160,24 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		}
 	}
 
+	// 0. Claims on the workload's objects, before anything a reader (Flux)
+	// would see: a writer that loses a claim to another workload re-lists,
+	// finds the claim taken and fails having written no file of its own.
+	jobs := make([]func(context.Context) error, 0, len(claims))
+	for _, op := range claims {
+		jobs = append(jobs, func(ctx context.Context) error {
+			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
+			if err == nil {
+				w.set(op.Path, etag)
+			}
+			return err
+		})
+	}
+	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+		return "write", err
+	}
 	// 1. The workload's files and aggregate parts, and shared files.
-	jobs := make([]func(context.Context) error, 0, len(puts)+len(shared))
+	jobs = make([]func(context.Context) error, 0, len(puts)+len(shared))
 	for _, op := range puts {
 		jobs = append(jobs, func(ctx context.Context) error {
 			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
