@@ -59,7 +59,6 @@ func objectUpdate(workload, dest, section, data string) statestore.Update {
 		APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm",
 		Section: section, File: file, Destination: dest, Source: "out/cm.yaml",
 	}}
-	u.Destinations = []string{dest}
 	return u
 }
 
