@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
@@ -342,47 +343,21 @@ func (s *Store) makeBucket(ctx context.Context) error {
 	})
 }
 
-// parallel runs jobs with at most n in flight. The first error cancels the
-// others and is returned.
+// parallel runs jobs, at most n at a time, and returns the first error;
+// the first failure cancels the context the others get.
 func parallel(ctx context.Context, n int, jobs []func(context.Context) error) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	fail := func(err error) {
-		mu.Lock()
-		if first == nil {
-			first = err
-			cancel()
-		}
-		mu.Unlock()
-	}
-loop:
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(n, 1))
 	for _, job := range jobs {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			break loop
+		if gctx.Err() != nil {
+			break // a job failed or ctx ended: start no more
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := job(ctx); err != nil {
-				fail(err)
-			}
-		}()
+		g.Go(func() error { return job(gctx) })
 	}
-	wg.Wait()
-	if first == nil && ctx.Err() != nil {
-		first = ctx.Err()
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return first
+	return ctx.Err()
 }
 
 // checkUpdate refuses what this backend cannot store and returns the
