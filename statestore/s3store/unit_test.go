@@ -63,6 +63,12 @@ func TestSealedRecordRoundTrip(t *testing.T) {
 	if got := unsealRecord(canonical); string(got) != string(canonical) {
 		t.Fatal("unseal changed an unsealed record")
 	}
+	// The revision is a JSON field, wherever it is and however the JSON is
+	// spaced: unsealing decodes, it does not edit text.
+	compact := []byte(`{"s3Revision":"0123456789abcdef0123456789abcdef","format":1,"workload":"promise/p/x","type":"promise","promise":"p","pipeline":"x","files":["d/a.yaml"]}`)
+	if got := unsealRecord(compact); string(got) != string(canonical) {
+		t.Fatalf("unseal of a compact record:\n%s\nwant\n%s", got, canonical)
+	}
 }
 
 func TestTombstoneSmallerThanAnyRecord(t *testing.T) {
