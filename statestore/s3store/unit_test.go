@@ -312,3 +312,17 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("%d requests reached the server, want 1 (the trusted listing)", requests)
 	}
 }
+
+// Any 5xx is a server that may recover: retried (ErrUnreachable), whatever
+// its code says, and however unusual the status.
+func TestEvery5xxIsRetryable(t *testing.T) {
+	s := unitStore(t, Config{Endpoint: "127.0.0.1:9000", Bucket: "state", AccessKeyID: testAccessKey, SecretAccessKey: testSecretKey})
+	for status := 500; status <= 599; status++ {
+		for _, code := range []string{"", "InternalError", "NotImplemented", "XMinioStorageFull", "SomethingNew"} {
+			err := s.translate(minio.ErrorResponse{Code: code, StatusCode: status})
+			if !errors.Is(err, statestore.ErrUnreachable) {
+				t.Errorf("HTTP %d %q: translate = %v, want ErrUnreachable (retried)", status, code, err)
+			}
+		}
+	}
+}
