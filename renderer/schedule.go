@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/render-dev/render/internal/layout"
@@ -67,41 +67,19 @@ func CheckSelector(s Selector) (string, error) {
 	return sel.String(), nil
 }
 
-// asSelector builds a Kubernetes label selector, with Kubernetes' own
-// validation of keys, values and operators.
+// asSelector builds a Kubernetes label selector with Kubernetes' own
+// function and rules (label keys and values, operators, values per operator).
 func asSelector(s Selector) (labels.Selector, error) {
-	sel := labels.NewSelector()
-	keys := make([]string, 0, len(s.MatchLabels))
-	for k := range s.MatchLabels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		r, err := labels.NewRequirement(k, selection.Equals, []string{s.MatchLabels[k]})
-		if err != nil {
-			return nil, fmt.Errorf("invalid selector: matchLabels: %v", err)
-		}
-		sel = sel.Add(*r)
-	}
 	for _, e := range s.MatchExpressions {
-		var op selection.Operator
 		switch e.Operator {
-		case "In":
-			op = selection.In
-		case "NotIn":
-			op = selection.NotIn
-		case "Exists":
-			op = selection.Exists
-		case "DoesNotExist":
-			op = selection.DoesNotExist
-		default:
+		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:
+		default: // apimachinery's message would not say which operators exist
 			return nil, fmt.Errorf("invalid selector: matchExpressions: key %s: operator %q is not In, NotIn, Exists or DoesNotExist", e.Key, e.Operator)
 		}
-		r, err := labels.NewRequirement(e.Key, op, e.Values)
-		if err != nil {
-			return nil, fmt.Errorf("invalid selector: matchExpressions: %v", err)
-		}
-		sel = sel.Add(*r)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: s.MatchLabels, MatchExpressions: s.MatchExpressions})
+	if err != nil {
+		return nil, fmt.Errorf("invalid selector: %v", err)
 	}
 	return sel, nil
 }

@@ -70,6 +70,19 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		want[p] = data
 	}
 
+	// Claims on the workload's Kubernetes objects (see ClaimPath).
+	claimed := map[string]layout.Object{}
+	if u.Record != nil {
+		for _, o := range u.Record.Objects {
+			if _, ok := claimed[ClaimPath(o)]; !ok {
+				claimed[ClaimPath(o)] = o
+			}
+		}
+	}
+	for p, data := range claims(u) {
+		want[p] = data
+	}
+
 	// Aggregated files: this workload's part lives in the meta folder, and
 	// the target is rebuilt from every part present now.
 	targets := map[string]bool{}
@@ -89,19 +102,38 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	}
 
 	var owners map[string]string // built only on a collision
-	for _, p := range sortedKeys(want) {
+	ownerIdx := func() (map[string]string, error) {
+		var err error
+		if owners == nil {
+			owners, err = ownerIndex(snap)
+		}
+		return owners, err
+	}
+	// Claims first, so a duplicate object is reported as one rather than
+	// as whichever of its paths sorts first.
+	wantPaths := sortedKeys(want)
+	sort.SliceStable(wantPaths, func(i, j int) bool {
+		_, ci := claimed[wantPaths[i]]
+		_, cj := claimed[wantPaths[j]]
+		return ci && !cj
+	})
+	for _, p := range wantPaths {
 		exists, equal, err := snap.Compare(p, want[p])
 		if err != nil {
 			return plan, err
 		}
-		if exists && !owned[p] && !layout.IsMeta(p) {
-			if owners == nil {
-				if owners, err = ownerIndex(snap); err != nil {
-					return plan, err
-				}
+		if o, isClaim := claimed[p]; isClaim && exists && !equal && !owned[p] {
+			if err := checkClaim(snap, p, u.Workload, o, ownerIdx); err != nil {
+				return Plan{}, err
 			}
-			if o, ok := owners[p]; ok && o != u.Workload {
-				return plan, fmt.Errorf("%w: %s belongs to workload %s", ErrConflict, p, o)
+		}
+		if exists && !owned[p] && !layout.IsMeta(p) {
+			idx, err := ownerIdx()
+			if err != nil {
+				return plan, err
+			}
+			if o, ok := idx[p]; ok && o != u.Workload {
+				return Plan{}, &OwnedError{Owner: o, Path: p}
 			}
 		}
 		switch {

@@ -342,7 +342,11 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 		for _, f := range failed {
 			lines = append(lines, f.Err.Error())
 		}
-		return &ExitError{Code: ExitStoreFailed, Err: errors.New(strings.Join(lines, "\nrender: "))}
+		code := ExitStoreFailed
+		if len(rep.BadInput()) > 0 { // another workload has that object or path
+			code = ExitBadInput
+		}
+		return &ExitError{Code: code, Err: errors.New(strings.Join(lines, "\nrender: "))}
 	}
 	if rep.Plan != nil {
 		if un := rep.Plan.Unscheduled(); len(un) > 0 {

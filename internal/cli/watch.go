@@ -307,7 +307,7 @@ func dur(d time.Duration) string { return d.Round(time.Millisecond).String() }
 func watchExit(out outcome, res metrics.Result, watchErr error) error {
 	switch res {
 	case metrics.BadInput:
-		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("last render: %v (nothing was written)", out.err)}
+		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("last render: %v (nothing was written)", renderError(out))}
 	case metrics.Failed:
 		return &ExitError{Code: ExitStoreFailed, Err: fmt.Errorf("last render: %v", renderError(out))}
 	}

@@ -151,6 +151,21 @@ func (r *Report) Failed() []StoreReport {
 	return out
 }
 
+// BadInput returns the store failures that are bad input rather than a
+// store's fault: a path or a Kubernetes object another workload already
+// has in that store (statestore.OwnedError), found when the update was
+// planned on what the store finally held. The CLI exits 2 for them.
+func (r *Report) BadInput() []StoreReport {
+	var out []StoreReport
+	for _, s := range r.Stores {
+		var oe *statestore.OwnedError
+		if errors.As(s.Err, &oe) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Inputs is everything loaded from disk for one render.
 type Inputs struct {
 	Platform  *inputs.Platform

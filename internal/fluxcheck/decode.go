@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"sync"
 
@@ -69,26 +68,49 @@ func decodeUncached(data []byte) ([]Object, *checkError) {
 	return objs, nil
 }
 
-// kyaml's document separator: a line starting with "---".
-var separator = regexp.MustCompile(`\n---.*\n`)
-
 // locate finds the document of data that kustomize (or server-side apply)
 // refuses, and says what is wrong with it in plain words. whole is the
 // error for the whole file, used when no single document is at fault.
+// Documents are read one by one with the YAML decoder kyaml builds on, so
+// they are numbered as kustomize numbers them.
 func locate(data []byte, whole error) *checkError {
-	s := strings.ReplaceAll(string(data), "\r\n", "\n")
-	docs := splitDocs(s)
-	for i, doc := range docs {
-		where := fmt.Sprintf("document %d", i+1)
-		if len(docs) == 1 {
-			where = ""
+	dec := yaml.NewDecoder(bytes.NewReader(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))))
+	var docs []*yaml.Node
+	var bad error // a document the decoder refuses: the last one read
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		if msg := problem(doc); msg != "" {
-			return &checkError{where: where, msg: msg}
+		if err != nil {
+			bad = err
+			break
 		}
-		if _, err := factory.RNodesFromBytes([]byte(doc)); err != nil {
-			return &checkError{where: where, msg: "Flux cannot decode it: " + cleanKustomizeErr(err)}
+		docs = append(docs, &n)
+	}
+	where := func(i int) string {
+		if len(docs) == 1 && bad == nil || len(docs) == 0 {
+			return ""
 		}
+		return fmt.Sprintf("document %d", i+1)
+	}
+	for i, n := range docs {
+		if msg := problem(n); msg != "" {
+			return &checkError{where: where(i), msg: msg}
+		}
+		doc, err := yaml.Marshal(n)
+		if err != nil {
+			continue
+		}
+		if _, err := factory.RNodesFromBytes(doc); err != nil {
+			return &checkError{where: where(i), msg: "Flux cannot decode it: " + cleanKustomizeErr(err)}
+		}
+	}
+	// kustomize's own complaint about a separator line ("--- junk") is
+	// clearer than where the decoder stumbled over it.
+	if bad != nil && !strings.Contains(whole.Error(), "separator") {
+		return &checkError{where: where(len(docs)), msg: "invalid YAML: " + strings.TrimPrefix(bad.Error(), "yaml: ")}
 	}
 	msg := cleanKustomizeErr(whole)
 	if strings.Contains(msg, "separator") {
@@ -97,28 +119,9 @@ func locate(data []byte, whole error) *checkError {
 	return &checkError{msg: "Flux cannot decode it: " + msg}
 }
 
-// splitDocs splits like kyaml's ByteReader.
-func splitDocs(s string) []string {
-	var docs []string
-	prev := 0
-	for _, loc := range separator.FindAllStringIndex(s, -1) {
-		docs = append(docs, s[prev:loc[0]]+"\n")
-		prev = loc[1]
-	}
-	return append(docs, s[prev:])
-}
-
 // problem says why one document is not a Kubernetes object, or "".
-func problem(doc string) string {
-	var n yaml.Node
-	err := yaml.NewDecoder(strings.NewReader(doc)).Decode(&n)
-	if errors.Is(err, io.EOF) {
-		return "" // empty or only comments
-	}
-	if err != nil {
-		return "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")
-	}
-	root := &n
+func problem(n *yaml.Node) string {
+	root := n
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
 			return ""

@@ -61,8 +61,6 @@ import (
 	"sort"
 	"strings"
 
-	"sigs.k8s.io/kustomize/kyaml/resid"
-
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 )
@@ -81,11 +79,7 @@ const (
 type Object = layout.Object
 
 // identity is what makes two objects the same object in a cluster.
-func identity(o Object) string {
-	g, v := resid.ParseGroupVersion(o.APIVersion)
-	id := resid.ResId{Gvk: resid.NewGvk(g, v, o.Kind), Name: o.Name, Namespace: o.Namespace}
-	return g + "|" + o.Kind + "|" + id.EffectiveNamespace() + "|" + o.Name
-}
+func identity(o Object) string { return o.Identity() }
 
 // place is where an object is applied: the same identity in two places does
 // not clash.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 )
 
 // MetaDir is the folder, relative to a store's path, where render keeps what
@@ -248,6 +249,15 @@ func (o Object) String() string {
 		return k + " " + o.Namespace + "/" + o.Name
 	}
 	return k + " " + o.Name
+}
+
+// Identity is what makes two objects the same object in a cluster, as
+// kustomize has it: group, kind, namespace and name. The version does not
+// count, and a namespaced object without a namespace is in "default".
+func (o Object) Identity() string {
+	g, v := resid.ParseGroupVersion(o.APIVersion)
+	id := resid.ResId{Gvk: resid.NewGvk(g, v, o.Kind), Name: o.Name, Namespace: o.Namespace}
+	return g + "|" + o.Kind + "|" + id.EffectiveNamespace() + "|" + o.Name
 }
 
 // Group is the API group of an apiVersion ("" for the core group).

@@ -46,6 +46,8 @@ func Classify(rep *engine.Report, err error) Result {
 		return BadInput
 	case err != nil || rep == nil:
 		return Failed
+	case len(rep.BadInput()) > 0:
+		return BadInput
 	case len(rep.Failed()) > 0:
 		return Failed
 	case rep.Plan != nil && len(rep.Plan.Unscheduled()) > 0:

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
@@ -137,7 +138,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			}
 		}
 	}
-	var puts, shared, targets []statestore.Op
+	var claims, puts, shared, targets []statestore.Op
 	var deletes, targetDeletes []string
 	for _, op := range plan.Ops {
 		_, mine := u.Files[op.Path]
@@ -149,6 +150,8 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			deletes = append(deletes, op.Path)
 		case op.Delete:
 			targetDeletes = append(targetDeletes, op.Path)
+		case strings.HasPrefix(op.Path, statestore.ClaimsDir+"/"):
+			claims = append(claims, op)
 		case mine || layout.IsMeta(op.Path):
 			puts = append(puts, op)
 		case isShared:
@@ -158,8 +161,24 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		}
 	}
 
+	// 0. Claims on the workload's objects, before anything a reader (Flux)
+	// would see: a writer that loses a claim to another workload re-lists,
+	// finds the claim taken and fails having written no file of its own.
+	jobs := make([]func(context.Context) error, 0, len(claims))
+	for _, op := range claims {
+		jobs = append(jobs, func(ctx context.Context) error {
+			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
+			if err == nil {
+				w.set(op.Path, etag)
+			}
+			return err
+		})
+	}
+	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+		return "write", err
+	}
 	// 1. The workload's files and aggregate parts, and shared files.
-	jobs := make([]func(context.Context) error, 0, len(puts)+len(shared))
+	jobs = make([]func(context.Context) error, 0, len(puts)+len(shared))
 	for _, op := range puts {
 		jobs = append(jobs, func(ctx context.Context) error {
 			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
@@ -324,47 +343,21 @@ func (s *Store) makeBucket(ctx context.Context) error {
 	})
 }
 
-// parallel runs jobs with at most n in flight. The first error cancels the
-// others and is returned.
+// parallel runs jobs, at most n at a time, and returns the first error;
+// the first failure cancels the context the others get.
 func parallel(ctx context.Context, n int, jobs []func(context.Context) error) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	fail := func(err error) {
-		mu.Lock()
-		if first == nil {
-			first = err
-			cancel()
-		}
-		mu.Unlock()
-	}
-loop:
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(n, 1))
 	for _, job := range jobs {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			break loop
+		if gctx.Err() != nil {
+			break // a job failed or ctx ended: start no more
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := job(ctx); err != nil {
-				fail(err)
-			}
-		}()
+		g.Go(func() error { return job(gctx) })
 	}
-	wg.Wait()
-	if first == nil && ctx.Err() != nil {
-		first = ctx.Err()
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	return first
+	return ctx.Err()
 }
 
 // checkUpdate refuses what this backend cannot store and returns the

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -39,16 +38,22 @@ func sealRecord(canonical []byte) []byte {
 	return fmt.Appendf(out, ",\n  %q: %q\n}\n", revisionField, nonce())
 }
 
-var sealed = regexp.MustCompile(`,\n  "` + revisionField + `": "[0-9a-f]{32}"\n}\n$`)
-
-// unsealRecord returns a stored record as Record.Encode wrote it.
+// unsealRecord returns a stored record as Record.Encode wrote it: decoded
+// (which drops the revision) and encoded again. A stored object that is not
+// a record is returned as it is, so it compares unequal to any record.
 func unsealRecord(stored []byte) []byte {
-	loc := sealed.FindIndex(stored)
-	if loc == nil {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(stored, &probe); err != nil {
 		return stored
 	}
-	out := append([]byte(nil), stored[:loc[0]]...)
-	return append(out, "\n}\n"...)
+	if _, ok := probe[revisionField]; !ok {
+		return stored
+	}
+	rec, err := statestore.DecodeRecord("", stored)
+	if err != nil {
+		return stored
+	}
+	return rec.Encode()
 }
 
 // A tombstone replaces the record of a removed workload: S3 cannot delete

@@ -63,6 +63,12 @@ func TestSealedRecordRoundTrip(t *testing.T) {
 	if got := unsealRecord(canonical); string(got) != string(canonical) {
 		t.Fatal("unseal changed an unsealed record")
 	}
+	// The revision is a JSON field, wherever it is and however the JSON is
+	// spaced: unsealing decodes, it does not edit text.
+	compact := []byte(`{"s3Revision":"0123456789abcdef0123456789abcdef","format":1,"workload":"promise/p/x","type":"promise","promise":"p","pipeline":"x","files":["d/a.yaml"]}`)
+	if got := unsealRecord(compact); string(got) != string(canonical) {
+		t.Fatalf("unseal of a compact record:\n%s\nwant\n%s", got, canonical)
+	}
 }
 
 func TestTombstoneSmallerThanAnyRecord(t *testing.T) {
@@ -304,5 +310,19 @@ func TestTLS(t *testing.T) {
 	}
 	if requests != 1 {
 		t.Fatalf("%d requests reached the server, want 1 (the trusted listing)", requests)
+	}
+}
+
+// Any 5xx is a server that may recover: retried (ErrUnreachable), whatever
+// its code says, and however unusual the status.
+func TestEvery5xxIsRetryable(t *testing.T) {
+	s := unitStore(t, Config{Endpoint: "127.0.0.1:9000", Bucket: "state", AccessKeyID: testAccessKey, SecretAccessKey: testSecretKey})
+	for status := 500; status <= 599; status++ {
+		for _, code := range []string{"", "InternalError", "NotImplemented", "XMinioStorageFull", "SomethingNew"} {
+			err := s.translate(minio.ErrorResponse{Code: code, StatusCode: status})
+			if !errors.Is(err, statestore.ErrUnreachable) {
+				t.Errorf("HTTP %d %q: translate = %v, want ErrUnreachable (retried)", status, code, err)
+			}
+		}
 	}
 }

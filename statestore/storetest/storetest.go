@@ -46,6 +46,22 @@ func update(workload string, files map[string]string) statestore.Update {
 	return u
 }
 
+func configMap(data string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, namespace: ns}\ndata: {k: " + data + "}\n"
+}
+
+// objectUpdate writes one ConfigMap, ns/cm, to a section of a destination,
+// in a file of the workload's own, and records it as the engine does.
+func objectUpdate(workload, dest, section, data string) statestore.Update {
+	file := section + "/" + strings.ReplaceAll(workload, "/", "-") + "/cm.yaml"
+	u := update(workload, map[string]string{dest + "/" + file: configMap(data)})
+	u.Record.Objects = []layout.Object{{
+		APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm",
+		Section: section, File: file, Destination: dest, Source: "out/cm.yaml",
+	}}
+	return u
+}
+
 func removal(workload string) statestore.Update {
 	return statestore.Update{Workload: workload, Message: statestore.Message{Subject: "test: remove " + workload}}
 }
@@ -176,8 +192,9 @@ func Run(t *testing.T, h Harness) {
 		equal(t, "contents", contents(t, a), map[string]string{"d1/a/z.yaml": "a2\n", "d1/b/x.yaml": "b\n", "d2/b/y.yaml": "b\n"})
 		// A file another workload owns is refused, not taken over.
 		_, err := b.Apply(context.Background(), update("w/b", map[string]string{"d1/a/z.yaml": "stolen\n"}))
-		if !errors.Is(err, statestore.ErrConflict) {
-			t.Fatalf("writing another workload's file: got %v, want ErrConflict", err)
+		var oe *statestore.OwnedError
+		if !errors.Is(err, statestore.ErrConflict) || !errors.As(err, &oe) || oe.Owner != "w/a" {
+			t.Fatalf("writing another workload's file: got %v, want an OwnedError naming w/a", err)
 		}
 		// Removing a workload removes its files and record only.
 		res := apply(t, b, removal("w/b"))
@@ -266,6 +283,81 @@ func Run(t *testing.T, h Harness) {
 		equal(t, "contents", contents(t, s), want)
 		if got := len(records(t, s)); got != h.Writers {
 			t.Fatalf("records: got %d, want %d", got, h.Writers)
+		}
+	})
+	t.Run("DuplicateObject", func(t *testing.T) {
+		open := h.Fresh(t)
+		s := open()
+		defer s.Close()
+		apply(t, s, objectUpdate("w/a", "dest", "resources", "other"))
+		// The same object in another section, or another destination, is
+		// a different Flux Kustomization's: allowed.
+		apply(t, s, objectUpdate("w/b", "dest", "dependencies", "other"))
+		apply(t, s, objectUpdate("w/c", "dest2", "resources", "other"))
+		// The same object in the same section is refused, naming the owner.
+		_, err := s.Apply(context.Background(), objectUpdate("w/d", "dest", "resources", "other"))
+		var oe *statestore.OwnedError
+		if !errors.As(err, &oe) || !errors.Is(err, statestore.ErrConflict) || oe.Owner != "w/a" || !strings.Contains(err.Error(), "w/a") {
+			t.Fatalf("a duplicate object: got %v, want an OwnedError naming w/a", err)
+		}
+		if _, ok := contents(t, s)["dest/resources/w-d/cm.yaml"]; ok {
+			t.Fatal("the refused duplicate was written")
+		}
+		// Once its owner stops writing it, another workload may.
+		apply(t, s, removal("w/a"))
+		apply(t, s, objectUpdate("w/d", "dest", "resources", "other"))
+		// A workload rewriting its own object is not a duplicate.
+		apply(t, s, objectUpdate("w/d", "dest", "resources", "changed"))
+	})
+	t.Run("DuplicateObjectRace", func(t *testing.T) {
+		// Issue 16: 16 workloads writing one ConfigMap to one destination,
+		// started together, left 7-16 copies. Exactly one may land.
+		open := h.Fresh(t)
+		n := min(h.Writers, 16)
+		ctx := statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := open()
+				defer s.Close()
+				<-start
+				_, errs[i] = s.Apply(ctx, objectUpdate(fmt.Sprintf("w/%02d", i), "dest", "resources", "data"))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := ""
+		for i, err := range errs {
+			var oe *statestore.OwnedError
+			switch {
+			case err == nil && winner != "":
+				t.Fatalf("writers %s and w/%02d both landed the same object", winner, i)
+			case err == nil:
+				winner = fmt.Sprintf("w/%02d", i)
+			case !errors.As(err, &oe) || !errors.Is(err, statestore.ErrConflict):
+				t.Fatalf("writer w/%02d: got %v, want an OwnedError", i, err)
+			}
+		}
+		if winner == "" {
+			t.Fatal("no writer landed")
+		}
+		for i, err := range errs {
+			var oe *statestore.OwnedError
+			if err != nil && errors.As(err, &oe) && oe.Owner != winner {
+				t.Fatalf("writer w/%02d: error names %s, want the winner %s: %v", i, oe.Owner, winner, err)
+			}
+		}
+		s := open()
+		defer s.Close()
+		equal(t, "contents", contents(t, s), map[string]string{
+			"dest/resources/" + strings.ReplaceAll(winner, "/", "-") + "/cm.yaml": configMap("data"),
+		})
+		if got := records(t, s); len(got) != 1 || got[winner] == nil {
+			t.Fatalf("records: got %v, want only %s's", got, winner)
 		}
 	})
 	t.Run("SameWorkloadRace", func(t *testing.T) {

@@ -1,0 +1,265 @@
+package statestore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/render-dev/render/internal/layout"
+)
+
+// memSnap is a Snapshot held in memory.
+type memSnap map[string][]byte
+
+func (m memSnap) Compare(p string, data []byte) (bool, bool, error) {
+	old, ok := m[p]
+	return ok, ok && bytes.Equal(old, data), nil
+}
+
+func (m memSnap) ReadFile(p string) ([]byte, error) {
+	if b, ok := m[p]; ok {
+		return b, nil
+	}
+	return nil, fmt.Errorf("%s: %w", p, ErrNotFound)
+}
+
+func (m memSnap) List(dir string) ([]string, error) {
+	var out []string
+	for p := range m {
+		if strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// apply plans u on m and, if that succeeds, makes m hold the plan.
+func (m memSnap) apply(t *testing.T, u Update) (Plan, error) {
+	t.Helper()
+	plan, err := PlanUpdate(m, u)
+	if err != nil {
+		return plan, err
+	}
+	for _, op := range plan.Ops {
+		if op.Delete {
+			delete(m, op.Path)
+		} else {
+			m[op.Path] = op.Data
+		}
+	}
+	return plan, nil
+}
+
+func (m memSnap) visible() map[string]string {
+	out := map[string]string{}
+	for p, b := range m {
+		if !layout.IsMeta(p) {
+			out[p] = string(b)
+		}
+	}
+	return out
+}
+
+func cm(dest, section, file, apiVersion, ns string) layout.Object {
+	return layout.Object{APIVersion: apiVersion, Kind: "ConfigMap", Namespace: ns, Name: "cm",
+		Section: section, File: file, Destination: dest, Source: "out/" + file}
+}
+
+// upd is a workload's update: files (path: content), objects recorded.
+func upd(workload string, files map[string]string, objs ...layout.Object) Update {
+	u := Update{Workload: workload, Files: map[string][]byte{},
+		Record: &Record{Type: "promise", Promise: "p", Pipeline: "x", Objects: objs}}
+	for p, c := range files {
+		u.Files[p] = []byte(c)
+	}
+	return u
+}
+
+func TestPlanUpdate(t *testing.T) {
+	type step struct {
+		u Update
+		// wantErr: "" for success, else the owner an OwnedError must name.
+		wantErr string
+		diff    Diff
+	}
+	shared := func(u Update) Update {
+		u.Shared = map[string][]byte{"d/canary.yaml": []byte("canary\n")}
+		return u
+	}
+	agg := func(u Update, part string) Update {
+		u.Aggregates = []layout.Aggregate{{Target: "d/all.yaml", Contribution: []byte(part)}}
+		return u
+	}
+	res := cm("d", "resources", "resources/a.yaml", "v1", "ns")
+	tests := []struct {
+		name  string
+		steps []step
+		want  map[string]string // visible files at the end
+	}{
+		{
+			name: "write, rewrite unchanged, prune",
+			steps: []step{
+				{u: upd("w/a", map[string]string{"d/a.yaml": "1", "d/b.yaml": "1"}), diff: Diff{Added: []string{"d/a.yaml", "d/b.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/a.yaml": "1", "d/b.yaml": "1"})},
+				{u: upd("w/a", map[string]string{"d/a.yaml": "2"}), diff: Diff{Changed: []string{"d/a.yaml"}, Deleted: []string{"d/b.yaml"}}},
+			},
+			want: map[string]string{"d/a.yaml": "2"},
+		},
+		{
+			name: "another workload's path is refused and left alone",
+			steps: []step{
+				{u: upd("w/a", map[string]string{"d/a.yaml": "a"}), diff: Diff{Added: []string{"d/a.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/a.yaml": "b"}), wantErr: "w/a"},
+				{u: upd("w/b", map[string]string{"d/b.yaml": "b"}), diff: Diff{Added: []string{"d/b.yaml"}}},
+				{u: Update{Workload: "w/b"}, diff: Diff{Deleted: []string{"d/b.yaml"}}},
+			},
+			want: map[string]string{"d/a.yaml": "a"},
+		},
+		{
+			name: "a path nobody records is taken over",
+			steps: []step{
+				{u: upd("w/a", map[string]string{"d/stray.yaml": "a"}), diff: Diff{Changed: []string{"d/stray.yaml"}}},
+			},
+			want: map[string]string{"d/stray.yaml": "a"},
+		},
+		{
+			name: "shared files are written once and never deleted",
+			steps: []step{
+				{u: shared(upd("w/a", map[string]string{"d/a.yaml": "a"})), diff: Diff{Added: []string{"d/a.yaml", "d/canary.yaml"}}},
+				{u: shared(upd("w/b", map[string]string{"d/b.yaml": "b"})), diff: Diff{Added: []string{"d/b.yaml"}}},
+				{u: Update{Workload: "w/a"}, diff: Diff{Deleted: []string{"d/a.yaml"}}},
+			},
+			want: map[string]string{"d/b.yaml": "b", "d/canary.yaml": "canary\n"},
+		},
+		{
+			name: "aggregates hold every part in workload order",
+			steps: []step{
+				{u: agg(upd("w/b", nil), "kind: B\n"), diff: Diff{Added: []string{"d/all.yaml"}}},
+				{u: agg(upd("w/a", nil), "kind: A\n"), diff: Diff{Changed: []string{"d/all.yaml"}}},
+				{u: agg(upd("w/b", nil), ""), diff: Diff{Changed: []string{"d/all.yaml"}}},
+			},
+			want: map[string]string{"d/all.yaml": "kind: A\n"},
+		},
+		{
+			name: "an aggregate whose last part goes is deleted",
+			steps: []step{
+				{u: agg(upd("w/a", nil), "kind: A\n"), diff: Diff{Added: []string{"d/all.yaml"}}},
+				{u: Update{Workload: "w/a"}, diff: Diff{Deleted: []string{"d/all.yaml"}}},
+			},
+			want: map[string]string{},
+		},
+		{
+			name: "a duplicate object in one section is refused, naming its owner",
+			steps: []step{
+				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: Diff{Added: []string{"d/resources/a.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/resources/b.yaml": "b"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")), wantErr: "w/a"},
+			},
+			want: map[string]string{"d/resources/a.yaml": "a"},
+		},
+		{
+			name: "identity ignores the version and defaults the namespace",
+			steps: []step{
+				{u: upd("w/a", map[string]string{"d/a.yaml": "a"}, cm("d", ".", "a.yaml", "example.com/v1", "")), diff: Diff{Added: []string{"d/a.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/b.yaml": "b"}, cm("d", ".", "b.yaml", "example.com/v2", "default")), wantErr: "w/a"},
+				{u: upd("w/b", map[string]string{"d/b.yaml": "b"}, cm("d", ".", "b.yaml", "other.com/v1", "")), diff: Diff{Added: []string{"d/b.yaml"}}},
+			},
+			want: map[string]string{"d/a.yaml": "a", "d/b.yaml": "b"},
+		},
+		{
+			name: "the same object in another section or destination is allowed",
+			steps: []step{
+				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: Diff{Added: []string{"d/resources/a.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/dependencies/b.yaml": "b"}, cm("d", "dependencies", "dependencies/b.yaml", "v1", "ns")), diff: Diff{Added: []string{"d/dependencies/b.yaml"}}},
+				{u: upd("w/c", map[string]string{"e/resources/c.yaml": "c"}, cm("e", "resources", "resources/c.yaml", "v1", "ns")), diff: Diff{Added: []string{"e/resources/c.yaml"}}},
+			},
+			want: map[string]string{"d/resources/a.yaml": "a", "d/dependencies/b.yaml": "b", "e/resources/c.yaml": "c"},
+		},
+		{
+			name: "an object is free again once its owner stops writing it",
+			steps: []step{
+				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: Diff{Added: []string{"d/resources/a.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"})},
+				{u: upd("w/b", map[string]string{"d/resources/b.yaml": "b"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")), diff: Diff{Added: []string{"d/resources/b.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/resources/b.yaml": "b2"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")), diff: Diff{Changed: []string{"d/resources/b.yaml"}}},
+			},
+			want: map[string]string{"d/resources/a.yaml": "a", "d/resources/b.yaml": "b2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := memSnap{"d/stray.yaml": []byte("nobody's")}
+			for i, st := range tt.steps {
+				before := fmt.Sprint(m)
+				plan, err := m.apply(t, st.u)
+				if st.wantErr != "" {
+					var oe *OwnedError
+					if !errors.As(err, &oe) || !errors.Is(err, ErrConflict) || oe.Owner != st.wantErr || !strings.Contains(err.Error(), st.wantErr) {
+						t.Fatalf("step %d (%s): err = %v, want an OwnedError naming %s", i, st.u.Workload, err, st.wantErr)
+					}
+					if fmt.Sprint(m) != before || plan.Changed() {
+						t.Fatalf("step %d: a refused update changed the snapshot", i)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d (%s): %v", i, st.u.Workload, err)
+				}
+				if !reflect.DeepEqual(plan.Diff, st.diff) {
+					t.Fatalf("step %d (%s): diff = %+v, want %+v", i, st.u.Workload, plan.Diff, st.diff)
+				}
+			}
+			got := m.visible()
+			if tt.name != "a path nobody records is taken over" {
+				delete(got, "d/stray.yaml")
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("files = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A claim another writer uploaded before committing its record (an S3
+// writer mid-way) refuses everyone else, naming that writer.
+func TestPlanUpdateUncommittedClaim(t *testing.T) {
+	m := memSnap{}
+	o := cm("d", "resources", "resources/a.yaml", "v1", "ns")
+	m[ClaimPath(o)] = encodeClaim("w/a", o)
+	_, err := PlanUpdate(m, upd("w/b", map[string]string{"d/resources/b.yaml": "b"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")))
+	var oe *OwnedError
+	if !errors.As(err, &oe) || oe.Owner != "w/a" || !strings.Contains(err.Error(), "out/resources/a.yaml") {
+		t.Fatalf("err = %v, want an OwnedError naming w/a and its file", err)
+	}
+	// Its own writer takes it up.
+	if _, err := PlanUpdate(m, upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, o)); err != nil {
+		t.Fatalf("the claim's own writer: %v", err)
+	}
+}
+
+// Re-planning after a lost race is planning on the winner's tree: the
+// duplicate found there, not only the one visible before the race.
+func TestPlanUpdateReplanAfterRace(t *testing.T) {
+	base := memSnap{}
+	a := upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, cm("d", "resources", "resources/a.yaml", "v1", "ns"))
+	b := upd("w/b", map[string]string{"d/resources/b.yaml": "b"}, cm("d", "resources", "resources/b.yaml", "v1", "ns"))
+	// Both plan on the same empty snapshot: neither sees the other.
+	if _, err := PlanUpdate(base, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PlanUpdate(base, b); err != nil {
+		t.Fatal(err)
+	}
+	// a wins; b re-plans on a's result and is refused.
+	if _, err := base.apply(t, a); err != nil {
+		t.Fatal(err)
+	}
+	var oe *OwnedError
+	if _, err := PlanUpdate(base, b); !errors.As(err, &oe) || oe.Owner != "w/a" {
+		t.Fatalf("re-plan: err = %v, want an OwnedError naming w/a", err)
+	}
+}
