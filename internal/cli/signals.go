@@ -37,7 +37,7 @@ const (
 // abandonGrace is how long a signal waits for the work it stops to return:
 // a first one before publishing, a second one that abandons a publish (so
 // that it lets go of what it holds, such as a branch lock file).
-const abandonGrace = 500 * time.Millisecond
+const abandonGrace = 250 * time.Millisecond
 
 // sameSignal is how soon the same signal again counts as a copy of the
 // first, not as a second signal.

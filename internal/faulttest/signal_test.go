@@ -224,7 +224,8 @@ func TestSignals(t *testing.T) {
 // that accepts connections and never answers, ends within a second of the
 // timeout's SIGTERM, having written nothing.
 func TestTimeoutEndsRender(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the second it is allowed is for render, not for
+	// waiting on a CPU the other tests of this package hold.
 	if _, err := exec.LookPath("timeout"); err != nil {
 		t.Skip("no timeout command")
 	}
