@@ -92,6 +92,7 @@ func main() {
 		{"4", "S3", s3Scenario},
 		{"5", "concurrency", concurrency},
 		{"6", "memory", memory},
+		{"7", "store size", storeSize},
 	}
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {

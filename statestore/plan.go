@@ -48,6 +48,26 @@ func (p Plan) Changed() bool { return len(p.Ops) > 0 }
 func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	var plan Plan
 	recPath := RecordPath(u.Workload)
+	var newRec *Record
+	if u.Record != nil {
+		r := *u.Record
+		r.Workload = u.Workload
+		newRec = &r
+	}
+	var hint []string
+	for p := range u.Files {
+		hint = append(hint, p)
+	}
+	for p := range u.Shared {
+		hint = append(hint, p)
+	}
+	for p := range claims(u) {
+		hint = append(hint, p)
+	}
+	for p := range IndexPaths(newRec) {
+		hint = append(hint, p)
+	}
+	prefetch(snap, Hint{Paths: append(hint, IndexMarker), Reads: []string{recPath}})
 	old, err := readRecord(snap, recPath)
 	if err != nil {
 		return plan, err
@@ -56,6 +76,35 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	if old != nil {
 		for _, f := range old.Files {
 			owned[f] = true
+		}
+		// Index entries follow from the record, and a store migrated to
+		// the index holds entries and claims its records do not list yet.
+		for p := range IndexPaths(old) {
+			owned[p] = true
+		}
+		if err := ownMigratedClaims(snap, old, owned); err != nil {
+			return plan, err
+		}
+		var dirs []string
+		for _, a := range u.Aggregates {
+			dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", a.Target))
+		}
+		for f := range owned {
+			hint = append(hint, f)
+			if t, ok := aggregateTarget(f, u.Workload); ok {
+				dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", t))
+			}
+		}
+		prefetch(snap, Hint{Paths: hint, Dirs: dirs})
+	}
+	indexed, err := Indexed(snap)
+	if err != nil {
+		return plan, err
+	}
+	var migrate map[string][]byte
+	if !indexed {
+		if migrate, err = migration(snap); err != nil {
+			return plan, err
 		}
 	}
 
@@ -80,6 +129,9 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 	for p, data := range claims(u) {
+		want[p] = data
+	}
+	for p, data := range IndexPaths(newRec) {
 		want[p] = data
 	}
 
@@ -176,9 +228,23 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 
+	// A store that predates the index gets every record's entries and
+	// claims, and the marker, with this write (see index.go).
+	for _, p := range sortedKeys(migrate) {
+		if _, mine := want[p]; mine || owned[p] {
+			continue
+		}
+		exists, _, err := snap.Compare(p, nil)
+		if err != nil {
+			return plan, err
+		}
+		if !exists {
+			plan.Ops = append(plan.Ops, Op{Path: p, Data: migrate[p]})
+		}
+	}
+
 	if u.Record != nil {
-		rec := *u.Record
-		rec.Workload = u.Workload
+		rec := *newRec
 		rec.Files = sortedKeys(want)
 		plan.Record = &rec
 		data := rec.Encode()
@@ -210,6 +276,7 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string
 	if err != nil {
 		return err
 	}
+	prefetch(snap, Hint{Reads: parts})
 	mine := AggregatePath(target, workload)
 	set := map[string]bool{}
 	for _, part := range parts {
