@@ -54,20 +54,9 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		r.Workload = u.Workload
 		newRec = &r
 	}
-	var hint []string
-	for p := range u.Files {
-		hint = append(hint, p)
-	}
-	for p := range u.Shared {
-		hint = append(hint, p)
-	}
-	for p := range claims(u) {
-		hint = append(hint, p)
-	}
-	for p := range IndexPaths(newRec) {
-		hint = append(hint, p)
-	}
-	prefetch(snap, Hint{Paths: append(hint, IndexMarker), Reads: []string{recPath}})
+	first := UpdateHint(u)
+	prefetch(snap, first)
+	hint := first.Paths
 	old, err := readRecord(snap, recPath)
 	if err != nil {
 		return plan, err
@@ -259,6 +248,41 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		plan.Ops = append(plan.Ops, Op{Path: recPath, Delete: true})
 	}
 	return plan, nil
+}
+
+// UpdateHint is what planning u first looks at: the paths it may write,
+// and its record. A backend that plans many updates on one snapshot (a git
+// group commit) prefetches their hints together.
+func UpdateHint(u Update) Hint {
+	h := Hint{Reads: []string{RecordPath(u.Workload)}, Paths: []string{IndexMarker}}
+	for p := range u.Files {
+		h.Paths = append(h.Paths, p)
+	}
+	for p := range u.Shared {
+		h.Paths = append(h.Paths, p)
+	}
+	for p := range claims(u) {
+		h.Paths = append(h.Paths, p)
+	}
+	if u.Record != nil {
+		r := *u.Record
+		r.Workload = u.Workload
+		for p := range IndexPaths(&r) {
+			h.Paths = append(h.Paths, p)
+		}
+	}
+	for _, a := range u.Aggregates {
+		h.Dirs = append(h.Dirs, path.Join(layout.MetaDir, "aggregate", a.Target))
+	}
+	return h
+}
+
+// Merge adds o's paths to h.
+func (h Hint) Merge(o Hint) Hint {
+	h.Paths = append(h.Paths, o.Paths...)
+	h.Reads = append(h.Reads, o.Reads...)
+	h.Dirs = append(h.Dirs, o.Dirs...)
+	return h
 }
 
 func (p *Plan) add(path string, data []byte, list *[]string) {

@@ -100,7 +100,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		return nil, ph.check(err)
 	}
 	rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
-	views, failed := e.readViews(ctx, stores, "", "")
+	views, failed := e.readViews(ctx, stores, "", "", nil)
 	if err := ph.check(nil); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -259,12 +260,13 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err := checkStorePaths(ld.Platform, early, workloadKey(wf)); err != nil {
 		return nil, ph.check(err)
 	}
-	if _, err := fluxcheck.CheckPlan(ctx, early); err != nil {
+	earlyObjects, err := fluxcheck.CheckPlan(ctx, early)
+	if err != nil {
 		return nil, ph.check(err)
 	}
 
 	key := workloadKey(wf)
-	views, failed := e.readViews(ctx, stores, key, wf.Promise)
+	views, failed := e.readViews(ctx, stores, key, wf.Promise, earlyHints(in, early, earlyObjects, key))
 	if err := ph.check(nil); err != nil {
 		return nil, err
 	}
@@ -491,7 +493,7 @@ type storeView struct {
 // what the render of workload key (of promise) needs in each. On a store
 // with the placement index this reads a few paths, whatever the store's
 // size (see statestore.ReadFacts).
-func (e *Engine) readViews(ctx context.Context, stores map[renderer.StoreRef]statestore.Store, key, promise string) (map[renderer.StoreRef]*storeView, map[renderer.StoreRef]error) {
+func (e *Engine) readViews(ctx context.Context, stores map[renderer.StoreRef]statestore.Store, key, promise string, hints map[renderer.StoreRef]statestore.Hint) (map[renderer.StoreRef]*storeView, map[renderer.StoreRef]error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	views := map[renderer.StoreRef]*storeView{}
@@ -500,7 +502,7 @@ func (e *Engine) readViews(ctx context.Context, stores map[renderer.StoreRef]sta
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := readView(ctx, s, key, promise)
+			v, err := readView(ctx, s, key, promise, hints[ref])
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -514,16 +516,44 @@ func (e *Engine) readViews(ctx context.Context, stores map[renderer.StoreRef]sta
 	return views, failed
 }
 
-func readView(ctx context.Context, s statestore.Store, key, promise string) (*storeView, error) {
+func readView(ctx context.Context, s statestore.Store, key, promise string, hint statestore.Hint) (*storeView, error) {
 	snap, err := s.Snapshot(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if p, ok := snap.(statestore.Prefetcher); ok && key != "" {
+		// Everything the render will look at, that can be known before
+		// it reads the store, in one go: a lazy snapshot fetches it a
+		// folder level per request for all paths at once.
+		h := statestore.Hint{Reads: []string{statestore.RecordPath(key)}}
+		if promise != "" {
+			h.Dirs = append(h.Dirs, path.Join(statestore.RecordsDir, "promise", promise))
+		}
+		_ = p.Prefetch(h.Merge(hint))
 	}
 	f, err := statestore.ReadFacts(snap, key, promise)
 	if err != nil {
 		return nil, &statestore.StoreError{Store: s.String(), Op: "read records", Err: err}
 	}
 	return &storeView{name: s.String(), snap: snap, facts: f}, nil
+}
+
+// earlyHints are, per store, the paths the plan made before reading the
+// stores would write: what the render will most likely look at. (The index
+// folders a spread choice weighs are not in it: a render that keeps its
+// placement never reads them.)
+func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Object, key string) map[renderer.StoreRef]statestore.Hint {
+	out := map[renderer.StoreRef]statestore.Hint{}
+	for _, w := range early.Writes {
+		r := &statestore.Record{Type: string(in.Workflow.Type), Flavour: in.Flavour, Placements: early.Placements()}
+		for _, o := range objects {
+			if o.Store == w.Store.String() {
+				r.Objects = append(r.Objects, o)
+			}
+		}
+		out[w.Store] = statestore.UpdateHint(statestore.Update{Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates, Record: r})
+	}
+	return out
 }
 
 // applyFacts fills what the renderer needs from the stores' records:

@@ -27,10 +27,29 @@ import (
 // dozen trees. A server without these capabilities is cloned as before:
 // the tip, whole, at depth 1.
 
-// maxKeptObjects bounds what a kept clone (watch mode) holds: past it, the
-// next fetch starts again from an empty store, and the render fetches
-// again what it looks at.
-const maxKeptObjects = 50_000
+// maxKeptObjects and maxKeptBytes bound what a kept clone (watch mode)
+// holds: past either, the next fetch starts again from an empty store, and
+// the render fetches again what it looks at.
+const (
+	maxKeptObjects = 50_000
+	maxKeptBytes   = 64 << 20
+)
+
+// tooBig reports whether the clone outgrew its bounds.
+func (r *remoteRepo) tooBig() bool {
+	objs := r.st.ObjectStorage.Objects
+	if len(objs) > maxKeptObjects {
+		return true
+	}
+	if len(objs) < 1000 {
+		return false
+	}
+	var n int64
+	for _, o := range objs {
+		n += o.Size()
+	}
+	return n > maxKeptBytes
+}
 
 // lazyObjects is a partial clone's object store for one render: objects
 // the clone lacks are fetched from the server when asked for.
@@ -174,7 +193,7 @@ func partialAllowed(caps *capability.List) bool {
 // it (their commits only, on a partial clone) and forgets refs the server
 // no longer has. A missing branch or an empty repository is an empty tip.
 func (r *remoteRepo) fetchTips(ctx context.Context) error {
-	if len(r.st.ObjectStorage.Objects) > maxKeptObjects {
+	if r.tooBig() {
 		r.reset()
 	}
 	return r.retry(ctx, func() error {
