@@ -206,6 +206,9 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 		}
 		adv, err := sess.AdvertisedReferencesContext(ctx)
 		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+			if r.sawRefs() {
+				return errNoAdvertisement
+			}
 			r.setRefs(nil)
 			return nil
 		}
@@ -266,6 +269,9 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 			r.requests++
 		}
 		r.setRefs(refs)
+		if len(refs) > 0 {
+			r.everSawRefs = true
+		}
 		return nil
 	})
 }

@@ -48,6 +48,9 @@ type remoteRepo struct {
 	requests       int
 	objectsFetched int
 	bytesFetched   int64
+	// everSawRefs is set once an advertisement listed the branch or a
+	// request: from then on an empty one is not believed.
+	everSawRefs bool
 }
 
 // reset forgets everything the clone holds (a kept clone that grew past
@@ -105,6 +108,9 @@ func (r *remoteRepo) list(ctx context.Context) (map[plumbing.ReferenceName]plumb
 		refs, err = r.remote.ListContext(ctx, &git.ListOptions{
 			Auth: r.cfg.Auth, CABundle: r.cfg.CABundle, InsecureSkipTLS: r.cfg.InsecureSkipTLS,
 		})
+		if errors.Is(err, transport.ErrEmptyRemoteRepository) && r.sawRefs() {
+			return errNoAdvertisement
+		}
 		return err
 	})
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
@@ -222,6 +228,9 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Comman
 	}
 	defer sess.Close()
 	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) && r.sawRefs() {
+		return errNoAdvertisement
+	}
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return err
 	}
@@ -302,6 +311,26 @@ func allDeletes(cmds []*packp.Command) bool {
 		}
 	}
 	return true
+}
+
+// errNoAdvertisement is an empty advertisement from a repository this
+// clone saw refs in: go-git reports a connection that closed before the
+// server said anything (an overloaded ssh server) as an empty repository.
+// Believing it would make a waiting writer think its request was folded,
+// so it is retried as a network error.
+var errNoAdvertisement = fmt.Errorf("%w: the server advertised no refs in a repository that had some", statestore.ErrUnreachable)
+
+// sawRefs reports whether the clone knows the branch or a request.
+func (r *remoteRepo) sawRefs() bool {
+	if !r.tip().IsZero() {
+		return true
+	}
+	for name := range r.st.ReferenceStorage {
+		if r.space != "" && strings.HasPrefix(name.String(), r.space) {
+			return true
+		}
+	}
+	return r.everSawRefs
 }
 
 // errNoGroup means the server cannot take a group commit (no atomic push or
