@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# testservers.sh - real Gitea and MinIO servers for integration tests.
+# testservers.sh - real Gitea, MinIO and OCI registry servers for integration tests.
 #
 # Binaries are built from the Go module proxy and cached outside the repo under
 # ${RENDER_CACHE_DIR:-$HOME/.cache/render}/bin/<name>-<version>. Servers run on
@@ -7,14 +7,17 @@
 #
 # Usage:
 #   scripts/testservers.sh build                 build + cache binaries (no-op when cached)
-#   scripts/testservers.sh start DIR [WHICH]     start both servers (or WHICH=gitea|minio), write DIR/env
-#   scripts/testservers.sh stop DIR              stop both servers (by PID)
-#   scripts/testservers.sh stop-one NAME DIR     stop gitea|minio, keep data and port
-#   scripts/testservers.sh start-one NAME DIR    restart gitea|minio on the same port/data
+#   scripts/testservers.sh start DIR [WHICH]     start every server (or WHICH=gitea|minio|registry), write DIR/env
+#   scripts/testservers.sh stop DIR              stop every server (by PID)
+#   scripts/testservers.sh stop-one NAME DIR     stop gitea|minio|registry, keep data and port
+#   scripts/testservers.sh start-one NAME DIR    restart gitea|minio|registry on the same port/data
 #   scripts/testservers.sh status DIR            print which servers are running
 #   scripts/testservers.sh paths                 print the cached binary paths
-#   scripts/testservers.sh with CMD [ARG...]     build, start both in a fresh DIR, run CMD with
+#   scripts/testservers.sh with CMD [ARG...]     build, start all in a fresh DIR, run CMD with
 #                                                DIR/env exported, stop them whatever happens
+#
+# Besides the servers, the oras CLI is built the same way: tests pull what
+# render pushed to the registry with it, as a real consumer would.
 #
 # DIR/env contains `export` lines (see write_env) that internal/testenv reads.
 # With CI=true every failure is fatal and reported with a clear message (it is
@@ -23,17 +26,25 @@ set -euo pipefail
 
 GITEA_VERSION="v1.26.0"
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+REGISTRY_VERSION="v3.1.2" # github.com/distribution/distribution/v3/cmd/registry
+ORAS_VERSION="v1.3.6"     # oras.land/oras/cmd/oras
 
 GITEA_USER="render-admin"
 GITEA_PASSWORD="render-admin-pw-1"
 GITEA_EMAIL="render-admin@example.invalid"
 MINIO_ACCESS_KEY="render-minio"
 MINIO_SECRET_KEY="render-minio-secret-1"
+REGISTRY_USER="render-registry"
+REGISTRY_PASSWORD="render-registry-pw-1"
+# bcrypt of REGISTRY_PASSWORD (the registry's htpasswd file wants a hash).
+REGISTRY_PASSWORD_BCRYPT='$2a$10$Fpq8ckWglmDlvf95oXrE.O0mat4VUOiblKRSKybcgCspGPpzzelTq'
 
 CACHE_DIR="${RENDER_CACHE_DIR:-${HOME}/.cache/render}"
 BIN_DIR="${CACHE_DIR}/bin"
 GITEA_BIN="${BIN_DIR}/gitea-${GITEA_VERSION}"
 MINIO_BIN="${BIN_DIR}/minio-${MINIO_VERSION}"
+REGISTRY_BIN="${BIN_DIR}/registry-${REGISTRY_VERSION}"
+ORAS_BIN="${BIN_DIR}/oras-${ORAS_VERSION}"
 SCRIPT_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 
 START_TIMEOUT="${RENDER_TESTSERVERS_START_TIMEOUT:-90}" # seconds per server
@@ -122,9 +133,49 @@ build_minio() {
 	log "minio ${MINIO_VERSION}: built in $((SECONDS - t0))s -> ${MINIO_BIN}"
 }
 
+# go_install NAME VERSION PACKAGE BIN VERSION-ARGS...: go install PACKAGE@VERSION
+# (static, from the module proxy) and cache it as BIN; the built binary must
+# run with VERSION-ARGS.
+go_install() {
+	local name=$1 version=$2 pkg=$3 bin=$4 base
+	shift 4
+	if [[ -x "$bin" ]]; then
+		log "$name ${version}: cached at ${bin}"
+		return 0
+	fi
+	need go
+	local t0=$SECONDS gobin tmpbin
+	base="$(basename "$pkg")"
+	gobin="$(mktemp -d "${CACHE_DIR}/tmp/${name}-build.XXXXXX")"
+	tmpbin="${BIN_DIR}/.${name}-${version}.tmp.$$"
+	# shellcheck disable=SC2064
+	trap "rm -rf '$gobin' '$tmpbin'" EXIT
+	log "$name ${version}: go install ${pkg}"
+	(
+		cd "$gobin" || exit 1
+		export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local GOBIN="$gobin"
+		go install -trimpath -ldflags "-s -w" "${pkg}@${version}" >&2
+	) || die "$name ${version}: go install failed (see output above)"
+	[[ -x "$gobin/$base" ]] || die "$name ${version}: go install produced no binary"
+	mv -f "$gobin/$base" "$tmpbin"
+	"$tmpbin" "$@" >/dev/null || die "$name ${version}: built binary does not run"
+	mv -f "$tmpbin" "$bin"
+	log "$name ${version}: built in $((SECONDS - t0))s -> ${bin}"
+}
+
+build_registry() {
+	go_install registry "$REGISTRY_VERSION" github.com/distribution/distribution/v3/cmd/registry "$REGISTRY_BIN" --version
+}
+
+build_oras() {
+	go_install oras "$ORAS_VERSION" oras.land/oras/cmd/oras "$ORAS_BIN" version
+}
+
+all_built() { [[ -x "$GITEA_BIN" && -x "$MINIO_BIN" && -x "$REGISTRY_BIN" && -x "$ORAS_BIN" ]]; }
+
 cmd_build() {
 	mkdir -p "$BIN_DIR" "${CACHE_DIR}/tmp"
-	if [[ -x "$GITEA_BIN" && -x "$MINIO_BIN" ]]; then
+	if all_built; then
 		log "binaries cached in ${BIN_DIR}"
 		return 0
 	fi
@@ -133,7 +184,7 @@ cmd_build() {
 		exec 9>"${BIN_DIR}/.build.lock"
 		flock 9
 	fi
-	if [[ -x "$GITEA_BIN" && -x "$MINIO_BIN" ]]; then
+	if all_built; then
 		exec 9>&-
 		log "binaries were built by a concurrent run; cached in ${BIN_DIR}"
 		return 0
@@ -149,10 +200,12 @@ cmd_build() {
 	local rc=0
 	build_gitea &
 	wait $! || rc=1
-	if [[ $rc -eq 0 ]]; then
-		build_minio &
+	local b
+	for b in build_minio build_registry build_oras; do
+		[[ $rc -eq 0 ]] || break
+		$b &
 		wait $! || rc=1
-	fi
+	done
 	exec 9>&- # release the lock; do not leak the fd into servers started later
 	[[ $rc -eq 0 ]] || die "building test servers failed"
 	log "build finished in $((SECONDS - t0))s"
@@ -544,26 +597,106 @@ minio_first_start() { # DIR
 	done
 }
 
+# ---------------------------------------------------------------- registry
+
+registry_write_config() { # DIR PORT
+	local dir=$1 port=$2 r="$1/registry"
+	mkdir -p "$r/data"
+	printf '%s:%s\n' "$REGISTRY_USER" "$REGISTRY_PASSWORD_BCRYPT" >"$r/htpasswd"
+	cat >"$r/config.yml" <<EOF2
+# Throwaway registry config written by scripts/testservers.sh
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $r/data
+  delete:
+    enabled: true
+  maintenance:
+    uploadpurging:
+      enabled: false
+http:
+  addr: 127.0.0.1:$port
+  secret: render-test-registry-secret
+  debug:
+    addr: ""
+auth:
+  htpasswd:
+    realm: render-test
+    path: $r/htpasswd
+EOF2
+	echo "$port" >"$r/port"
+}
+
+registry_launch() { # DIR
+	local dir=$1 port i pidfile="$1/registry.pid"
+	port="$(<"$dir/registry/port")"
+	if pid_alive "$pidfile" "$REGISTRY_BIN" "$dir"; then
+		log "registry already running (pid $(<"$pidfile"))"
+		return 0
+	fi
+	port_in_use "$port" && return 2
+	launch "$pidfile" "$dir/registry/registry.log" \
+		env HOME="$dir/registry" OTEL_TRACES_EXPORTER=none \
+		"$REGISTRY_BIN" serve "$dir/registry/config.yml"
+	for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+		# /v2/ answers 401 without credentials once the registry is up.
+		if curl -sS -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$port/v2/" 2>/dev/null | grep -q '^401$'; then
+			log "registry up on 127.0.0.1:$port (pid $(<"$pidfile"))"
+			return 0
+		fi
+		proc_running "$pidfile" || break
+		sleep 0.2
+	done
+	stop_launched registry "$pidfile"
+	log "registry failed to come up on port $port; last log lines:"
+	tail -n 20 "$dir/registry/registry.log" >&2 || true
+	return 1
+}
+
+registry_first_start() { # DIR
+	local dir=$1 attempt rc
+	need curl
+	for attempt in 1 2 3 4 5; do
+		registry_write_config "$dir" "$(free_port)"
+		rc=0
+		registry_launch "$dir" || rc=$?
+		[[ $rc -eq 0 ]] && return 0
+		[[ $attempt -lt 5 ]] || die "registry did not start (log: $dir/registry/registry.log)"
+		log "retrying registry on another port"
+	done
+}
+
 # ---------------------------------------------------------------- commands
 
-write_env() { # DIR WHICH(all|gitea|minio)
+write_env() { # DIR WHICH(all|gitea|minio|registry)
 	local dir=$1 which=$2 f="$1/env"
 	{
 		echo "# Written by scripts/testservers.sh start; source me."
 		echo "export RENDER_TEST_SERVERS_DIR='$dir'"
 		echo "export RENDER_TEST_SERVERS_SCRIPT='$SCRIPT_PATH'"
-		if [[ $which != minio ]]; then
+		if [[ $which == all || $which == gitea ]]; then
 			echo "export RENDER_TEST_GITEA_URL='http://127.0.0.1:$(<"$dir/gitea/port")'"
 			echo "export RENDER_TEST_GITEA_USER='$GITEA_USER'"
 			echo "export RENDER_TEST_GITEA_PASSWORD='$GITEA_PASSWORD'"
 			echo "export RENDER_TEST_GITEA_TOKEN='$(<"$dir/gitea/admin-token")'"
 			echo "export RENDER_TEST_GITEA_PIDFILE='$dir/gitea.pid'"
 		fi
-		if [[ $which != gitea ]]; then
+		if [[ $which == all || $which == minio ]]; then
 			echo "export RENDER_TEST_MINIO_ENDPOINT='127.0.0.1:$(<"$dir/minio/port")'"
 			echo "export RENDER_TEST_MINIO_ACCESS_KEY='$MINIO_ACCESS_KEY'"
 			echo "export RENDER_TEST_MINIO_SECRET_KEY='$MINIO_SECRET_KEY'"
 			echo "export RENDER_TEST_MINIO_PIDFILE='$dir/minio.pid'"
+		fi
+		if [[ $which == all || $which == registry ]]; then
+			echo "export RENDER_TEST_REGISTRY_ADDR='127.0.0.1:$(<"$dir/registry/port")'"
+			echo "export RENDER_TEST_REGISTRY_USER='$REGISTRY_USER'"
+			echo "export RENDER_TEST_REGISTRY_PASSWORD='$REGISTRY_PASSWORD'"
+			echo "export RENDER_TEST_REGISTRY_PIDFILE='$dir/registry.pid'"
+			echo "export RENDER_TEST_ORAS='$ORAS_BIN'"
 		fi
 	} >"$f.tmp"
 	mv -f "$f.tmp" "$f"
@@ -576,18 +709,19 @@ require_dir() {
 
 cmd_start() { # DIR [all|gitea|minio]
 	local which=${2:-all} dir
-	[[ -n "${1:-}" ]] || die "usage: $0 start DIR [all|gitea|minio]"
-	case "$which" in all | gitea | minio) ;; *) die "start: unknown server '$which' (all|gitea|minio)" ;; esac
+	[[ -n "${1:-}" ]] || die "usage: $0 start DIR [all|gitea|minio|registry]"
+	case "$which" in all | gitea | minio | registry) ;; *) die "start: unknown server '$which' (all|gitea|minio|registry)" ;; esac
 	need git setsid
 	cmd_build
 	dir="$(abs_dir "$1")"
-	if [[ -e "$dir/gitea.pid" || -e "$dir/minio.pid" ]]; then
+	if [[ -e "$dir/gitea.pid" || -e "$dir/minio.pid" || -e "$dir/registry.pid" ]]; then
 		die "$dir already has pidfiles; run '$0 stop $dir' first or use a fresh directory"
 	fi
 	# Clean up anything we started if we fail half way.
 	trap 'rc=$?; if [[ $rc -ne 0 ]]; then cmd_stop "'"$dir"'" || true; fi' EXIT
-	[[ $which == minio ]] || gitea_first_start "$dir"
-	[[ $which == gitea ]] || minio_first_start "$dir"
+	[[ $which != all && $which != gitea ]] || gitea_first_start "$dir"
+	[[ $which != all && $which != minio ]] || minio_first_start "$dir"
+	[[ $which != all && $which != registry ]] || registry_first_start "$dir"
 	write_env "$dir" "$which"
 	trap - EXIT
 	log "servers ready; source $dir/env"
@@ -600,6 +734,7 @@ cmd_stop() {
 	dir="$(cd "$1" && pwd)"
 	stop_pid gitea "$dir/gitea.pid" "$GITEA_BIN" "$dir"
 	stop_pid minio "$dir/minio.pid" "$MINIO_BIN" "$dir"
+	stop_pid registry "$dir/registry.pid" "$REGISTRY_BIN" "$dir"
 }
 
 cmd_stop_one() {
@@ -609,7 +744,8 @@ cmd_stop_one() {
 	case "$name" in
 	gitea) stop_pid gitea "$dir/gitea.pid" "$GITEA_BIN" "$dir" ;;
 	minio) stop_pid minio "$dir/minio.pid" "$MINIO_BIN" "$dir" ;;
-	*) die "stop-one: unknown server '$name' (gitea|minio)" ;;
+	registry) stop_pid registry "$dir/registry.pid" "$REGISTRY_BIN" "$dir" ;;
+	*) die "stop-one: unknown server '$name' (gitea|minio|registry)" ;;
 	esac
 }
 
@@ -618,8 +754,8 @@ cmd_start_one() {
 	require_dir "${2:-}"
 	dir="$(cd "$2" && pwd)"
 	case "$name" in
-	gitea | minio) [[ -s "$dir/$name/port" ]] || die "start-one: $dir was not set up by '$0 start'" ;;
-	*) die "start-one: unknown server '$name' (gitea|minio)" ;;
+	gitea | minio | registry) [[ -s "$dir/$name/port" ]] || die "start-one: $dir was not set up by '$0 start'" ;;
+	*) die "start-one: unknown server '$name' (gitea|minio|registry)" ;;
 	esac
 	# The port may still be held briefly by a dying process; retry a few times.
 	for ((i = 0; i < 50; i++)); do
@@ -637,6 +773,7 @@ cmd_status() {
 	dir="$(cd "$1" && pwd)"
 	if pid_alive "$dir/gitea.pid" "$GITEA_BIN" "$dir"; then echo "gitea running pid $(<"$dir/gitea.pid")"; else echo "gitea stopped"; rc=1; fi
 	if pid_alive "$dir/minio.pid" "$MINIO_BIN" "$dir"; then echo "minio running pid $(<"$dir/minio.pid")"; else echo "minio stopped"; rc=1; fi
+	if pid_alive "$dir/registry.pid" "$REGISTRY_BIN" "$dir"; then echo "registry running pid $(<"$dir/registry.pid")"; else echo "registry stopped"; rc=1; fi
 	return $rc
 }
 
@@ -669,10 +806,10 @@ main() {
 	stop-one) cmd_stop_one "$@" ;;
 	start-one) cmd_start_one "$@" ;;
 	status) cmd_status "$@" ;;
-	paths) printf 'gitea %s\nminio %s\n' "$GITEA_BIN" "$MINIO_BIN" ;;
+	paths) printf 'gitea %s\nminio %s\nregistry %s\noras %s\n' "$GITEA_BIN" "$MINIO_BIN" "$REGISTRY_BIN" "$ORAS_BIN" ;;
 	with) cmd_with "$@" ;;
 	*)
-		sed -n '2,22p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
+		sed -n '2,24p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
 		exit 2
 		;;
 	esac

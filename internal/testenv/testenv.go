@@ -1,5 +1,5 @@
-// Package testenv gives integration tests access to the real Gitea and MinIO
-// servers started by scripts/testservers.sh.
+// Package testenv gives integration tests access to the real Gitea, MinIO and
+// OCI registry servers (and the oras CLI) started by scripts/testservers.sh.
 //
 // The servers are described by environment variables written to DIR/env by
 // `scripts/testservers.sh start DIR` (see the Env* constants). When they are

@@ -1,0 +1,117 @@
+package ocistore
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"time"
+)
+
+// epoch is every entry's modification time: a layer depends on its files
+// only, so that the same files always give the same digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// maxLayer bounds what one layer may expand to, against a corrupted or
+// hostile artifact.
+const maxLayer = 1 << 30
+
+// pack writes files (paths relative to the layer's folder) as a
+// reproducible tar+gzip: entries sorted, folders before their files, fixed
+// times, modes and owners, no user or group names, and a gzip header with
+// no name and no time.
+func pack(files map[string][]byte) ([]byte, error) {
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	dirs := map[string]bool{}
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	tw := tar.NewWriter(zw)
+	header := func(name string, typ byte, mode int64, size int64) *tar.Header {
+		return &tar.Header{
+			Typeflag: typ, Name: name, Mode: mode, Size: size,
+			ModTime: epoch, Format: tar.FormatPAX,
+		}
+	}
+	for _, p := range paths {
+		// The folders above p, each once, before it.
+		parts := strings.Split(p, "/")
+		for i := 1; i < len(parts); i++ {
+			d := strings.Join(parts[:i], "/")
+			if !dirs[d] {
+				dirs[d] = true
+				if err := tw.WriteHeader(header(d+"/", tar.TypeDir, 0o755, 0)); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := tw.WriteHeader(header(p, tar.TypeReg, 0o644, int64(len(files[p])))); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(files[p]); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// unpack reads a layer written by pack (or by any tool that writes plain
+// files and folders) into a map of paths relative to the layer's folder.
+// Anything but regular files and folders, and any path that is not clean
+// and relative, is refused.
+func unpack(data []byte) (map[string][]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("layer is not gzip: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string][]byte{}
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		switch h.Typeflag {
+		case tar.TypeDir:
+			continue
+		case tar.TypeReg:
+		default:
+			return nil, fmt.Errorf("layer: %s is not a regular file", h.Name)
+		}
+		if name == "" || path.Clean(name) != name || path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return nil, fmt.Errorf("layer: entry name %q is not a clean relative path", h.Name)
+		}
+		total += h.Size
+		if total > maxLayer {
+			return nil, fmt.Errorf("layer expands to more than %d bytes", maxLayer)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("layer: %s: %w", name, err)
+		}
+		out[name] = b
+	}
+	return out, nil
+}

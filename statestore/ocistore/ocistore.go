@@ -1,0 +1,434 @@
+// Package ocistore keeps a GitOps state store in an OCI registry: every
+// destination folder is an artifact that Flux's OCIRepository and Argo CD's
+// OCI source pull, published atomically by moving a tag.
+//
+// # Layout
+//
+// A store is a base repository, <registry>/<repository>. Its tag
+// "render-state" names the state manifest: one tar+gzip layer per folder of
+// the store (each destination folder, render's own .render folder, and "."
+// for files at the top), titled with the folder's path. The state is the
+// whole store: records, index and claims live in the .render layer, so that
+// one manifest digest is one consistent view (see Snapshot).
+//
+// Each destination folder d is also published as its own artifact,
+// <repository>/<d>, whose single layer is the very blob of d's layer in the
+// state (the same digest): a moving tag (Config.Tag, "latest" by default)
+// and an immutable tag per write that changed it, render-<generation>. The
+// artifact's manifest is a pure function of the folder's files: entries
+// sorted, fixed times and owners, and annotations that hold no clock, so
+// the same files always give the same digest and an unchanged render pushes
+// nothing. Signatures (cosign, notation) can later attach to these digests
+// through the referrers API without changing the layout.
+//
+// # Writers
+//
+// Registries have no conditional tag update (the distribution spec leaves
+// If-Match out), so writers of one store take turns: a lock made of tags on
+// the base repository, taken with Lamport's bakery algorithm (see lock.go).
+// A writer plans once without the lock (an unchanged render ends there,
+// having written nothing), then takes the lock, reads the state again,
+// re-plans, pushes the changed layers, moves the state tag (the commit
+// point), moves the changed destinations' tags, and lets go. A writer that
+// dies after the commit leaves destination tags behind the state; the next
+// writer to hold the lock moves them.
+package ocistore
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
+
+	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/statestore"
+)
+
+// Media types and annotations of what the store writes.
+const (
+	// LayerMediaType is every layer's: the OCI tar+gzip layer, which Flux
+	// extracts (it takes the first layer of any type unless told
+	// otherwise) and Argo CD accepts by default.
+	LayerMediaType = ocispec.MediaTypeImageLayerGzip
+	// FluxConfigMediaType is the config of a destination artifact, as
+	// `flux push artifact` writes it.
+	FluxConfigMediaType = "application/vnd.cncf.flux.config.v1+json"
+	// StateArtifactType marks the state manifest.
+	StateArtifactType = "application/vnd.render.state.v1"
+	// StateTag names the state manifest in the base repository.
+	StateTag = "render-state"
+	// DefaultTag is the moving tag of destination artifacts.
+	DefaultTag = "latest"
+
+	annotationGeneration = "dev.render.generation"
+	annotationArtifact   = "dev.render.artifact" // on a state layer: its destination manifest's digest
+	annotationSubject    = "dev.render.subject"
+	annotationTrailers   = "dev.render.trailers"
+)
+
+// rootFolder holds files at the top of the store, outside every folder.
+const rootFolder = "."
+
+// Config says how to reach one OCI state store.
+type Config struct {
+	// Registry is host[:port].
+	Registry string
+	// Repository is the base repository; destination d is published as
+	// Repository/d.
+	Repository string
+	// Tag is the moving tag of every destination artifact (DefaultTag
+	// when empty).
+	Tag string
+	// Insecure speaks plain HTTP.
+	Insecure bool
+	// Username and Password, or Token (a bearer token), authenticate.
+	Username, Password, Token string
+	// CA is extra PEM certificates to trust.
+	CA []byte
+	// Create lets the first write start a store in a repository that
+	// holds none; without it a missing store is an error (ErrNotFound), so
+	// that a mistyped repository is not silently started.
+	Create bool
+	// Source is org.opencontainers.image.source on destination artifacts
+	// (default oci://<registry>/<repository>).
+	Source string
+	// Author is added to the state's provenance.
+	Author string
+	// Name names the store in messages (default oci://<registry>/<repository>).
+	Name string
+	// RetryDeadline is the retry budget when the caller's context has none.
+	RetryDeadline time.Duration
+	// LockLease is how long a writer may hold the lock before others take
+	// it from it as abandoned (default 60s).
+	LockLease time.Duration
+	// Transport replaces the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+// Store is an open OCI state store.
+type Store struct {
+	cfg    Config
+	name   string
+	client *auth.Client
+	base   *remote.Repository
+
+	mu     sync.Mutex
+	layers map[digest.Digest]map[string][]byte // unpacked layers, by digest
+	repos  map[string]*remote.Repository
+	pushed map[string]bool // repo + "@" + digest known to exist
+}
+
+// CheckConfig refuses a configuration that cannot name a store: an empty
+// registry, or a repository name or tag the OCI spec forbids.
+func CheckConfig(cfg Config) error {
+	if cfg.Registry == "" {
+		return errors.New("registry is empty")
+	}
+	if strings.Contains(cfg.Registry, "/") {
+		return fmt.Errorf("registry %q must be host[:port], with no scheme or path", cfg.Registry)
+	}
+	ref := registry.Reference{Registry: cfg.Registry, Repository: cfg.Repository}
+	if err := ref.ValidateRegistry(); err != nil {
+		return fmt.Errorf("registry %q is not a valid host[:port]", cfg.Registry)
+	}
+	if err := ref.ValidateRepository(); err != nil {
+		return fmt.Errorf("repository %q is not a valid OCI repository name (lowercase letters, digits and separators . _ __ - between them, components joined by /)", cfg.Repository)
+	}
+	if cfg.Tag != "" {
+		if err := checkTag(cfg.Tag); err != nil {
+			return err
+		}
+	}
+	if cfg.Token != "" && (cfg.Username != "" || cfg.Password != "") {
+		return errors.New("give a token or a username and password, not both")
+	}
+	return nil
+}
+
+func checkTag(tag string) error {
+	ref := registry.Reference{Registry: "r", Repository: "r", Reference: tag}
+	if len(tag) > 128 {
+		return fmt.Errorf("tag %q is longer than 128 characters", tag[:20]+"...")
+	}
+	if err := ref.ValidateReferenceAsTag(); err != nil {
+		return fmt.Errorf("tag %q is not a valid OCI tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127})", tag)
+	}
+	return nil
+}
+
+// Open returns a client of the store cfg names. It does not contact the
+// registry.
+func Open(cfg Config) (*Store, error) {
+	if err := CheckConfig(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Tag == "" {
+		cfg.Tag = DefaultTag
+	}
+	if cfg.LockLease <= 0 {
+		cfg.LockLease = 60 * time.Second
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "oci://" + cfg.Registry + "/" + cfg.Repository
+	}
+	if cfg.Source == "" {
+		cfg.Source = "oci://" + cfg.Registry + "/" + cfg.Repository
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		if len(cfg.CA) > 0 {
+			pool, err := x509.SystemCertPool()
+			if err != nil || pool == nil {
+				pool = x509.NewCertPool()
+			}
+			if !pool.AppendCertsFromPEM(cfg.CA) {
+				return nil, errors.New("ca: no PEM certificate found")
+			}
+			t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+		}
+		tr = t
+	}
+	cred := auth.Credential{Username: cfg.Username, Password: cfg.Password, AccessToken: cfg.Token}
+	client := &auth.Client{
+		Client:     &http.Client{Transport: tr},
+		Credential: auth.StaticCredential(cfg.Registry, cred),
+		Cache:      auth.NewCache(),
+	}
+	client.SetUserAgent("render")
+	s := &Store{
+		cfg: cfg, name: name, client: client,
+		layers: map[digest.Digest]map[string][]byte{},
+		repos:  map[string]*remote.Repository{},
+		pushed: map[string]bool{},
+	}
+	s.base = s.repo(cfg.Repository)
+	return s, nil
+}
+
+// repo returns the client of one repository of the registry.
+func (s *Store) repo(name string) *remote.Repository {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.repos[name]; ok {
+		return r
+	}
+	r := &remote.Repository{
+		Client:    s.client,
+		Reference: registry.Reference{Registry: s.cfg.Registry, Repository: name},
+		PlainHTTP: s.cfg.Insecure,
+		// Render's own artifacts carry no subject: skip the referrers dance.
+		SkipReferrersGC: true,
+	}
+	s.repos[name] = r
+	return r
+}
+
+// String names the store.
+func (s *Store) String() string { return s.name }
+
+// Close releases nothing: the store holds no connection of its own.
+func (s *Store) Close() error { return nil }
+
+// DestinationRepository is the repository destination folder d is published to.
+func (s *Store) DestinationRepository(d string) string { return s.cfg.Repository + "/" + d }
+
+// Records returns every workload record in the store.
+func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	snap, err := s.snapshot(ctx)
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	recs, err := statestore.ReadRecords(snap)
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	return recs, nil
+}
+
+// Snapshot reads the state manifest; layers are pulled when first looked at.
+func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	snap, err := s.snapshot(ctx)
+	if err != nil {
+		return nil, s.wrap("read", err)
+	}
+	return snap, nil
+}
+
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *statestore.OwnedError
+	if errors.As(err, &oe) {
+		return err
+	}
+	return &statestore.StoreError{Store: s.name, Op: op, Err: err}
+}
+
+// retryLimit caps the wait between two tries of one request.
+const retryLimit = 2 * time.Second
+
+// retry runs op under the render's retry policy, translating its errors.
+func (s *Store) retry(ctx context.Context, op func() error) error {
+	return statestore.Retry(ctx, retryLimit, func() error { return s.translate(op()) })
+}
+
+// translate maps a registry error to the statestore sentinels.
+func (s *Store) translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var er *errcode.ErrorResponse
+	if errors.As(err, &er) {
+		msg := fmt.Sprintf("%s %s: %d %s", er.Method, er.URL.Path, er.StatusCode, http.StatusText(er.StatusCode))
+		if len(er.Errors) > 0 {
+			msg += ": " + er.Errors.Error()
+		}
+		switch {
+		case er.StatusCode == http.StatusUnauthorized || er.StatusCode == http.StatusForbidden:
+			return statestore.Redacted(fmt.Sprintf("%v: %s", statestore.ErrAuth, msg), fmt.Errorf("%w: %w", statestore.ErrAuth, err))
+		case er.StatusCode == http.StatusNotFound:
+			return statestore.Redacted(fmt.Sprintf("%v: %s", statestore.ErrNotFound, msg), fmt.Errorf("%w: %w", statestore.ErrNotFound, err))
+		case er.StatusCode == http.StatusTooManyRequests || er.StatusCode >= 500:
+			return statestore.Redacted(fmt.Sprintf("%v: %s", statestore.ErrUnreachable, msg), fmt.Errorf("%w: %w", statestore.ErrUnreachable, err))
+		}
+		return statestore.Redacted(fmt.Sprintf("%v: %s", statestore.ErrRejected, msg), fmt.Errorf("%w: %w", statestore.ErrRejected, err))
+	}
+	if errors.Is(err, errdef.ErrNotFound) {
+		return fmt.Errorf("%w: %w", statestore.ErrNotFound, err)
+	}
+	if statestore.Transient(err) {
+		return fmt.Errorf("%w: %w", statestore.ErrUnreachable, err)
+	}
+	return err
+}
+
+// state is one state manifest, as read.
+type state struct {
+	exists     bool
+	desc       ocispec.Descriptor
+	generation int
+	// folders maps a folder to its layer in the state.
+	folders map[string]ocispec.Descriptor
+}
+
+// readState reads the state manifest. A store with none is empty when
+// Create is set and missing otherwise.
+func (s *Store) readState(ctx context.Context) (*state, error) {
+	st := &state{folders: map[string]ocispec.Descriptor{}}
+	var m ocispec.Manifest
+	err := s.retry(ctx, func() error {
+		desc, rc, err := s.base.FetchReference(ctx, StateTag)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		st.desc = desc
+		return decodeJSON(rc, desc, &m)
+	})
+	if errors.Is(err, statestore.ErrNotFound) {
+		if s.cfg.Create {
+			return st, nil
+		}
+		return nil, fmt.Errorf("%w: repository %s holds no render state (tag %s); set create: true to start one there", statestore.ErrNotFound, s.cfg.Repository, StateTag)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.ArtifactType != StateArtifactType {
+		return nil, fmt.Errorf("%s:%s is not a render state (artifact type %q)", s.cfg.Repository, StateTag, m.ArtifactType)
+	}
+	st.exists = true
+	fmt.Sscan(m.Annotations[annotationGeneration], &st.generation)
+	for _, l := range m.Layers {
+		if l.MediaType == ocispec.MediaTypeEmptyJSON {
+			continue // a state with no folders
+		}
+		f := l.Annotations[ocispec.AnnotationTitle]
+		if f == "" || (f != rootFolder && layout.ValidPath(f) != nil) {
+			return nil, fmt.Errorf("state layer %s has no valid folder title (%q)", l.Digest, f)
+		}
+		st.folders[f] = l
+	}
+	return st, nil
+}
+
+// folderOf returns the folder of st that holds p, if any.
+func (st *state) folderOf(p string) (string, bool) {
+	if layout.IsMeta(p) {
+		_, ok := st.folders[layout.MetaDir]
+		return layout.MetaDir, ok
+	}
+	best := ""
+	for f := range st.folders {
+		if f != rootFolder && strings.HasPrefix(p, f+"/") && len(f) > len(best) {
+			best = f
+		}
+	}
+	if best != "" {
+		return best, true
+	}
+	if !strings.Contains(p, "/") {
+		_, ok := st.folders[rootFolder]
+		return rootFolder, ok
+	}
+	return "", false
+}
+
+// folderFor returns the folder a new path p goes to: the folder of st that
+// holds it, else the longest destination that holds it, else its first
+// path element ("." for a file at the top).
+func (st *state) folderFor(p string, dests []string) string {
+	if f, ok := st.folderOf(p); ok || layout.IsMeta(p) || f == rootFolder {
+		return f
+	}
+	best := ""
+	for _, d := range dests {
+		d = strings.Trim(d, "/")
+		if d != "" && strings.HasPrefix(p, d+"/") && len(d) > len(best) {
+			best = d
+		}
+	}
+	if best != "" {
+		return best
+	}
+	first, _, _ := strings.Cut(p, "/")
+	return first
+}
+
+// rel returns p relative to folder f.
+func rel(f, p string) string {
+	if f == rootFolder {
+		return p
+	}
+	return strings.TrimPrefix(p, f+"/")
+}
+
+// abs returns the store path of r, relative to folder f.
+func abs(f, r string) string {
+	if f == rootFolder {
+		return r
+	}
+	return path.Join(f, r)
+}
+
+// published reports whether folder f is published as a destination artifact.
+func published(f string) bool { return f != rootFolder && f != layout.MetaDir }

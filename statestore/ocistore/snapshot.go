@@ -1,0 +1,197 @@
+package ocistore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/statestore"
+)
+
+// snapshot is one state manifest's view of the store. Its layers are
+// pulled when first looked at and kept by digest in the Store, so a layer
+// that did not change is pulled once per process.
+type snapshot struct {
+	s   *Store
+	ctx context.Context
+	st  *state
+}
+
+func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
+	st, err := s.readState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{s: s, ctx: ctx, st: st}, nil
+}
+
+// files returns folder f's files, relative to f (nil when f has no layer).
+func (sn *snapshot) files(f string) (map[string][]byte, error) {
+	desc, ok := sn.st.folders[f]
+	if !ok {
+		return nil, nil
+	}
+	return sn.s.layer(sn.ctx, desc)
+}
+
+// layer returns a state layer's files, pulling it from the base repository
+// the first time.
+func (s *Store) layer(ctx context.Context, desc ocispec.Descriptor) (map[string][]byte, error) {
+	s.mu.Lock()
+	files, ok := s.layers[desc.Digest]
+	s.mu.Unlock()
+	if ok {
+		return files, nil
+	}
+	var data []byte
+	err := s.retry(ctx, func() error {
+		rc, err := s.base.Fetch(ctx, desc)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		data, err = readVerified(rc, desc)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("layer %s (%s): %w", desc.Annotations[ocispec.AnnotationTitle], desc.Digest, err)
+	}
+	files, err = unpack(data)
+	if err != nil {
+		return nil, fmt.Errorf("layer %s (%s): %w", desc.Annotations[ocispec.AnnotationTitle], desc.Digest, err)
+	}
+	s.keep(desc, files)
+	return files, nil
+}
+
+func (s *Store) keep(desc ocispec.Descriptor, files map[string][]byte) {
+	s.mu.Lock()
+	s.layers[desc.Digest] = files
+	s.mu.Unlock()
+}
+
+// readVerified reads content and checks it against desc's size and digest.
+func readVerified(r io.Reader, desc ocispec.Descriptor) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, desc.Size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != desc.Size || desc.Digest.Algorithm().FromBytes(data) != desc.Digest {
+		return nil, fmt.Errorf("content of %s does not match its digest", desc.Digest)
+	}
+	return data, nil
+}
+
+func decodeJSON(r io.Reader, desc ocispec.Descriptor, v any) error {
+	data, err := readVerified(r, desc)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+// Compare reports whether p exists and holds data.
+func (sn *snapshot) Compare(p string, data []byte) (bool, bool, error) {
+	b, err := sn.read(p)
+	if err != nil || b == nil {
+		return false, false, err
+	}
+	return true, bytes.Equal(b, data), nil
+}
+
+// ReadFile returns p's content.
+func (sn *snapshot) ReadFile(p string) ([]byte, error) {
+	b, err := sn.read(p)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
+	}
+	return b, nil
+}
+
+func (sn *snapshot) read(p string) ([]byte, error) {
+	f, ok := sn.st.folderOf(p)
+	if !ok {
+		return nil, nil
+	}
+	files, err := sn.files(f)
+	if err != nil {
+		return nil, err
+	}
+	return files[rel(f, p)], nil
+}
+
+// List returns every file below dir, sorted.
+func (sn *snapshot) List(dir string) ([]string, error) {
+	dir = strings.Trim(dir, "/")
+	var out []string
+	for f := range sn.st.folders {
+		if !overlaps(f, dir) {
+			continue
+		}
+		files, err := sn.files(f)
+		if err != nil {
+			return nil, err
+		}
+		for r := range files {
+			p := abs(f, r)
+			if dir == "" || strings.HasPrefix(p, dir+"/") {
+				out = append(out, p)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// overlaps reports whether folder f may hold files below dir.
+func overlaps(f, dir string) bool {
+	switch {
+	case dir == "":
+		return true
+	case f == rootFolder:
+		return false // files at the top are below no folder
+	case layout.IsMeta(dir) != (f == layout.MetaDir):
+		return false
+	}
+	return f == dir || strings.HasPrefix(f, dir+"/") || strings.HasPrefix(dir, f+"/")
+}
+
+// Prefetch pulls, in parallel, the layers a series of lookups will read.
+func (sn *snapshot) Prefetch(h statestore.Hint) error {
+	need := map[string]bool{}
+	for _, list := range [][]string{h.Paths, h.Reads} {
+		for _, p := range list {
+			if f, ok := sn.st.folderOf(p); ok {
+				need[f] = true
+			}
+		}
+	}
+	for _, d := range h.Dirs {
+		for f := range sn.st.folders {
+			if overlaps(f, strings.Trim(d, "/")) {
+				need[f] = true
+			}
+		}
+	}
+	g, ctx := errgroup.WithContext(sn.ctx)
+	g.SetLimit(4)
+	for f := range need {
+		desc := sn.st.folders[f]
+		g.Go(func() error {
+			_, err := sn.s.layer(ctx, desc)
+			return err
+		})
+	}
+	return g.Wait()
+}
