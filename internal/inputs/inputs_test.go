@@ -247,7 +247,7 @@ func TestPlatformErrors(t *testing.T) {
 		{"overlapping paths", map[string]string{"a.yaml": storeDoc + "---\n" + destDoc("d1", "  path: x\n") + "---\n" + destDoc("d2", "  path: x/y\n")},
 			[]string{"overlaps the path"}},
 		{"unknown store kind", map[string]string{"a.yaml": kratix + "kind: Destination\nmetadata: {name: d}\nspec:\n  stateStoreRef: {kind: Bucket, name: b}\n"},
-			[]string{"spec.stateStoreRef.kind \"Bucket\" is neither GitStateStore nor BucketStateStore"}},
+			[]string{"spec.stateStoreRef.kind \"Bucket\" is not GitStateStore, BucketStateStore or OCIStateStore"}},
 		{"store without url", map[string]string{"a.yaml": kratix + "kind: GitStateStore\nmetadata: {name: s}\nspec: {branch: main}\n"},
 			[]string{"a.yaml: document 1 (GitStateStore s): spec.url is missing"}},
 		{"unknown auth", map[string]string{"a.yaml": kratix + "kind: GitStateStore\nmetadata: {name: s}\nspec: {url: https://x, authMethod: token}\n"},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore/ocistore"
 )
 
 // Platform is the platform configuration: Kratix-shaped documents.
@@ -35,6 +36,7 @@ type Platform struct {
 	Destinations []renderer.Destination
 	GitStores    map[string]*GitStateStore
 	BucketStores map[string]*BucketStateStore
+	OCIStores    map[string]*OCIStateStore
 	Promises     map[string]*renderer.Promise
 	// Secrets by "namespace/name" (and by bare name), key -> value.
 	Secrets map[string]map[string][]byte
@@ -85,6 +87,30 @@ type BucketStateStore struct {
 	SecretRef    *SecretRef `yaml:"secretRef"`
 	CreateBucket bool       `yaml:"createBucket"`
 }
+
+// OCIStateStore is render's own kind (Kratix has no OCI store): a base
+// repository in an OCI registry, each destination published as the artifact
+// <repository>/<destination path>. Its secret holds username and password,
+// or token, and optionally ca.crt.
+type OCIStateStore struct {
+	Name       string `yaml:"-"`
+	File       string `yaml:"-"`
+	Registry   string `yaml:"registry"`
+	Repository string `yaml:"repository"`
+	// Tag is the moving tag of every destination artifact ("latest").
+	Tag       string     `yaml:"tag"`
+	Insecure  bool       `yaml:"insecure"`
+	SecretRef *SecretRef `yaml:"secretRef"`
+	// Create lets the first write start a store in a repository that has none.
+	Create bool `yaml:"create"`
+	// Source is org.opencontainers.image.source on the artifacts.
+	Source string `yaml:"source"`
+	// Author is added to each write's provenance.
+	Author string `yaml:"author"`
+}
+
+// OCIAPIVersion is the apiVersion of render's own kinds.
+const OCIAPIVersion = "render.dev/v1alpha1"
 
 type meta struct {
 	Name      string            `yaml:"name"`
@@ -159,6 +185,7 @@ var kinds = map[string]struct {
 	"Destination":      {kratixAPI, reflect.TypeFor[kratixDoc[destinationSpec]]()},
 	"GitStateStore":    {kratixAPI, reflect.TypeFor[kratixDoc[GitStateStore]]()},
 	"BucketStateStore": {kratixAPI, reflect.TypeFor[kratixDoc[BucketStateStore]]()},
+	"OCIStateStore":    {OCIAPIVersion, reflect.TypeFor[kratixDoc[OCIStateStore]]()},
 	"Promise":          {kratixAPI, reflect.TypeFor[kratixDoc[promiseSpec]]()},
 	"Secret":           {"v1", reflect.TypeFor[secretDoc]()},
 }
@@ -173,6 +200,7 @@ func LoadPlatform(paths []string, secretsDir string) (*Platform, error) {
 	p := &Platform{
 		GitStores:    map[string]*GitStateStore{},
 		BucketStores: map[string]*BucketStateStore{},
+		OCIStores:    map[string]*OCIStateStore{},
 		Promises:     map[string]*renderer.Promise{},
 		Secrets:      map[string]map[string][]byte{},
 		destFile:     map[string]string{},
@@ -465,6 +493,21 @@ func (p *Platform) add(file, where string, doc *document) error {
 			return bad("spec.authMethod %q is unknown: use accessKey or IAM", s.AuthMethod)
 		}
 		p.BucketStores[name] = s
+	case "OCIStateStore":
+		s := &OCIStateStore{Name: name, File: file}
+		if err := decodeSpec(doc, file, where, s); err != nil {
+			return err
+		}
+		if _, dup := p.OCIStores[name]; dup {
+			return bad("OCIStateStore %s is defined twice", name)
+		}
+		if s.Registry == "" || s.Repository == "" {
+			return bad("spec.registry and spec.repository are required")
+		}
+		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag}); err != nil {
+			return bad("%v", err)
+		}
+		p.OCIStores[name] = s
 	case "Promise":
 		var spec promiseSpec
 		if err := decodeSpec(doc, file, where, &spec); err != nil {
@@ -588,8 +631,16 @@ func (p *Platform) validate() error {
 			if p.BucketStores[d.Store.Name] == nil {
 				return bad("spec.stateStoreRef names BucketStateStore %s, which is not defined", d.Store.Name)
 			}
+		case "OCIStateStore":
+			s := p.OCIStores[d.Store.Name]
+			if s == nil {
+				return bad("spec.stateStoreRef names OCIStateStore %s, which is not defined", d.Store.Name)
+			}
+			if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository + "/" + d.Path}); err != nil {
+				return bad("spec.path %q cannot name an artifact of OCIStateStore %s: %v", d.Path, d.Store.Name, err)
+			}
 		default:
-			return bad("spec.stateStoreRef.kind %q is neither GitStateStore nor BucketStateStore", d.Store.Kind)
+			return bad("spec.stateStoreRef.kind %q is not GitStateStore, BucketStateStore or OCIStateStore", d.Store.Kind)
 		}
 		loc, prefix := p.location(d.Store)
 		me := placed{loc: loc, prefix: prefix, folder: path.Join(prefix, d.Path), d: d}
@@ -641,7 +692,10 @@ func (p *Platform) location(ref renderer.StoreRef) (string, string) {
 	if gs := p.GitStores[ref.Name]; ref.Kind == "GitStateStore" && gs != nil {
 		return fmt.Sprintf("repository %s, branch %s", repoKey(gs.URL), gs.Branch), trim(gs.Path)
 	}
-	if bs := p.BucketStores[ref.Name]; bs != nil {
+	if os := p.OCIStores[ref.Name]; ref.Kind == "OCIStateStore" && os != nil {
+		return fmt.Sprintf("repository %s/%s", strings.ToLower(os.Registry), os.Repository), ""
+	}
+	if bs := p.BucketStores[ref.Name]; ref.Kind == "BucketStateStore" && bs != nil {
 		host := strings.ToLower(bs.Endpoint)
 		if _, rest, ok := strings.Cut(host, "://"); ok {
 			host = rest
