@@ -14,8 +14,15 @@
 // object to <artifact>/<key>), so the Kustomization paths are the same for a
 // Bucket as for a GitRepository: they include the prefix.
 //
+// For an OCIStateStore, Flux gets an OCIRepository on the destination's
+// artifact, oci://<registry>/<repository>/<destination path> at the store's
+// moving tag, and the Kustomizations' paths are ./dependencies and
+// ./resources: the artifact holds the destination folder only.
+//
 // Argo CD: two Applications with directory.recurse, the resources one a sync
-// wave after the dependencies one. Argo CD reads git repositories only.
+// wave after the dependencies one, on the git repository or, for an
+// OCIStateStore, on the destination's artifact (an oci:// repoURL). Argo CD
+// cannot read a bucket.
 //
 // Credentials are referenced by Secret name and never printed; the worker's
 // Secret is the worker's own (read-only) credential, with the keys its
@@ -68,6 +75,7 @@ type target struct {
 	dest   renderer.Destination
 	git    *inputs.GitStateStore
 	bucket *inputs.BucketStateStore
+	oci    *inputs.OCIStateStore
 	// folder is <store path>/<destination path>, without a leading "./".
 	folder string
 }
@@ -89,11 +97,16 @@ func resolve(p *inputs.Platform, name string) (*target, error) {
 				if t.bucket != nil {
 					storePath = t.bucket.Path
 				}
+			case "OCIStateStore":
+				t.oci = p.OCIStores[d.Store.Name]
 			}
-			if t.git == nil && t.bucket == nil {
+			if t.git == nil && t.bucket == nil && t.oci == nil {
 				return nil, &renderer.InputError{File: p.DestinationFile(name), Where: "Destination " + name, Msg: fmt.Sprintf("its state store %s is not defined", d.Store)}
 			}
 			t.folder = strings.Trim(path.Join(strings.Trim(storePath, "/"), d.Path), "/")
+			if t.oci != nil {
+				t.folder = "" // the artifact is the destination folder
+			}
 			return t, nil
 		}
 		known = append(known, d.Name)
@@ -124,7 +137,23 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 	var source doc
 	var sourceKind, sourceName string
 	var notes []string
-	if t.git != nil {
+	if t.oci != nil {
+		s := t.oci
+		sourceKind, sourceName = "OCIRepository", s.Name+"-"+t.dest.Name
+		spec := mapping{
+			{"interval", interval},
+			{"url", ociURL(s, t.dest)},
+			{"ref", mapping{{"tag", ociTag(s)}}},
+		}
+		if s.Insecure {
+			spec = append(spec, kv{"insecure", true})
+		}
+		if s.SecretRef != nil && s.SecretRef.Name != "" {
+			spec = append(spec, kv{"secretRef", mapping{{"name", s.SecretRef.Name}}})
+			notes = append(notes, fmt.Sprintf("Create Secret %s in namespace %s on the worker first, of type kubernetes.io/dockerconfigjson (a read-only credential for %s).", s.SecretRef.Name, o.Namespace, s.Registry))
+		}
+		source = object(SourceAPIVersion, "OCIRepository", sourceName, o.Namespace, spec)
+	} else if t.git != nil {
 		s := t.git
 		sourceKind, sourceName = "GitRepository", s.Name
 		clean, err := withoutCredentials(s, out)
@@ -213,9 +242,12 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if err != nil {
 		return nil, err
 	}
+	if t.oci != nil {
+		return argoOCI(t, o)
+	}
 	if t.git == nil {
 		return nil, &renderer.InputError{File: p.DestinationFile(destination), Where: "Destination " + destination,
-			Msg: fmt.Sprintf("it is in %s; Argo CD reads git repositories only (use render bootstrap flux, whose Bucket source reads it)", t.dest.Store)}
+			Msg: fmt.Sprintf("it is in %s; Argo CD reads git repositories and OCI registries only (use render bootstrap flux, whose Bucket source reads it)", t.dest.Store)}
 	}
 	s := t.git
 	out := &Output{}
@@ -417,4 +449,57 @@ func encode(comments []string, docs ...doc) ([]byte, error) {
 		}
 	}
 	return b.Bytes(), nil
+}
+
+// ociURL is the oci:// URL of a destination's artifact.
+func ociURL(s *inputs.OCIStateStore, d renderer.Destination) string {
+	return "oci://" + s.Registry + "/" + s.Repository + "/" + d.Path
+}
+
+func ociTag(s *inputs.OCIStateStore) string {
+	if s.Tag == "" {
+		return "latest"
+	}
+	return s.Tag
+}
+
+// argoOCI returns the two Applications on a destination's OCI artifact.
+func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
+	s := t.oci
+	out := &Output{}
+	app := func(section, wave string) doc {
+		d := object(ApplicationAPIVersion, "Application", t.dest.Name+"-"+section, o.Namespace, mapping{
+			{"project", o.Project},
+			{"source", mapping{
+				{"repoURL", ociURL(s, t.dest)},
+				{"targetRevision", ociTag(s)},
+				{"path", section},
+				{"directory", mapping{{"recurse", true}}},
+			}},
+			{"destination", mapping{{"server", o.Server}}},
+			{"syncPolicy", mapping{
+				{"automated", mapping{{"prune", true}, {"selfHeal", true}}},
+			}},
+		})
+		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
+		return d
+	}
+	header := []string{
+		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
+		"Sync waves order Applications that an app of apps creates; applied by hand, apply the dependencies one first.",
+		"The artifact's layer is application/vnd.oci.image.layer.v1.tar+gzip, which Argo CD's repo server accepts by default.",
+	}
+	if s.SecretRef != nil && s.SecretRef.Name != "" || s.Insecure {
+		note := fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository, type: oci, url: %s) in namespace %s", s.Registry, strings.TrimPrefix(ociURL(s, t.dest), "oci://"), o.Namespace)
+		if s.SecretRef != nil && s.SecretRef.Name != "" {
+			note += fmt.Sprintf(", with the worker's read-only counterpart of Secret %s (username, password)", s.SecretRef.Name)
+		}
+		if s.Insecure {
+			note += "; the registry speaks plain HTTP: set insecureOCIForceHttp: \"true\" in that Secret"
+		}
+		header = append(header, note+".")
+	}
+	var err error
+	out.YAML, err = encode(header, app("dependencies", "0"), app("resources", "1"))
+	return out, err
 }

@@ -458,6 +458,8 @@ func secretName(p *inputs.Platform, ref renderer.StoreRef) string {
 		sr = p.GitStores[ref.Name].SecretRef
 	case "BucketStateStore":
 		sr = p.BucketStores[ref.Name].SecretRef
+	case "OCIStateStore":
+		sr = p.OCIStores[ref.Name].SecretRef
 	}
 	if sr == nil {
 		return ""

@@ -73,6 +73,8 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 	case "BucketStateStore":
 		bs := p.BucketStores[ref.Name]
 		return e.openBucket(p, ref, bs)
+	case "OCIStateStore":
+		return e.openOCI(p, ref, p.OCIStores[ref.Name])
 	}
 	return nil, "", fmt.Errorf("unknown store kind %s", ref.Kind)
 }

@@ -30,7 +30,7 @@ func CheckPlan(ctx context.Context, plan *renderer.Plan) ([]Object, error) {
 	sources := outputSources(plan)
 	var all []Object
 	for _, w := range plan.Writes {
-		opt := options{keepIgnored: w.Store.Kind == "BucketStateStore", ctx: ctx}
+		opt := options{keepIgnored: w.Store.Kind == "BucketStateStore" || w.Store.Kind == "OCIStateStore", ctx: ctx}
 		dests := append([]string(nil), w.Destinations...)
 		sort.Strings(dests)
 		for _, d := range dests {
