@@ -8,13 +8,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/render-dev/render/statestore"
 )
@@ -35,7 +37,7 @@ import (
 // A writer that started choosing after our ticket was tagged sees our
 // ticket and takes a higher number; one that was choosing before is seen
 // choosing in step 4, or its ticket is. Each tag names a manifest of its
-// own, which the writer deletes by digest when done. A tag whose expiry
+// own; the writer deletes its tags when done. A tag whose expiry
 // (Unix seconds, in its name) has passed belongs to a writer that died:
 // waiters delete it. A holder checks its lease before committing, so a
 // slow writer whose lock was taken from it commits nothing.
@@ -45,7 +47,7 @@ const (
 	choosingPrefix   = "lock-c-"
 	ticketPrefix     = "lock-t-"
 	// pollLimit caps the wait between two looks at the queue.
-	pollLimit = 100 * time.Millisecond
+	pollLimit = 400 * time.Millisecond
 )
 
 type lockTag struct {
@@ -102,7 +104,7 @@ func (lt lockTag) before(o lockTag) bool {
 type lock struct {
 	s       *Store
 	id      string
-	ticket  ocispec.Descriptor
+	ticket  string
 	expires time.Time
 }
 
@@ -148,31 +150,37 @@ func (s *Store) pushLockTag(ctx context.Context, tag, id string) (ocispec.Descri
 	return desc, err
 }
 
-// deleteManifest deletes a manifest (and so every tag of it) by digest; one
-// already gone is not an error.
-func (s *Store) deleteManifest(ctx context.Context, r *remote.Repository, desc ocispec.Descriptor) error {
-	err := s.retry(ctx, func() error { return r.Delete(ctx, desc) })
-	if errors.Is(err, statestore.ErrNotFound) {
-		return nil
+// untag deletes a tag of the base repository (DELETE by tag, which
+// distribution answers by removing the tag alone); one already gone is not
+// an error. The lock's manifests, once untagged, are left to the
+// registry's garbage collection: deleting a manifest by digest makes
+// distribution look every tag up, which costs more than the manifest does.
+func (s *Store) untag(ctx context.Context, tag string) error {
+	scheme := "https"
+	if s.cfg.Insecure {
+		scheme = "http"
 	}
-	return err
-}
-
-// deleteTag deletes whatever manifest tag names.
-func (s *Store) deleteTag(ctx context.Context, tag string) error {
-	var desc ocispec.Descriptor
+	u := fmt.Sprintf("%s://%s/v2/%s/manifests/%s", scheme, s.cfg.Registry, s.cfg.Repository, tag)
 	err := s.retry(ctx, func() error {
-		var err error
-		desc, err = s.base.Resolve(ctx, tag)
-		return err
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		switch {
+		case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK:
+			return nil
+		case resp.StatusCode == http.StatusNotFound:
+			return nil // gone already
+		}
+		return &errcode.ErrorResponse{Method: req.Method, URL: req.URL, StatusCode: resp.StatusCode}
 	})
-	if errors.Is(err, statestore.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return s.deleteManifest(ctx, s.base, desc)
+	return err
 }
 
 // lockTags lists the base repository's lock tags.
@@ -202,20 +210,19 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 	l.expires = time.Now().Add(s.cfg.LockLease)
 	exp := l.expires.Unix()
 	choosing := fmt.Sprintf("%s%d-%s", choosingPrefix, exp, l.id)
-	cdesc, err := s.pushLockTag(ctx, choosing, l.id)
-	if err != nil {
+	if _, err := s.pushLockTag(ctx, choosing, l.id); err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	cleanup := func(descs ...ocispec.Descriptor) {
+	cleanup := func(tags ...string) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		for _, d := range descs {
-			_ = s.deleteManifest(cctx, s.base, d)
+		for _, t := range tags {
+			_ = s.untag(cctx, t)
 		}
 	}
 	tags, err := s.lockTags(ctx)
 	if err != nil {
-		cleanup(cdesc)
+		cleanup(choosing)
 		return nil, fmt.Errorf("lock: %w", err)
 	}
 	var number uint64
@@ -225,12 +232,13 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 	number++
 	me := lockTag{number: number, id: l.id, expires: exp}
 	me.tag = fmt.Sprintf("%s%020d-%d-%s", ticketPrefix, number, exp, l.id)
-	if l.ticket, err = s.pushLockTag(ctx, me.tag, l.id); err != nil {
-		cleanup(cdesc)
+	l.ticket = me.tag
+	if _, err = s.pushLockTag(ctx, me.tag, l.id); err != nil {
+		cleanup(choosing, me.tag)
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	if err := s.deleteManifest(ctx, s.base, cdesc); err != nil {
-		cleanup(l.ticket, cdesc)
+	if err := s.untag(ctx, choosing); err != nil {
+		cleanup(me.tag, choosing)
 		return nil, fmt.Errorf("lock: %w", err)
 	}
 	waitingFor := ""
@@ -252,7 +260,7 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 			waitingFor, attempt = blocker, 1
 		}
 		cause := fmt.Errorf("%w: waited for the writers' lock, held by %s", statestore.ErrConflict, blocker)
-		if err := statestore.Pause(ctx, min(attempt, 4), pollLimit, cause); err != nil {
+		if err := statestore.Pause(ctx, min(attempt, 5), pollLimit, cause); err != nil {
 			cleanup(l.ticket)
 			return nil, err
 		}
@@ -273,7 +281,7 @@ func (s *Store) blocker(ctx context.Context, me lockTag) (string, error) {
 				continue
 			}
 			if t.expired(now) {
-				if err := s.deleteTag(ctx, t.tag); err != nil {
+				if err := s.untag(ctx, t.tag); err != nil {
 					return "", err
 				}
 				continue
@@ -288,5 +296,5 @@ func (s *Store) blocker(ctx context.Context, me lockTag) (string, error) {
 func (l *lock) release(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return l.s.deleteManifest(cctx, l.s.base, l.ticket)
+	return l.s.untag(cctx, l.ticket)
 }
