@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -31,23 +33,31 @@ import (
 //  2. It lists the tags and takes a number above every ticket it sees.
 //  3. It tags its ticket, lock-t-<number>-<expiry>-<id>, and deletes its
 //     choosing tag.
-//  4. It waits until a listing shows nobody choosing, and a later listing
-//     shows no ticket below its own (number, then id, order them).
+//  4. It lists the tags again, waits until those it saw choosing then have
+//     stopped, and until no ticket is below its own (number, then id,
+//     order them).
 //
-// A writer that started choosing after our ticket was tagged sees our
-// ticket and takes a higher number; one that was choosing before is seen
-// choosing in step 4, or its ticket is. Each tag names a manifest of its
-// own; the writer deletes its tags when done. A tag whose expiry
-// (Unix seconds, in its name) has passed belongs to a writer that died:
-// waiters delete it. A holder checks its lease before committing, so a
-// slow writer whose lock was taken from it commits nothing.
+// A writer that started choosing after that listing sees our ticket and
+// takes a higher number; one seen choosing in it is waited for until its
+// ticket is tagged, and then compared by ticket. The argument needs only
+// that a listing shows every tag created before it began and not deleted
+// before it ended, so a ticket is trusted to be absent only from a listing
+// that began after its writer stopped choosing.
+//
+// Each tag names a small manifest of its own; the writer deletes its tags
+// when done. A tag whose expiry (Unix seconds, in its name) has passed
+// belongs to a writer that died: waiters delete it. A holder checks its
+// lease before committing, so a slow writer whose lock was taken from it
+// commits nothing.
 
 const (
 	lockArtifactType = "application/vnd.render.lock.v1"
 	choosingPrefix   = "lock-c-"
 	ticketPrefix     = "lock-t-"
-	// pollLimit caps the wait between two looks at the queue.
-	pollLimit = 400 * time.Millisecond
+	// A waiter looks at the queue again after about pollStep per writer
+	// ahead of it, at most pollLimit.
+	pollStep  = 40 * time.Millisecond
+	pollLimit = time.Second
 )
 
 type lockTag struct {
@@ -241,55 +251,84 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 		cleanup(me.tag, choosing)
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	waitingFor := ""
+	// Writers choosing in a listing made after our ticket was tagged: wait
+	// until each has its ticket (or is gone). Writers that start choosing
+	// later see our ticket and queue behind it, so they need no wait.
+	if tags, err = s.lockTags(ctx); err != nil {
+		cleanup(me.tag)
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	choosers := map[string]bool{}
+	for _, t := range tags {
+		if t.choosing() && t.id != l.id {
+			choosers[t.tag] = true
+		}
+	}
 	for attempt := 1; ; attempt++ {
-		blocker, err := s.blocker(ctx, me)
+		ahead, err := s.ahead(ctx, me, choosers)
 		if err != nil {
-			cleanup(l.ticket)
+			cleanup(me.tag)
 			return nil, fmt.Errorf("lock: %w", err)
 		}
-		if blocker == "" {
+		if len(ahead) == 0 {
 			if time.Until(l.expires) < s.cfg.LockLease/2 {
 				// The wait ate most of the lease: take a fresh one.
-				cleanup(l.ticket)
+				cleanup(me.tag)
 				return s.acquire(ctx)
 			}
 			return l, nil
 		}
-		if blocker != waitingFor {
-			waitingFor, attempt = blocker, 1
+		cause := fmt.Errorf("%w: waited for the writers' lock behind %d writers (first %s)", statestore.ErrConflict, len(ahead), ahead[0])
+		// The further back in the queue, the less often it is worth
+		// looking: about one writer's turn per writer ahead.
+		wait := min(time.Duration(len(ahead))*pollStep, pollLimit)
+		if at, _ := statestore.RetryDeadline(ctx); time.Now().Add(wait).After(at) {
+			cleanup(me.tag)
+			return nil, fmt.Errorf("%w (%w: gave up after %d looks)", cause, statestore.ErrDeadline, attempt)
 		}
-		cause := fmt.Errorf("%w: waited for the writers' lock, held by %s", statestore.ErrConflict, blocker)
-		if err := statestore.Pause(ctx, min(attempt, 5), pollLimit, cause); err != nil {
-			cleanup(l.ticket)
-			return nil, err
+		if err := statestore.Sleep(ctx, wait/2+mrand.N(wait/2+1)); err != nil {
+			cleanup(me.tag)
+			return nil, fmt.Errorf("%w (%w)", cause, err)
 		}
 	}
 }
 
-// blocker returns the tag of a writer that goes before me, or "" when
-// there is none. Abandoned tags are deleted on the way.
-func (s *Store) blocker(ctx context.Context, me lockTag) (string, error) {
-	for _, choosingPass := range []bool{true, false} {
-		tags, err := s.lockTags(ctx)
-		if err != nil {
-			return "", err
+// ahead returns the tags of the writers that go before me: those of
+// choosers still choosing, and tickets below mine, in one listing. The
+// choosing tags of choosers found gone are forgotten. Abandoned tags are
+// deleted on the way.
+func (s *Store) ahead(ctx context.Context, me lockTag, choosers map[string]bool) ([]string, error) {
+	tags, err := s.lockTags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	present := map[string]bool{}
+	var out []string
+	for _, t := range tags {
+		present[t.tag] = true
+		if t.id == me.id || (t.choosing() && !choosers[t.tag]) || (!t.choosing() && !t.before(me)) {
+			continue
 		}
-		now := time.Now()
-		for _, t := range tags {
-			if t.id == me.id || t.choosing() != choosingPass || (!choosingPass && !t.before(me)) {
-				continue
+		if t.expired(now) {
+			if err := s.untag(ctx, t.tag); err != nil {
+				return nil, err
 			}
-			if t.expired(now) {
-				if err := s.untag(ctx, t.tag); err != nil {
-					return "", err
-				}
-				continue
-			}
-			return t.tag, nil
+			delete(choosers, t.tag)
+			continue
+		}
+		out = append(out, t.tag)
+	}
+	for c := range choosers {
+		if !present[c] {
+			// Its ticket may have been tagged while this listing ran,
+			// and be missing from it: look again before trusting it.
+			delete(choosers, c)
+			out = append(out, c)
 		}
 	}
-	return "", nil
+	sort.Strings(out)
+	return out, nil
 }
 
 // release lets the lock go.
