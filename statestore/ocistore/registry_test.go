@@ -103,12 +103,23 @@ func TestPullWithORAS(t *testing.T) {
 
 func resolve(t *testing.T, r *testenv.RegistryServer, cfg ocistore.Config, d, tag string) string {
 	t.Helper()
-	out, err := exec.Command(r.ORAS(), "resolve", "--plain-http", "-u", r.User(), "-p", r.Password(),
-		cfg.Registry+"/"+cfg.Repository+"/"+d+":"+tag).CombinedOutput()
+	return strings.TrimSpace(string(oras(context.Background(), t, r, "resolve", cfg.Registry+"/"+cfg.Repository+"/"+d+":"+tag)))
+}
+
+// oras runs the oras CLI against the test registry and returns its
+// standard output.
+func oras(ctx context.Context, t *testing.T, r *testenv.RegistryServer, args ...string) []byte {
+	t.Helper()
+	args = append(args[:len(args):len(args)], "--plain-http", "-u", r.User(), "--password-stdin")
+	cmd := exec.CommandContext(ctx, r.ORAS(), args...)
+	cmd.Stdin = strings.NewReader(r.Password())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("oras resolve: %v\n%s", err, out)
+		t.Fatalf("oras %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	return strings.TrimSpace(string(out))
+	return out
 }
 
 // orasPull pulls ref's layer with oras and returns the files it extracted.
@@ -120,10 +131,7 @@ func orasPull(t *testing.T, r *testenv.RegistryServer, ref string) map[string]st
 	// oras pull only writes layers that carry a file name (a title); a
 	// Flux artifact's layer has none. Fetch the manifest, check it is what
 	// Flux and Argo CD take, then fetch its layer and extract it as they do.
-	out, err := exec.CommandContext(ctx, r.ORAS(), "manifest", "fetch", "--plain-http", "-u", r.User(), "-p", r.Password(), ref).CombinedOutput()
-	if err != nil {
-		t.Fatalf("oras manifest fetch %s: %v\n%s", ref, err, out)
-	}
+	out := oras(ctx, t, r, "manifest", "fetch", ref)
 	var m struct {
 		Config struct{ MediaType string } `json:"config"`
 		Layers []struct {
@@ -140,10 +148,7 @@ func orasPull(t *testing.T, r *testenv.RegistryServer, ref string) map[string]st
 	repo, _, _ := strings.Cut(ref, ":latest")
 	repo, _, _ = strings.Cut(repo, ":render-")
 	blob := filepath.Join(dir, "layer.tar.gz")
-	if out, err := exec.CommandContext(ctx, r.ORAS(), "blob", "fetch", "--plain-http", "-u", r.User(), "-p", r.Password(),
-		"-o", blob, repo+"@"+m.Layers[0].Digest).CombinedOutput(); err != nil {
-		t.Fatalf("oras blob fetch: %v\n%s", err, out)
-	}
+	oras(ctx, t, r, "blob", "fetch", "-o", blob, repo+"@"+m.Layers[0].Digest)
 	files := filepath.Join(dir, "files")
 	if err := os.MkdirAll(files, 0o755); err != nil {
 		t.Fatal(err)
@@ -152,7 +157,7 @@ func orasPull(t *testing.T, r *testenv.RegistryServer, ref string) map[string]st
 		t.Fatalf("tar: %v\n%s", err, out)
 	}
 	got := map[string]string{}
-	err = filepath.WalkDir(files, func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(files, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
