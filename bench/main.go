@@ -22,7 +22,8 @@
 //  4. S3: a first write of 1,000 objects, an unchanged re-render and a
 //     one-object change, with requests counted;
 //  5. concurrency: 16 renders at once on one branch and one bucket;
-//  6. memory: peak RSS of a render of 10,000 documents.
+//  6. memory: peak RSS of a render of 10,000 documents;
+//  8. OCI: scenario 4's three steps against an OCI registry (ocistore.Apply).
 package main
 
 import (
@@ -93,6 +94,7 @@ func main() {
 		{"5", "concurrency", concurrency},
 		{"6", "memory", memory},
 		{"7", "store size", storeSize},
+		{"8", "OCI", ociScenario},
 	}
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
