@@ -20,22 +20,58 @@ import (
 const DefaultGroup = "."
 
 // Canary files Kratix writes into every destination, so that Flux's
-// dependencies and resources paths exist and never build empty.
+// paths exist from the start and never build empty: in a nestedByMetadata
+// destination under dependencies/ and resources/, in an aggregatedYAML or
+// none destination at its root.
 const (
 	CanaryDependencies = layout.CanaryDependencies
 	CanaryResources    = layout.CanaryResources
 )
 
+// The canaries' bytes are Kratix's own (its destination controller
+// marshals a Namespace and a ConfigMap with sigs.k8s.io/yaml), so a store
+// Kratix wrote and one render writes hold the same files.
 var (
-	canaryNamespace = []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\n")
-	canaryConfigMap = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\n")
+	canaryNamespace = []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\nspec: {}\nstatus: {}\n")
+	canaryConfigMap = []byte("apiVersion: v1\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\n")
 )
 
-// CanaryNamespace is the content of the dependencies canary.
+// CanaryNamespace is the content of the Namespace canary.
 func CanaryNamespace() []byte { return append([]byte(nil), canaryNamespace...) }
 
-// CanaryConfigMap is the content of the resources canary.
+// CanaryConfigMap is the content of the ConfigMap canary.
 func CanaryConfigMap() []byte { return append([]byte(nil), canaryConfigMap...) }
+
+// CanaryFiles returns the canary files of destination d, by path relative
+// to its store, as Kratix lays them out for d's filepath mode; none when
+// d sets spec.initWorkloads.enabled: false.
+func CanaryFiles(d Destination) map[string][]byte {
+	if d.NoInitWorkloads {
+		return nil
+	}
+	ns, cm := layout.CanaryNamespaceFile, layout.CanaryConfigMapFile
+	if d.Mode == NestedByMetadata || d.Mode == "" {
+		ns, cm = CanaryDependencies, CanaryResources
+	}
+	return map[string][]byte{
+		path.Join(d.Path, ns): CanaryNamespace(),
+		path.Join(d.Path, cm): CanaryConfigMap(),
+	}
+}
+
+// canaries returns every destination's canary files, per store.
+func canaries(dests []Destination) map[StoreRef]map[string][]byte {
+	out := map[StoreRef]map[string][]byte{}
+	for _, d := range dests {
+		for p, data := range CanaryFiles(d) {
+			if out[d.Store] == nil {
+				out[d.Store] = map[string][]byte{}
+			}
+			out[d.Store][p] = data
+		}
+	}
+	return out
+}
 
 // Plan is the outcome of a render: where each group goes, and what each
 // store must hold for this workload.
@@ -46,6 +82,10 @@ type Plan struct {
 	Writes []StoreWrite
 	// Warnings are worth telling the user but do not stop the render.
 	Warnings []string
+	// Canaries are the canary files of every destination of the platform,
+	// per store: whatever a render writes to a store, it writes them there
+	// too (where they are missing), as Kratix does for every Destination.
+	Canaries map[StoreRef]map[string][]byte
 }
 
 // Group is one workload group and its scheduling outcome.
@@ -136,7 +176,7 @@ func RenderContext(ctx context.Context, in Input) (*Plan, error) {
 	if err := ValidateWorkflow(in.Workflow); err != nil {
 		return nil, err
 	}
-	plan := &Plan{Workflow: in.Workflow}
+	plan := &Plan{Workflow: in.Workflow, Canaries: canaries(in.Destinations)}
 	if in.Workflow.Action == Delete {
 		return plan, nil
 	}
@@ -161,7 +201,7 @@ func RenderContext(ctx context.Context, in Input) (*Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	plan.Writes = placeFiles(in, byName, plan.Groups)
+	plan.Writes = placeFiles(in, byName, plan.Groups, plan.Canaries)
 	if err := checkPaths(in, plan); err != nil {
 		return nil, err
 	}
@@ -322,7 +362,7 @@ func mergeSelectors(a, b Selector) Selector {
 }
 
 // placeFiles turns placements into per-store files.
-func placeFiles(in Input, byName map[string]*Destination, groups []Group) []StoreWrite {
+func placeFiles(in Input, byName map[string]*Destination, groups []Group, canaries map[StoreRef]map[string][]byte) []StoreWrite {
 	data := map[string][]byte{}
 	for _, f := range in.Output {
 		data[f.Path] = f.Data
@@ -335,13 +375,14 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group) []Stor
 			d := byName[name]
 			w := writes[d.Store]
 			if w == nil {
-				w = &StoreWrite{Store: d.Store, Files: map[string][]byte{}, Shared: map[string][]byte{}}
+				w = &StoreWrite{Store: d.Store, Files: map[string][]byte{}, Shared: maps.Clone(canaries[d.Store])}
+				if w.Shared == nil {
+					w.Shared = map[string][]byte{}
+				}
 				writes[d.Store] = w
 			}
 			if !slices.Contains(w.Destinations, d.Path) {
 				w.Destinations = append(w.Destinations, d.Path)
-				w.Shared[path.Join(d.Path, CanaryDependencies)] = canaryNamespace
-				w.Shared[path.Join(d.Path, CanaryResources)] = canaryConfigMap
 			}
 			for _, f := range g.Files {
 				switch d.Mode {

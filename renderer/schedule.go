@@ -134,6 +134,9 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 	for i := range dests {
 		d := &dests[i]
 		v := Verdict{Destination: d.Name, Reasons: filter(g.Selector, d)}
+		if d.Labels[DryRunLabel] == "true" {
+			v.Reasons = append(v.Reasons, "label "+DryRunLabel+"=true: Kratix's dry-run destination takes no ordinary workloads")
+		}
 		if d.Unschedulable && in.Workflow.Type == ResourceWorkflow {
 			v.Reasons = append(v.Reasons, "cordoned (spec.unschedulable): takes no new placements")
 		}

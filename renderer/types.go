@@ -114,7 +114,14 @@ type Destination struct {
 	// Unschedulable (cordoned) destinations take no new placements; what
 	// is already there stays.
 	Unschedulable bool
+	// NoInitWorkloads is Kratix's spec.initWorkloads.enabled: false: no
+	// canary files are written to the destination.
+	NoInitWorkloads bool
 }
+
+// DryRunLabel marks Kratix's dry-run destination: Kratix never schedules
+// an ordinary workload there, and neither does render.
+const DryRunLabel = "kratix.io/dry-run"
 
 // Promise is the part of a Promise that scheduling reads.
 type Promise struct {

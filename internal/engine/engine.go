@@ -323,6 +323,14 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 			updates[ref] = statestore.Update{Workload: key}
 		}
 	}
+	// Kratix's canaries for every destination of a store go with whatever
+	// is written there (only where they are missing).
+	for ref, u := range updates {
+		if len(plan.Canaries[ref]) > 0 && len(u.Shared) == 0 {
+			u.Shared = plan.Canaries[ref]
+			updates[ref] = u
+		}
+	}
 	msg := message(wf, e.opts.Version)
 	// The last point where a stop ends the render with nothing written.
 	// From here each store's publish runs on ctx, which a stop does not

@@ -117,6 +117,11 @@ type destinationSpec struct {
 		Mode     string `yaml:"mode"`
 		Filename string `yaml:"filename"`
 	} `yaml:"filepath"`
+	// InitWorkloads is Kratix's: enabled (the default) writes the canary
+	// files to the destination.
+	InitWorkloads struct {
+		Enabled *bool `yaml:"enabled"`
+	} `yaml:"initWorkloads"`
 }
 
 type promiseSpec struct {
@@ -374,6 +379,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 			Store:             renderer.StoreRef{Kind: spec.StateStoreRef.Kind, Name: spec.StateStoreRef.Name},
 			StrictMatchLabels: spec.StrictMatchLabels, Unschedulable: spec.Unschedulable,
 			Mode: renderer.FilepathMode(spec.Filepath.Mode), Filename: spec.Filepath.Filename,
+			NoInitWorkloads: spec.InitWorkloads.Enabled != nil && !*spec.InitWorkloads.Enabled,
 		}
 		if d.Path == "" {
 			d.Path = name
