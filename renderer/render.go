@@ -184,6 +184,41 @@ func RenderContext(ctx context.Context, in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return renderGroups(ctx, in, plan, groups)
+}
+
+// StaticDependenciesFile is where Kratix puts a Promise's spec.dependencies,
+// relative to the group's folder.
+func StaticDependenciesFile(promise string) string {
+	return "static/" + promise + "-dependencies.yaml"
+}
+
+// RenderStatic lays out the Promise's static dependencies (spec.dependencies)
+// as Kratix does: one file, StaticDependenciesFile, in the default group of
+// a promise workload without a pipeline (so in nestedByMetadata
+// destinations under dependencies/<promise>/5058f/), scheduled to every
+// destination the Promise's destinationSelectors match. Its plan has no
+// groups when the Promise has no dependencies, or for a delete: every
+// file of it goes.
+func RenderStatic(ctx context.Context, in Input) (*Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	wf := Workflow{Type: PromiseWorkflow, Action: in.Workflow.Action, Promise: in.Workflow.Promise}
+	plan := &Plan{Workflow: wf, Canaries: canaries(in.Destinations)}
+	if in.Promise == nil || len(in.Promise.Dependencies) == 0 || wf.Action == Delete {
+		return plan, nil
+	}
+	st := Input{
+		Workflow: wf, Destinations: in.Destinations, Promise: in.Promise,
+		Output: []File{{Path: StaticDependenciesFile(in.Promise.Name), Data: in.Promise.Dependencies}},
+	}
+	g := Group{Directory: DefaultGroup, ID: GroupID(DefaultGroup), Files: []string{st.Output[0].Path}, Selector: defaultSelector(st, Selector{})}
+	return renderGroups(ctx, st, plan, []Group{g})
+}
+
+// renderGroups schedules groups and lays their files out in plan.
+func renderGroups(ctx context.Context, in Input, plan *Plan, groups []Group) (*Plan, error) {
 	byName := map[string]*Destination{}
 	dests := append([]Destination(nil), in.Destinations...)
 	sort.Slice(dests, func(i, j int) bool { return dests[i].Name < dests[j].Name })
@@ -405,7 +440,7 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 				case NoNesting:
 					w.Files[path.Join(d.Path, f)] = data[f]
 				default:
-					w.Files[path.Join(d.Path, nestedPrefix(in.Workflow, g.ID), f)] = data[f]
+					w.Files[path.Join(d.Path, NestedPrefix(in.Workflow, g.ID), f)] = data[f]
 				}
 			}
 		}
@@ -426,12 +461,4 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Store.String() < out[j].Store.String() })
 	return out
-}
-
-// nestedPrefix is Kratix's nestedByMetadata folder for a group.
-func nestedPrefix(w Workflow, id string) string {
-	if w.Type == PromiseWorkflow {
-		return path.Join("dependencies", w.Promise, w.Pipeline, id)
-	}
-	return path.Join("resources", w.Namespace, w.Promise, w.Name, w.Pipeline, id)
 }

@@ -41,6 +41,11 @@ func ValidateWorkflow(w Workflow) error {
 			struct{ field, value, hint string }{"name", w.Name, "KRATIX_OBJECT_NAME, --name or object.yaml"},
 			struct{ field, value, hint string }{"namespace", w.Namespace, "KRATIX_OBJECT_NAMESPACE, --namespace or object.yaml"})
 	}
+	if w.FolderNamespace != "" {
+		if errs := validation.IsDNS1123Label(w.FolderNamespace); len(errs) > 0 {
+			return bad("pipeline namespace", fmt.Sprintf("%q is not a valid namespace: %s", w.FolderNamespace, strings.Join(errs, "; ")))
+		}
+	}
 	for _, n := range names {
 		if n.value == "" {
 			return bad(n.field, "missing (set "+n.hint+")")

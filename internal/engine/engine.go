@@ -37,6 +37,10 @@ type Options struct {
 	Strategy renderer.Strategy
 	// FlavourKey is the label on the resource request that names its flavour.
 	FlavourKey string
+	// NoInheritedSelector stops resource workflows from inheriting the
+	// root selector their promise workflow left: Kratix's behaviour since
+	// v0.67.0. By default they inherit it, as Kratix's documentation says.
+	NoInheritedSelector bool
 	// RetryDeadline is each render's one retry budget: from the render's
 	// start, every wait of every store (an unreachable server, a busy
 	// branch or bucket) stops once it has passed.
@@ -111,6 +115,9 @@ func (e *Engine) Close() error {
 type Report struct {
 	Workflow renderer.Workflow
 	Plan     *renderer.Plan
+	// Static is the plan of the Promise's static dependencies (promise
+	// workflows only).
+	Static *renderer.Plan
 	Stores   []StoreReport
 	DryRun   bool
 	Duration time.Duration
@@ -172,6 +179,8 @@ type Inputs struct {
 	Input     renderer.Input
 	Object    *inputs.Object
 	Selectors []renderer.SelectorEntry
+	// Control is the workflow's workflow-control.yaml (nil when absent).
+	Control *inputs.WorkflowControl
 }
 
 // Load reads and validates every input. Its errors are InputErrors, or
@@ -187,6 +196,11 @@ func (e *Engine) Load(ctx context.Context) (*Inputs, error) {
 		return nil, err
 	}
 	wf := inputs.Identity(o.Getenv, o.Identity, obj)
+	if pr := plat.Promises[wf.Promise]; pr != nil && wf.Type == renderer.ResourceWorkflow {
+		// Kratix files every resource of such a Promise under its
+		// pipeline namespace.
+		wf.FolderNamespace = pr.PipelineNamespace
+	}
 	if err := renderer.ValidateWorkflow(wf); err != nil {
 		return nil, err
 	}
@@ -194,10 +208,14 @@ func (e *Engine) Load(ctx context.Context) (*Inputs, error) {
 	if pr := plat.Promises[wf.Promise]; pr != nil {
 		in.Promise = pr
 	}
+	control, err := inputs.LoadWorkflowControl(o.MetadataDir)
+	if err != nil {
+		return nil, err
+	}
 	if wf.Type == renderer.ResourceWorkflow && obj != nil {
 		in.Flavour = obj.Labels[o.FlavourKey]
 	}
-	res := &Inputs{Platform: plat, Object: obj}
+	res := &Inputs{Platform: plat, Object: obj, Control: control}
 	if wf.Action == renderer.Delete {
 		res.Input = in
 		return res, nil
@@ -240,6 +258,12 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	}
 	in := ld.Input
 	wf := in.Workflow
+	if skip := ld.Control.Skip(); skip != "" {
+		// Kratix creates no Work then, so nothing is scheduled or written.
+		ph.done()
+		return &Report{Workflow: wf, DryRun: e.opts.DryRun, Duration: time.Since(start),
+			Plan: &renderer.Plan{Workflow: wf, Warnings: []string{"nothing written: " + skip}}}, nil
+	}
 	if err := ph.enter(PhasePlanning); err != nil {
 		return nil, err
 	}
@@ -280,6 +304,9 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	}
 	key := workloadKey(wf)
 	holders := applyRecords(&in, recs, key)
+	if e.opts.NoInheritedSelector {
+		in.PromiseWorkflowSelector = nil
+	}
 
 	plan, err := renderer.RenderContext(ctx, in)
 	if err != nil {
@@ -293,42 +320,62 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err := fluxcheck.Duplicates(objects, otherObjects(recs, key)); err != nil {
 		return nil, ph.check(err)
 	}
+	if err := folderTaken(ld.Platform, plan, recs, key); err != nil {
+		return nil, ph.check(err)
+	}
 
-	updates := map[renderer.StoreRef]statestore.Update{}
+	updates := storeUpdates{}
 	record := e.record(wf, in, plan, ld.Selectors)
-	for _, w := range plan.Writes {
-		r := *record
-		for _, o := range objects {
-			if o.Store == w.Store.String() {
-				r.Objects = append(r.Objects, o)
+	if wf.Action == renderer.Delete {
+		// A delete pipeline has a name of its own: the delete removes every
+		// workload of the resource (or promise), whatever its pipeline.
+		for _, ref := range sortedRefs(recs) {
+			for _, r := range recs[ref] {
+				if sameObject(r, wf) {
+					updates.add(ref, statestore.Update{Workload: r.Workload})
+				}
 			}
 		}
-		updates[w.Store] = statestore.Update{
-			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates,
-			Destinations: w.Destinations, Record: &r,
+	} else {
+		updates.addPlan(plan, record, objects, key, holders)
+	}
+	if wf.Type == renderer.PromiseWorkflow {
+		// The Promise's static dependencies are a workload of their own.
+		static, err := renderer.RenderStatic(ctx, in)
+		if err != nil {
+			return nil, ph.check(err)
 		}
+		skey := statestore.StaticWorkloadKey(wf.Promise)
+		sobjects, err := fluxcheck.CheckPlan(ctx, static)
+		if err != nil {
+			return nil, ph.check(err)
+		}
+		if err := fluxcheck.Duplicates(sobjects, otherObjects(recs, skey)); err != nil {
+			return nil, ph.check(err)
+		}
+		if wf.Action != renderer.Delete {
+			srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: static.Placements()}
+			updates.addPlan(static, srec, sobjects, skey, holdersOf(recs, skey))
+		}
+		report.Static = static
 	}
 	// Promise workflows leave their record in every store, so that resource
 	// workflows inherit their root selector even when they wrote no files.
 	if wf.Type == renderer.PromiseWorkflow && wf.Action == renderer.Configure && len(record.DefaultSelector) > 0 {
 		for ref := range stores {
-			if _, ok := updates[ref]; !ok {
-				updates[ref] = statestore.Update{Workload: key, Record: record}
+			if !updates.has(ref, key) {
+				updates.add(ref, statestore.Update{Workload: key, Record: record})
 			}
 		}
 	}
-	// Stores that held this workload and get nothing now lose its files.
-	for ref := range holders {
-		if _, ok := updates[ref]; !ok {
-			updates[ref] = statestore.Update{Workload: key}
-		}
+	if wf.Action == renderer.Delete && len(updates) == 0 {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(wf)))
 	}
 	// Kratix's canaries for every destination of a store go with whatever
 	// is written there (only where they are missing).
-	for ref, u := range updates {
-		if len(plan.Canaries[ref]) > 0 && len(u.Shared) == 0 {
-			u.Shared = plan.Canaries[ref]
-			updates[ref] = u
+	for ref, us := range updates {
+		if len(plan.Canaries[ref]) > 0 && len(us[0].Shared) == 0 {
+			us[0].Shared = plan.Canaries[ref]
 		}
 	}
 	msg := message(wf, e.opts.Version)
@@ -342,15 +389,17 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	defer release()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for ref, u := range updates {
-		u.Message = msg
-		u.DryRun = e.opts.DryRun
+	for ref, us := range updates {
+		for i := range us {
+			us[i].Message = msg
+			us[i].DryRun = e.opts.DryRun
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			st := stores[ref]
 			t0 := time.Now()
-			res, err := st.Apply(pub, u)
+			res, err := applyAll(pub, st, us)
 			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
 			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
 			mu.Lock()

@@ -477,6 +477,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 			return err
 		}
 		pr := &renderer.Promise{Name: name, DestinationSelectors: spec.DestinationSelectors}
+		if err := readPromiseExtras(pr, &spec); err != nil {
+			return bad("%v", err)
+		}
 		for i, s := range spec.DestinationSelectors {
 			if _, err := renderer.CheckSelector(s); err != nil {
 				return bad("spec.destinationSelectors[%d]: %v", i, err)
