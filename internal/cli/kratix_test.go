@@ -38,7 +38,7 @@ func TestDeletePipelineRemovesEveryPipeline(t *testing.T) {
 	w.file("platform/destinations.yaml", docs(dest("dev", map[string]string{"env": "dev"})))
 	w.file("platform/promise.yaml", pgPromise)
 	for _, pipe := range []string{"instance", "backup"} {
-		wf := w.workflow("db1-"+pipe).setOutput(map[string]string{"x.yaml": objNamed("ConfigMap", "db1-"+pipe)})
+		wf := w.workflow("db1-" + pipe).setOutput(map[string]string{"x.yaml": objNamed("ConfigMap", "db1-"+pipe)})
 		wf.mustRun(0, resourceEnv("pg", "ns", "db1", pipe))
 	}
 	other := w.workflow("db2").setOutput(map[string]string{"x.yaml": objNamed("ConfigMap", "db2")})

@@ -117,7 +117,7 @@ type Report struct {
 	Plan     *renderer.Plan
 	// Static is the plan of the Promise's static dependencies (promise
 	// workflows only).
-	Static *renderer.Plan
+	Static   *renderer.Plan
 	Stores   []StoreReport
 	DryRun   bool
 	Duration time.Duration
