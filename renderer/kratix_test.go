@@ -90,3 +90,18 @@ func TestDryRunDestinationTakesNothing(t *testing.T) {
 		t.Error(`kratix.io/dry-run: "false" refused`)
 	}
 }
+
+// "directory: ." (and "./") in destination-selectors.yaml is Kratix's root
+// entry: it selects for the default group.
+func TestDirectoryDotIsTheRootEntry(t *testing.T) {
+	for _, dir := range []string{".", "./"} {
+		p := mustRender(t, Input{
+			Workflow: promiseWF(), Output: files("a.yaml"),
+			Selectors:    []SelectorEntry{{Directory: dir, Selector: Selector{MatchLabels: map[string]string{"env": "prod"}}}},
+			Destinations: []Destination{dest("dev", map[string]string{"env": "dev"}), dest("prod", map[string]string{"env": "prod"})},
+		})
+		if g := group(t, p, DefaultGroup); g.Selector.String() != "env=prod" || len(g.Destinations) != 1 || g.Destinations[0] != "prod" {
+			t.Errorf("directory %q: group %+v", dir, g)
+		}
+	}
+}

@@ -299,6 +299,9 @@ func splitGroups(in Input) ([]Group, error) {
 	byDir := map[string]*Group{}
 	var order []string
 	for i, e := range in.Selectors {
+		if path.Clean(e.Directory) == "." {
+			e.Directory = "" // Kratix reads "directory: ." as the root entry
+		}
 		where := fmt.Sprintf("entry %d", i+1)
 		if e.Directory != "" {
 			where = fmt.Sprintf("entry %d (directory %q)", i+1, e.Directory)

@@ -325,7 +325,7 @@ func TestSelectorEntryValidation(t *testing.T) {
 		{"duplicate", "- directory: dir\n  matchLabels: {a: b}\n- directory: dir\n  matchLabels: {a: c}\n", "listed twice"},
 		{"missing", "- directory: nope\n  matchLabels: {a: b}\n", "does not exist"},
 		{"dotdot", "- directory: ../etc\n  matchLabels: {a: b}\n", "without . or .."},
-		{"dot", "- directory: .\n  matchLabels: {a: b}\n", "without . or .."},
+		{"dot and a root entry disagree", "- matchLabels: {a: b}\n- directory: .\n  matchLabels: {a: c}\n", "label a is \"c\" here"},
 		{"empty labels", "- directory: dir\n  matchLabels: {}\n", "matchLabels is empty"},
 		{"empty root", "- matchLabels: {}\n", "matchLabels is empty"},
 		{"bad key", "- matchLabels: {'bad key!': x}\n", "invalid selector"},
