@@ -307,6 +307,21 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if e.opts.NoInheritedSelector {
 		in.PromiseWorkflowSelector = nil
 	}
+	if wf.Type == renderer.ResourceWorkflow && wf.Action == renderer.Configure && in.Previous == nil {
+		// No store remembers this resource: Kratix may have placed it.
+		prev, err := kratixPlacements(ctx, ld.Platform, stores, in)
+		if err != nil {
+			for _, ref := range sortedRefs(stores) {
+				report.Stores = append(report.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: e.annotate(ref, err)})
+				break
+			}
+			report.Duration = time.Since(start)
+			return report, nil
+		}
+		if len(prev) > 0 {
+			in.Previous = prev
+		}
+	}
 
 	plan, err := renderer.RenderContext(ctx, in)
 	if err != nil {
@@ -336,8 +351,11 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 				}
 			}
 		}
+		// And what Kratix wrote for it, where no record says otherwise.
+		updates.kratixDeletes(ld.Platform, in, recs)
 	} else {
 		updates.addPlan(plan, record, objects, key, holders)
+		updates.adoptInto(ld.Platform, key, workOf(wf, wf.Pipeline, false), false, holders)
 	}
 	if wf.Type == renderer.PromiseWorkflow {
 		// The Promise's static dependencies are a workload of their own.
@@ -355,7 +373,9 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		}
 		if wf.Action != renderer.Delete {
 			srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: static.Placements()}
-			updates.addPlan(static, srec, sobjects, skey, holdersOf(recs, skey))
+			sholders := holdersOf(recs, skey)
+			updates.addPlan(static, srec, sobjects, skey, sholders)
+			updates.adoptInto(ld.Platform, skey, workOf(wf, "", true), true, sholders)
 		}
 		report.Static = static
 	}
@@ -367,9 +387,6 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 				updates.add(ref, statestore.Update{Workload: key, Record: record})
 			}
 		}
-	}
-	if wf.Action == renderer.Delete && len(updates) == 0 {
-		plan.Warnings = append(plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(wf)))
 	}
 	// Kratix's canaries for every destination of a store go with whatever
 	// is written there (only where they are missing).
@@ -409,6 +426,9 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	}
 	wg.Wait()
 	sort.Slice(report.Stores, func(i, j int) bool { return report.Stores[i].Store.String() < report.Stores[j].Store.String() })
+	if wf.Action == renderer.Delete && deletedNothing(report) {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(wf)))
+	}
 	report.Duration = time.Since(start)
 	report.Stopped = stopAsked(ctx)
 	ph.done()
