@@ -209,3 +209,34 @@ func TestInheritedSelectorSetting(t *testing.T) {
 		t.Errorf("without inheritance, eight resources spread over %v: silver never chosen", seen)
 	}
 }
+
+// Kratix's canaries go to every Destination of the store a render writes,
+// even one no workload goes to, at Kratix's paths for its filepath mode;
+// spec.initWorkloads.enabled: false means none.
+func TestCanariesOnEveryDestination(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", docs(
+		dest("dev", map[string]string{"env": "dev"}),
+		dest("idle", map[string]string{"env": "prod"}),
+		dest("agg", map[string]string{"env": "prod"}, "filepath: {mode: aggregatedYAML}"),
+		dest("quiet", map[string]string{"env": "prod"}, "initWorkloads: {enabled: false}"),
+	))
+	wf := w.workflow("wf").setOutput(map[string]string{"x.yaml": obj("ConfigMap")})
+	wf.setSelectors("- matchLabels: {env: dev}\n")
+	wf.mustRun(0, promiseEnv("pg", "install"))
+	tree := repoTree(t, w.repo)
+	for _, p := range []string{
+		"clusters/idle/dependencies/kratix-canary-namespace.yaml", "clusters/idle/resources/kratix-canary-configmap.yaml",
+		"clusters/agg/kratix-canary-namespace.yaml", "clusters/agg/kratix-canary-configmap.yaml",
+	} {
+		if _, ok := tree[p]; !ok {
+			t.Errorf("missing canary %s", p)
+		}
+	}
+	if left := underPrefix(tree, "clusters/quiet/"); len(left) > 0 {
+		t.Errorf("initWorkloads disabled, yet %v", left)
+	}
+	if left := underPrefix(tree, "clusters/agg/dependencies/"); len(left) > 0 {
+		t.Errorf("an aggregatedYAML destination got %v", left)
+	}
+}

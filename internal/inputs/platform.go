@@ -384,6 +384,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if d.Path == "" {
 			d.Path = name
 		}
+		if p := strings.Trim(d.Path, "/"); p == "" || p == "." {
+			return bad("spec.path %q: a destination at the store's root is refused: render keeps its records in %s beside the destinations, and a root destination would hold every other one; give the destination a folder, or move the store's spec.path into it", d.Path, layout.MetaDir)
+		}
 		d.Path = strings.Trim(d.Path, "/")
 		if d.Mode == "" {
 			d.Mode = renderer.NestedByMetadata
@@ -611,7 +614,7 @@ func (p *Platform) validate() error {
 					return bad("spec.path %q is also used by Destination %s in the same state store", d.Path, o.d.Name)
 				}
 				if nested(o.d.Path, d.Path) {
-					return bad("spec.path %q overlaps the path %q of Destination %s in the same state store", d.Path, o.d.Path, o.d.Name)
+					return bad("spec.path %q overlaps the path %q of Destination %s in the same state store: the outer destination would take the inner one's files as its own (read whole by Flux or Argo CD in aggregatedYAML and none modes, listed by a Bucket source's prefix, covered by its completeness marker), so one worker could apply, or prune, another's workloads", d.Path, o.d.Path, o.d.Name)
 				}
 				continue
 			}
