@@ -175,7 +175,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, stores map[render
 			if snap == nil {
 				var err error
 				if snap, err = stores[ref].Snapshot(ctx); err != nil {
-					return nil, err
+					return nil, &placementError{ref, err}
 				}
 			}
 			switch d.Mode {
@@ -183,7 +183,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, stores map[render
 				folder := path.Join(d.Path, k.nested)
 				files, err := snap.List(folder)
 				if err != nil {
-					return nil, err
+					return nil, &placementError{ref, err}
 				}
 				for _, f := range files {
 					id, _, _ := strings.Cut(strings.TrimPrefix(f, folder+"/"), "/")
@@ -193,7 +193,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, stores map[render
 				re := regexp.MustCompile(k.ledgerPattern(d.Name))
 				files, err := snap.List(path.Join(d.Path, ".kratix"))
 				if err != nil {
-					return nil, err
+					return nil, &placementError{ref, err}
 				}
 				for _, f := range files {
 					if m := re.FindStringSubmatch(path.Base(f)); m != nil {
@@ -206,7 +206,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, stores map[render
 					continue
 				}
 				if err != nil {
-					return nil, err
+					return nil, &placementError{ref, err}
 				}
 				for _, id := range identities(data) {
 					place(objects[id], d.Name)
@@ -270,3 +270,13 @@ func deletedNothing(r *Report) bool {
 	}
 	return true
 }
+
+// placementError is a store that could not be read while looking for
+// Kratix's placement of a resource.
+type placementError struct {
+	ref renderer.StoreRef
+	err error
+}
+
+func (e *placementError) Error() string { return e.err.Error() }
+func (e *placementError) Unwrap() error { return e.err }

@@ -310,11 +310,10 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if wf.Type == renderer.ResourceWorkflow && wf.Action == renderer.Configure && in.Previous == nil {
 		// No store remembers this resource: Kratix may have placed it.
 		prev, err := kratixPlacements(ctx, ld.Platform, stores, in)
-		if err != nil {
-			for _, ref := range sortedRefs(stores) {
-				report.Stores = append(report.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: e.annotate(ref, err)})
-				break
-			}
+		var se *placementError
+		if errors.As(err, &se) {
+			// Without it the resource could be placed twice: write nothing.
+			report.Stores = append(report.Stores, StoreReport{Store: se.ref, Name: stores[se.ref].String(), Err: e.annotate(se.ref, se.err)})
 			report.Duration = time.Since(start)
 			return report, nil
 		}
