@@ -100,6 +100,9 @@ type Update struct {
 	Message Message
 	// DryRun computes the Result and writes nothing.
 	DryRun bool
+	// Adopt, set when the store holds no record of the workload, names
+	// what Kratix wrote for it there (see Adoption).
+	Adopt *Adoption
 }
 
 // Message is the provenance of a write.

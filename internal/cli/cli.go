@@ -130,6 +130,7 @@ type renderOptions struct {
 	Output, Metadata, Input string
 	identity                map[string]*string
 	FlavourKey              string
+	InheritSelector         bool
 	Explain                 bool
 	Hydrate                 bool
 	// Watch mode (see watch.go).
@@ -161,6 +162,7 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 		o.identity[f.name] = fs.String(f.name, "", f.help+" (overrides $"+f.env+")")
 	}
 	fs.StringVar(&o.FlavourKey, "flavour-key", "flavour", "label on the resource request that names its flavour, for spreading")
+	fs.BoolVar(&o.InheritSelector, "inherit-promise-workflow-selector", true, "resource workflows inherit the root selector their promise workflow left, as Kratix's documentation says; false is Kratix's code since v0.67.0")
 	fs.BoolVar(&o.Explain, "explain", false, "print, per group, every destination with why it was filtered out or its score")
 	fs.BoolVar(&o.Hydrate, "hydrate", false, "build output folders that hold a kustomization.yaml into plain manifests before scheduling")
 	fs.BoolVar(&o.Watch, "watch", false, "keep running: render whenever the output, metadata or platform folders settle; on SIGTERM render once more and exit 0")
@@ -196,7 +198,8 @@ func (o *renderOptions) engineOptions(io IO, log *slog.Logger) engine.Options {
 		Platform: o.Platform, SecretsDir: o.SecretsDir,
 		Identity: ids, Getenv: io.Getenv,
 		DryRun: o.DryRun, Hydrate: o.Hydrate, Strategy: renderer.Strategy(o.Strategy), FlavourKey: o.FlavourKey,
-		RetryDeadline: o.RetryDeadline, Version: Version, Log: log,
+		NoInheritedSelector: !o.InheritSelector,
+		RetryDeadline:       o.RetryDeadline, Version: Version, Log: log,
 	}
 }
 

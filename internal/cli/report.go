@@ -44,6 +44,15 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 			}
 		}
 	}
+	if st := rep.Static; st != nil {
+		for _, g := range st.Groups {
+			dest := strings.Join(g.Destinations, ", ")
+			if g.Unscheduled() {
+				dest = "UNSCHEDULED"
+			}
+			fmt.Fprintf(w, "  static dependencies (spec.dependencies, selector %s) -> %s\n", g.Selector, dest)
+		}
+	}
 	for _, warn := range rep.Plan.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", warn)
 	}

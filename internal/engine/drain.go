@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -319,8 +320,11 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			u := statestore.Update{Workload: k, Files: pw.files, Message: msg, DryRun: e.opts.DryRun, Shared: map[string][]byte{}}
 			for d := range pw.dests {
 				u.Destinations = append(u.Destinations, d)
-				u.Shared[path.Join(d, renderer.CanaryDependencies)] = renderer.CanaryNamespace()
-				u.Shared[path.Join(d, renderer.CanaryResources)] = renderer.CanaryConfigMap()
+			}
+			for _, d := range plat.Destinations {
+				if d.Store == ref {
+					maps.Copy(u.Shared, renderer.CanaryFiles(d))
+				}
 			}
 			if len(pw.files) > 0 {
 				r := pw.rec

@@ -117,6 +117,11 @@ type destinationSpec struct {
 		Mode     string `yaml:"mode"`
 		Filename string `yaml:"filename"`
 	} `yaml:"filepath"`
+	// InitWorkloads is Kratix's: enabled (the default) writes the canary
+	// files to the destination.
+	InitWorkloads struct {
+		Enabled *bool `yaml:"enabled"`
+	} `yaml:"initWorkloads"`
 }
 
 type promiseSpec struct {
@@ -374,9 +379,13 @@ func (p *Platform) add(file, where string, doc *document) error {
 			Store:             renderer.StoreRef{Kind: spec.StateStoreRef.Kind, Name: spec.StateStoreRef.Name},
 			StrictMatchLabels: spec.StrictMatchLabels, Unschedulable: spec.Unschedulable,
 			Mode: renderer.FilepathMode(spec.Filepath.Mode), Filename: spec.Filepath.Filename,
+			NoInitWorkloads: spec.InitWorkloads.Enabled != nil && !*spec.InitWorkloads.Enabled,
 		}
 		if d.Path == "" {
 			d.Path = name
+		}
+		if p := strings.Trim(d.Path, "/"); p == "" || p == "." {
+			return bad("spec.path %q: a destination at the store's root is refused: render keeps its records in %s beside the destinations, and a root destination would hold every other one; give the destination a folder, or move the store's spec.path into it", d.Path, layout.MetaDir)
 		}
 		d.Path = strings.Trim(d.Path, "/")
 		if d.Mode == "" {
@@ -471,6 +480,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 			return err
 		}
 		pr := &renderer.Promise{Name: name, DestinationSelectors: spec.DestinationSelectors}
+		if err := readPromiseExtras(pr, &spec); err != nil {
+			return bad("%v", err)
+		}
 		for i, s := range spec.DestinationSelectors {
 			if _, err := renderer.CheckSelector(s); err != nil {
 				return bad("spec.destinationSelectors[%d]: %v", i, err)
@@ -602,7 +614,7 @@ func (p *Platform) validate() error {
 					return bad("spec.path %q is also used by Destination %s in the same state store", d.Path, o.d.Name)
 				}
 				if nested(o.d.Path, d.Path) {
-					return bad("spec.path %q overlaps the path %q of Destination %s in the same state store", d.Path, o.d.Path, o.d.Name)
+					return bad("spec.path %q overlaps the path %q of Destination %s in the same state store: the outer destination would take the inner one's files as its own (read whole by Flux or Argo CD in aggregatedYAML and none modes, listed by a Bucket source's prefix, covered by its completeness marker), so one worker could apply, or prune, another's workloads", d.Path, o.d.Path, o.d.Name)
 				}
 				continue
 			}

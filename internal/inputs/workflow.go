@@ -231,7 +231,9 @@ func Identity(getenv func(string) string, flags map[string]string, obj *Object) 
 			w.Namespace = obj.Namespace
 		}
 		if w.Namespace == "" && w.Name != "" {
-			w.Namespace = "default"
+			// A cluster-scoped resource: Kratix files it under its own
+			// namespace.
+			w.Namespace = renderer.ClusterScopedNamespace
 		}
 	}
 	return w

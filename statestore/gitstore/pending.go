@@ -66,6 +66,7 @@ type request struct {
 	Aggregates   []requestAggregate   `json:"aggregates,omitempty"`
 	Record       json.RawMessage      `json:"record,omitempty"`
 	Destinations []string             `json:"destinations,omitempty"`
+	Adopt        *statestore.Adoption `json:"adopt,omitempty"`
 }
 
 type requestAggregate struct {
@@ -84,7 +85,7 @@ func writeRequest(objs storer.EncodedObjectStorer, u statestore.Update, sig obje
 		blobs[h] = true
 		return h.String(), nil
 	}
-	req := request{Workload: u.Workload, Subject: u.Message.Subject, Trailers: u.Message.Trailers, Destinations: u.Destinations}
+	req := request{Workload: u.Workload, Subject: u.Message.Subject, Trailers: u.Message.Trailers, Destinations: u.Destinations, Adopt: u.Adopt}
 	var err error
 	for _, m := range []struct {
 		from map[string][]byte
@@ -191,6 +192,7 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 		Workload:     req.Workload,
 		Message:      statestore.Message{Subject: req.Subject, Trailers: req.Trailers},
 		Destinations: req.Destinations,
+		Adopt:        req.Adopt,
 	}
 	for _, m := range []struct {
 		from map[string]string
