@@ -31,6 +31,8 @@ type Options struct {
 	Identity map[string]string
 	Getenv   func(string) string
 	DryRun   bool
+	// AllowMassDeletion turns the mass-deletion breaker off for every store.
+	AllowMassDeletion bool
 	// Hydrate builds output folders holding a kustomization.yaml into plain
 	// manifests before scheduling.
 	Hydrate  bool
@@ -118,6 +120,9 @@ type Report struct {
 	// Stopped is set when a stop was asked (WithStop) while the render was
 	// publishing: the publish went on, and Stores says how each ended.
 	Stopped bool
+	// MassDeletion is the breaker's verdict on a dry run that a real
+	// render would refuse (a real render returns it as its error).
+	MassDeletion *statestore.MassDeletionError
 }
 
 // StoreReport is one store's outcome.
@@ -322,6 +327,14 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		if _, ok := updates[ref]; !ok {
 			updates[ref] = statestore.Update{Workload: key}
 		}
+	}
+	// The mass-deletion breaker, on what the records say each store holds.
+	byStore := map[renderer.StoreRef][]statestore.Update{}
+	for ref, u := range updates {
+		byStore[ref] = []statestore.Update{u}
+	}
+	if report.MassDeletion, err = e.checkBreaker(e.breaker(ld.Platform, recs, byStore, wf.Action == renderer.Delete)); err != nil {
+		return nil, ph.check(err)
 	}
 	msg := message(wf, e.opts.Version)
 	// The last point where a stop ends the render with nothing written.

@@ -70,6 +70,32 @@ type GitStateStore struct {
 	// AllowInsecureHTTP lets basicAuth send its password over plain
 	// http:// to a host that is not this machine (refused otherwise).
 	AllowInsecureHTTP bool `yaml:"allowInsecureHTTP"`
+	// MassDeletion sets the store's mass-deletion breaker.
+	MassDeletion MassDeletion `yaml:"massDeletion"`
+}
+
+// MassDeletion is a store's mass-deletion breaker (statestore.Check): a
+// write that would leave a destination with no workload files, or delete
+// more than these shares, is refused unless Allow is set.
+type MassDeletion struct {
+	// Allow lets every write through (as --allow-mass-deletion does).
+	Allow bool `yaml:"allow"`
+	// MaxDestinationPercent (1-100) refuses a write deleting more than this
+	// share of a destination's workload files; 0 is no such limit.
+	MaxDestinationPercent int `yaml:"maxDestinationPercent"`
+	// MaxStorePercent (1-100) refuses a write deleting more than this share
+	// of the store's workload files; 0 is no such limit.
+	MaxStorePercent int `yaml:"maxStorePercent"`
+}
+
+func (m MassDeletion) check() error {
+	if m.MaxDestinationPercent < 0 || m.MaxDestinationPercent > 100 {
+		return fmt.Errorf("spec.massDeletion.maxDestinationPercent %d: use 0 (no limit) to 100", m.MaxDestinationPercent)
+	}
+	if m.MaxStorePercent < 0 || m.MaxStorePercent > 100 {
+		return fmt.Errorf("spec.massDeletion.maxStorePercent %d: use 0 (no limit) to 100", m.MaxStorePercent)
+	}
+	return nil
 }
 
 // BucketStateStore is Kratix's BucketStateStore spec, plus region and bucket creation.
@@ -84,6 +110,8 @@ type BucketStateStore struct {
 	AuthMethod   string     `yaml:"authMethod"`
 	SecretRef    *SecretRef `yaml:"secretRef"`
 	CreateBucket bool       `yaml:"createBucket"`
+	// MassDeletion sets the store's mass-deletion breaker.
+	MassDeletion MassDeletion `yaml:"massDeletion"`
 }
 
 type meta struct {
@@ -441,6 +469,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		default:
 			return bad("spec.authMethod %q is unknown: use basicAuth or ssh", s.AuthMethod)
 		}
+		if err := s.MassDeletion.check(); err != nil {
+			return bad("%v", err)
+		}
 		p.GitStores[name] = s
 	case "BucketStateStore":
 		s := &BucketStateStore{Name: name, File: file}
@@ -463,6 +494,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		case "", "accessKey", "IAM":
 		default:
 			return bad("spec.authMethod %q is unknown: use accessKey or IAM", s.AuthMethod)
+		}
+		if err := s.MassDeletion.check(); err != nil {
+			return bad("%v", err)
 		}
 		p.BucketStores[name] = s
 	case "Promise":
