@@ -52,9 +52,6 @@ type FileCount struct {
 // platform) is counted in the folder before its "dependencies" or
 // "resources" component, else in its parent folder.
 func CountDeletions(before FileIndex, updates []Update, dests []string) (perDest []FileCount, total FileCount) {
-	dests = append([]string(nil), dests...)
-	// Longest first, so a nested destination path wins over its parent.
-	sort.Slice(dests, func(i, j int) bool { return len(dests[i]) > len(dests[j]) })
 	type fileKey struct{ dest, file string }
 	old := map[fileKey]bool{}
 	after := map[fileKey]bool{}
@@ -69,7 +66,7 @@ func CountDeletions(before FileIndex, updates []Update, dests []string) (perDest
 		} else if layout.IsMeta(f) {
 			return
 		}
-		set[fileKey{destinationFolder(p, dests), f}] = true
+		set[fileKey{DestinationFolder(p, dests), f}] = true
 	}
 	for w, files := range before {
 		for _, f := range files {
@@ -116,12 +113,19 @@ func CountDeletions(before FileIndex, updates []Update, dests []string) (perDest
 	return perDest, total
 }
 
-// destinationFolder is the destination folder holding p.
-func destinationFolder(p string, dests []string) string {
+// DestinationFolder is the destination folder holding p: the longest of
+// dests that p is under, else (a destination the platform no longer names)
+// the folder before p's "dependencies" or "resources" component, else p's
+// parent folder.
+func DestinationFolder(p string, dests []string) string {
+	best := ""
 	for _, d := range dests {
-		if strings.HasPrefix(p, d+"/") {
-			return d
+		if strings.HasPrefix(p, d+"/") && len(d) > len(best) {
+			best = d
 		}
+	}
+	if best != "" {
+		return best
 	}
 	parts := strings.Split(p, "/")
 	for i := 1; i < len(parts)-1; i++ {

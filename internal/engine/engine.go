@@ -590,26 +590,51 @@ func message(w renderer.Workflow, version string) statestore.Message {
 	return m
 }
 
-// splitByDestination groups a store's diff by destination folder.
+// splitByDestination groups a store's diff by destination folder. Paths in
+// no destination the platform names (one it no longer lists) are grouped
+// by statestore.DestinationFolder, named by their folder.
 func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.Diff) []DestinationDiff {
 	var out []DestinationDiff
+	var dests []string
+	names := map[string]string{}
 	for _, dest := range p.Destinations {
-		if dest.Store != ref {
-			continue
+		if dest.Store == ref {
+			dests = append(dests, dest.Path)
+			names[dest.Path] = dest.Name
 		}
-		dd := DestinationDiff{Destination: dest.Name, Path: dest.Path}
-		pick := func(list []string) []string {
-			var r []string
-			for _, f := range list {
-				if strings.HasPrefix(f, dest.Path+"/") {
-					r = append(r, strings.TrimPrefix(f, dest.Path+"/"))
+	}
+	byFolder := map[string]*DestinationDiff{}
+	var order []string
+	place := func(list []string, pick func(*DestinationDiff) *[]string) {
+		for _, f := range list {
+			folder := statestore.DestinationFolder(f, dests)
+			dd := byFolder[folder]
+			if dd == nil {
+				name := names[folder]
+				if name == "" {
+					name = folder
 				}
+				dd = &DestinationDiff{Destination: name, Path: folder}
+				byFolder[folder] = dd
+				order = append(order, folder)
 			}
-			return r
+			l := pick(dd)
+			*l = append(*l, strings.TrimPrefix(f, folder+"/"))
 		}
-		dd.Added, dd.Changed, dd.Deleted = pick(d.Added), pick(d.Changed), pick(d.Deleted)
-		if len(dd.Added)+len(dd.Changed)+len(dd.Deleted) > 0 {
-			out = append(out, dd)
+	}
+	place(d.Added, func(dd *DestinationDiff) *[]string { return &dd.Added })
+	place(d.Changed, func(dd *DestinationDiff) *[]string { return &dd.Changed })
+	place(d.Deleted, func(dd *DestinationDiff) *[]string { return &dd.Deleted })
+	// Platform order first, then folders the platform no longer names.
+	for _, dest := range p.Destinations {
+		if dd := byFolder[dest.Path]; dd != nil && dest.Store == ref {
+			out = append(out, *dd)
+			delete(byFolder, dest.Path)
+		}
+	}
+	for _, folder := range order {
+		if dd := byFolder[folder]; dd != nil {
+			out = append(out, *dd)
 		}
 	}
 	return out
