@@ -72,6 +72,17 @@ type GitStateStore struct {
 	AllowInsecureHTTP bool `yaml:"allowInsecureHTTP"`
 	// MassDeletion sets the store's mass-deletion breaker.
 	MassDeletion MassDeletion `yaml:"massDeletion"`
+	// Signing, when set, signs every commit render makes.
+	Signing *Signing `yaml:"signing"`
+}
+
+// Signing is how a GitStateStore signs its commits: the key is the
+// signingKey of the secret secretRef names (default: the store's own
+// secretRef), with an optional signingKeyPassphrase.
+type Signing struct {
+	// Format is git's gpg.format: ssh or openpgp.
+	Format    string     `yaml:"format"`
+	SecretRef *SecretRef `yaml:"secretRef"`
 }
 
 // MassDeletion is a store's mass-deletion breaker (statestore.Check): a
@@ -471,6 +482,18 @@ func (p *Platform) add(file, where string, doc *document) error {
 		}
 		if err := s.MassDeletion.check(); err != nil {
 			return bad("%v", err)
+		}
+		if sg := s.Signing; sg != nil {
+			switch sg.Format {
+			case "ssh", "openpgp":
+			case "":
+				return bad("spec.signing.format is missing: use ssh or openpgp")
+			default:
+				return bad("spec.signing.format %q is unknown: use ssh or openpgp", sg.Format)
+			}
+			if sg.SecretRef == nil && s.SecretRef == nil {
+				return bad("spec.signing needs a secretRef (or the store's spec.secretRef) holding signingKey")
+			}
 		}
 		p.GitStores[name] = s
 	case "BucketStateStore":

@@ -53,6 +53,10 @@ type Config struct {
 	// bounds waits for an unreachable remote and for a busy branch alike.
 	// A sidecar wants minutes; an engineer at a terminal wants seconds.
 	RetryDeadline time.Duration
+	// Signer, when set, signs every commit render puts on the branch (its
+	// own and those it folds for other writers); a signing failure fails
+	// the write before anything is pushed.
+	Signer Signer
 	// Now returns the commit time (default time.Now); tests pin it.
 	Now func() time.Time
 	// Warn, when set, is told about waits the user should know of, such as a
@@ -309,6 +313,11 @@ func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Ha
 	}
 	if !parent.IsZero() {
 		c.ParentHashes = []plumbing.Hash{parent}
+	}
+	if s.cfg.Signer != nil {
+		if err := sign(s.cfg.Signer, c); err != nil {
+			return plumbing.ZeroHash, err
+		}
 	}
 	obj := objs.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
