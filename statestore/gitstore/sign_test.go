@@ -105,7 +105,9 @@ func TestOpenPGPSignedCommitsVerify(t *testing.T) {
 
 type failingSigner struct{}
 
-func (failingSigner) Sign(io.Reader) ([]byte, error) { return nil, errors.New("the signing device is gone") }
+func (failingSigner) Sign(io.Reader) ([]byte, error) {
+	return nil, errors.New("the signing device is gone")
+}
 
 // TestSigningFailurePushesNothing: when the signer fails, Apply fails
 // naming it, and the branch does not move.
