@@ -143,7 +143,10 @@ type renderOptions struct {
 	QuietPeriod time.Duration
 	MaxWait     time.Duration
 	MetricsAddr string
-	flags       *pflag.FlagSet
+	// CommitTemplate is a file holding the commit message template.
+	CommitTemplate string
+	commitTemplate string // its content
+	flags          *pflag.FlagSet
 }
 
 var identityFlags = []struct{ name, env, help string }{
@@ -173,6 +176,7 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.QuietPeriod, "quiet-period", 150*time.Millisecond, "with --watch: how long the inputs must be quiet before a render")
 	fs.DurationVar(&o.MaxWait, "max-wait", 5*time.Second, "with --watch: the longest a render waits for quiet while changes keep coming")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. :9090)")
+	fs.StringVar(&o.CommitTemplate, "commit-template", "", "file holding a Go template for git commit messages (subject, then body), in place of each GitStateStore's spec.commit.template")
 }
 
 // Validate checks the flags' values.
@@ -186,6 +190,13 @@ func (o *renderOptions) Validate() error {
 	}
 	if o.Watch && o.DryRun {
 		return bad("--watch and --dry-run do not go together")
+	}
+	if o.CommitTemplate != "" {
+		data, err := os.ReadFile(o.CommitTemplate)
+		if err != nil {
+			return bad("--commit-template %s: cannot be read", o.CommitTemplate)
+		}
+		o.commitTemplate = string(data)
 	}
 	return nil
 }
@@ -204,6 +215,7 @@ func (o *renderOptions) engineOptions(io IO, log *slog.Logger) engine.Options {
 		DryRun: o.DryRun, Hydrate: o.Hydrate, Strategy: renderer.Strategy(o.Strategy), FlavourKey: o.FlavourKey,
 		RetryDeadline: o.RetryDeadline, Version: Version, Log: log,
 		AllowMassDeletion: o.AllowMassDeletion,
+		CommitTemplate:    o.commitTemplate, CommitTemplateFile: o.CommitTemplate,
 	}
 }
 

@@ -33,6 +33,9 @@ type Options struct {
 	DryRun   bool
 	// AllowMassDeletion turns the mass-deletion breaker off for every store.
 	AllowMassDeletion bool
+	// CommitTemplate, when set, is the commit message template for every
+	// git store (read from CommitTemplateFile), in place of spec.commit.template.
+	CommitTemplate, CommitTemplateFile string
 	// Hydrate builds output folders holding a kustomization.yaml into plain
 	// manifests before scheduling.
 	Hydrate  bool
@@ -337,6 +340,13 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		return nil, ph.check(err)
 	}
 	msg := message(wf, e.opts.Version)
+	for ref, u := range updates {
+		u.Message = msg
+		if err := e.commitSettings(ld.Platform, ref, wf, ld.Object, &u); err != nil {
+			return nil, ph.check(err)
+		}
+		updates[ref] = u
+	}
 	// The last point where a stop ends the render with nothing written.
 	// From here each store's publish runs on ctx, which a stop does not
 	// cancel: it finishes, and the report says a stop came meanwhile.
@@ -348,7 +358,6 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for ref, u := range updates {
-		u.Message = msg
 		u.DryRun = e.opts.DryRun
 		wg.Add(1)
 		go func() {

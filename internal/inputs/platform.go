@@ -74,6 +74,18 @@ type GitStateStore struct {
 	MassDeletion MassDeletion `yaml:"massDeletion"`
 	// Signing, when set, signs every commit render makes.
 	Signing *Signing `yaml:"signing"`
+	// Commit sets the commit message and author.
+	Commit *Commit `yaml:"commit"`
+}
+
+// Commit is how a GitStateStore's commits are written: a Go text/template
+// for the subject (first line) and body, the annotations of object.yaml it
+// may read, and the annotation naming the git author ("Name <email>").
+// render's trailers always follow the template's text.
+type Commit struct {
+	Template         string   `yaml:"template"`
+	Annotations      []string `yaml:"annotations"`
+	AuthorAnnotation string   `yaml:"authorAnnotation"`
 }
 
 // Signing is how a GitStateStore signs its commits: the key is the
@@ -126,9 +138,10 @@ type BucketStateStore struct {
 }
 
 type meta struct {
-	Name      string            `yaml:"name"`
-	Namespace string            `yaml:"namespace"`
-	Labels    map[string]string `yaml:"labels"`
+	Name        string            `yaml:"name"`
+	Namespace   string            `yaml:"namespace"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
 }
 
 type document struct {
@@ -482,6 +495,11 @@ func (p *Platform) add(file, where string, doc *document) error {
 		}
 		if err := s.MassDeletion.check(); err != nil {
 			return bad("%v", err)
+		}
+		if c := s.Commit; c != nil && c.Template != "" {
+			if _, err := ParseCommitTemplate(c.Template); err != nil {
+				return bad("spec.commit.template: %v", err)
+			}
 		}
 		if sg := s.Signing; sg != nil {
 			switch sg.Format {

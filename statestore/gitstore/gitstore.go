@@ -278,7 +278,11 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 				return res, s.wrap("write", err)
 			}
 		}
-		commit, err := s.commit(ov, tip, newRoot, us[0].Message, s.signature())
+		msg, err := us[0].MessageFor(res.Diff)
+		if err != nil {
+			return res, s.wrap("commit message", err)
+		}
+		commit, err := s.commit(ov, tip, newRoot, msg, s.author(us[0]))
 		if err != nil {
 			return res, s.wrap("commit", err)
 		}
@@ -303,6 +307,15 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 // signature is this store's author and committer, now.
 func (s *Store) signature() object.Signature {
 	return object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: s.cfg.Now()}
+}
+
+// author is u's author, or this store's identity; now.
+func (s *Store) author(u statestore.Update) object.Signature {
+	sig := s.signature()
+	if u.Author != nil {
+		sig.Name, sig.Email = u.Author.Name, u.Author.Email
+	}
+	return sig
 }
 
 // commit writes a commit of tree on parent, by author; this store commits it.
