@@ -166,7 +166,8 @@ func TestBadSigningKeys(t *testing.T) {
 }
 
 // TestGroupCommitsAreSigned: the commits a leader folds for other writers
-// (group commit, against a real Gitea) are signed with its key too.
+// (group commit, against a real Gitea) are signed with its key too, and
+// keep their owner's message body and author.
 func TestGroupCommitsAreSigned(t *testing.T) {
 	g := testenv.Gitea(t)
 	key, line := testenv.SSHSigningKey(t, "ed25519", "", "render@example.com")
@@ -187,7 +188,10 @@ func TestGroupCommitsAreSigned(t *testing.T) {
 	if _, err := open(signer).Apply(ctx, groupUpdate("w/seed", map[string]string{"d1/seed/a.yaml": "seed\n"})); err != nil {
 		t.Fatal(err)
 	}
-	if err := gitstore.PublishRequest(ctx, open(signer), groupUpdate("w/dead", map[string]string{"d1/dead/a.yaml": "dead\n"})); err != nil {
+	dead := groupUpdate("w/dead", map[string]string{"d1/dead/a.yaml": "dead\n"})
+	dead.Message.Body = "requested by Ada"
+	dead.Author = &statestore.Author{Name: "Ada Lovelace", Email: "ada@example.com"}
+	if err := gitstore.PublishRequest(ctx, open(signer), dead); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := open(signer).Apply(ctx, groupUpdate("w/live", map[string]string{"d1/live/a.yaml": "live\n"})); err != nil {
@@ -206,8 +210,10 @@ func TestGroupCommitsAreSigned(t *testing.T) {
 		testenv.VerifyCommit(t, dir, c.Hash.String(), nil, "gpg.format=ssh", "gpg.ssh.allowedSignersFile="+allowed)
 	}
 	if strings.Join(subjects, ",") != "render: w/dead,render: w/live,render: w/seed" {
-		t.Errorf("branch log = %q: the dead writer's update was not folded", subjects)
+		t.Fatalf("branch log = %q: the dead writer's update was not folded", subjects)
+	}
+	// The folded commit keeps its owner's body and author; render commits it.
+	if c := log[0]; c.Message != "render: w/dead\n\nrequested by Ada\n\nRender-Workload: w/dead\n" || c.Author.Email != "ada@example.com" || c.Committer.Email == "ada@example.com" {
+		t.Errorf("folded commit: %q by %s, committed by %s", c.Message, c.Author.Email, c.Committer.Email)
 	}
 }
-
-var _ statestore.Store = (*gitstore.Store)(nil)
