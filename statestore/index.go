@@ -414,3 +414,38 @@ func ownMigratedClaims(snap Snapshot, old *Record, owned map[string]bool) error 
 	}
 	return nil
 }
+
+// AddPlacements adds to a FileIndex, for the mass-deletion breaker, the
+// placements an indexed store's index lists on dests (by name; paths gives
+// each one's folder) of workloads other than those of known: one file per
+// placement, in the destination's folder. The other workloads' files are
+// not read: each placement holds at least one.
+func AddPlacements(idx FileIndex, snap Snapshot, dests []string, paths map[string]string, known []Record) error {
+	mine := map[string]bool{}
+	for i := range known {
+		for p := range IndexPaths(&known[i]) {
+			mine[p] = true
+		}
+	}
+	var dirs []string
+	for _, d := range dests {
+		dirs = append(dirs, path.Join(IndexDir, d))
+	}
+	prefetch(snap, Hint{Dirs: dirs})
+	byPath := map[string]string{}
+	for p, name := range paths {
+		byPath[name] = p
+	}
+	for _, d := range dests {
+		entries, err := snap.List(path.Join(IndexDir, d))
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if !mine[e] {
+				idx["placement:"+e] = []string{path.Join(byPath[d], "placement", path.Base(e))}
+			}
+		}
+	}
+	return nil
+}

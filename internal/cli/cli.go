@@ -31,6 +31,9 @@ const (
 	ExitStoreFailed = 1
 	ExitBadInput    = 2
 	ExitUnscheduled = 3
+	// ExitMassDeletion: the mass-deletion breaker refused the write
+	// (nothing written), or with --dry-run would refuse it.
+	ExitMassDeletion = 4
 )
 
 // ExitError carries an exit code and the one line to print.
@@ -73,6 +76,8 @@ type commonOptions struct {
 	RetryDeadline time.Duration
 	LogFormat     string
 	LogLevel      string
+	// AllowMassDeletion lets writes through the mass-deletion breaker.
+	AllowMassDeletion bool
 }
 
 // AddFlags registers the shared flags; dryRun is the --dry-run help.
@@ -85,6 +90,7 @@ func (c *commonOptions) AddFlags(fs *pflag.FlagSet, dryRun string) {
 	fs.DurationVar(&c.RetryDeadline, "retry-deadline", 2*time.Minute, "the run's one retry budget: how long unreachable or busy stores are retried, in total, before render gives up with exit code 1")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&c.AllowMassDeletion, "allow-mass-deletion", false, "let a write empty a destination of workload files, or delete past a store's spec.massDeletion limits")
 }
 
 // badFlag is a flag whose value is wrong: exit code 2 and one line saying
@@ -138,7 +144,10 @@ type renderOptions struct {
 	QuietPeriod time.Duration
 	MaxWait     time.Duration
 	MetricsAddr string
-	flags       *pflag.FlagSet
+	// CommitTemplate is a file holding the commit message template.
+	CommitTemplate string
+	commitTemplate string // its content
+	flags          *pflag.FlagSet
 }
 
 var identityFlags = []struct{ name, env, help string }{
@@ -169,6 +178,7 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.QuietPeriod, "quiet-period", 150*time.Millisecond, "with --watch: how long the inputs must be quiet before a render")
 	fs.DurationVar(&o.MaxWait, "max-wait", 5*time.Second, "with --watch: the longest a render waits for quiet while changes keep coming")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. :9090)")
+	fs.StringVar(&o.CommitTemplate, "commit-template", "", "file holding a Go template for git commit messages (subject, then body), in place of each GitStateStore's spec.commit.template")
 }
 
 // Validate checks the flags' values.
@@ -182,6 +192,13 @@ func (o *renderOptions) Validate() error {
 	}
 	if o.Watch && o.DryRun {
 		return bad("--watch and --dry-run do not go together")
+	}
+	if o.CommitTemplate != "" {
+		data, err := os.ReadFile(o.CommitTemplate)
+		if err != nil {
+			return bad("--commit-template %s: cannot be read", o.CommitTemplate)
+		}
+		o.commitTemplate = string(data)
 	}
 	return nil
 }
@@ -200,6 +217,8 @@ func (o *renderOptions) engineOptions(io IO, log *slog.Logger) engine.Options {
 		DryRun: o.DryRun, Hydrate: o.Hydrate, Strategy: renderer.Strategy(o.Strategy), FlavourKey: o.FlavourKey,
 		NoInheritedSelector: !o.InheritSelector,
 		RetryDeadline:       o.RetryDeadline, Version: Version, Log: log,
+		AllowMassDeletion:   o.AllowMassDeletion,
+		CommitTemplate:      o.commitTemplate, CommitTemplateFile: o.CommitTemplate,
 	}
 }
 
@@ -231,7 +250,7 @@ workload group to destinations by label, and writes every destination's folder t
 git repository or S3 bucket, where Flux or Argo CD on the worker reconciles it.
 
 Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but some group
-unscheduled, 130 and 143 stopped by SIGINT or SIGTERM (the last line says whether anything
+unscheduled, 4 refused by the mass-deletion breaker (nothing written), 130 and 143 stopped by SIGINT or SIGTERM (the last line says whether anything
 was written).`,
 		Example: `  # render once, as a pipeline's last container does (KRATIX_* variables set by Kratix)
   render --platform /platform
@@ -324,6 +343,9 @@ func finish(rep *engine.Report, err error, o *renderOptions, io IO, sig os.Signa
 	if errors.As(err, &ie) {
 		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%v (nothing was written)", ie)}
 	}
+	if ee := massDeletionExit(err, nil); ee != nil {
+		return ee
+	}
 	if err != nil {
 		return &ExitError{Code: ExitStoreFailed, Err: err}
 	}
@@ -350,6 +372,9 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 			code = ExitBadInput
 		}
 		return &ExitError{Code: code, Err: errors.New(strings.Join(lines, "\nrender: "))}
+	}
+	if ee := massDeletionExit(nil, rep.MassDeletion); ee != nil {
+		return ee
 	}
 	if rep.Plan != nil {
 		if un := rep.Plan.Unscheduled(); len(un) > 0 {

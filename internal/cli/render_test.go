@@ -1042,10 +1042,11 @@ func TestOwnershipAcrossWorkloads(t *testing.T) {
 		t.Errorf("B was touched:\nbefore %v\nafter  %v", bBefore, bOnly(tree))
 	}
 
-	// A's extra group disappears from the output: its folder goes.
+	// A's extra group disappears from the output: its folder goes. It was
+	// edge's only workload file, so the mass-deletion breaker must be told.
 	a.setOutput(map[string]string{"a2.yaml": obj("A2"), "a3.yaml": obj("A3")})
 	a.setSelectors("- matchLabels: {role: worker}\n")
-	a.mustRun(0, envA)
+	a.mustRun(0, envA, "--allow-mass-deletion")
 	otherTree := repoTree(t, other)
 	if left := underPrefix(otherTree, "clusters/edge/eu/resources/team/p/r1/"); len(left) > 0 {
 		t.Errorf("the vanished group's folder survived: %v", left)

@@ -32,6 +32,11 @@ type Options struct {
 	Identity map[string]string
 	Getenv   func(string) string
 	DryRun   bool
+	// AllowMassDeletion turns the mass-deletion breaker off for every store.
+	AllowMassDeletion bool
+	// CommitTemplate, when set, is the commit message template for every
+	// git store (read from CommitTemplateFile), in place of spec.commit.template.
+	CommitTemplate, CommitTemplateFile string
 	// Hydrate builds output folders holding a kustomization.yaml into plain
 	// manifests before scheduling.
 	Hydrate  bool
@@ -126,6 +131,9 @@ type Report struct {
 	// Stopped is set when a stop was asked (WithStop) while the render was
 	// publishing: the publish went on, and Stores says how each ended.
 	Stopped bool
+	// MassDeletion is the breaker's verdict on a dry run that a real
+	// render would refuse (a real render returns it as its error).
+	MassDeletion *statestore.MassDeletionError
 }
 
 // StoreReport is one store's outcome.
@@ -427,7 +435,23 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 			us[0].Shared = plan.Canaries[ref]
 		}
 	}
+	// The mass-deletion breaker, on what the records say each store holds.
+	md, err := e.breaker(ld.Platform, views, recs, updates, wf.Action == renderer.Delete)
+	if err != nil {
+		return nil, ph.check(err)
+	}
+	if report.MassDeletion, err = e.checkBreaker(md); err != nil {
+		return nil, ph.check(err)
+	}
 	msg := message(wf, e.opts.Version)
+	for ref, us := range updates {
+		for i := range us {
+			us[i].Message = msg
+			if err := e.commitSettings(ld.Platform, ref, wf, ld.Object, &us[i]); err != nil {
+				return nil, ph.check(err)
+			}
+		}
+	}
 	// The last point where a stop ends the render with nothing written.
 	// From here each store's publish runs on ctx, which a stop does not
 	// cancel: it finishes, and the report says a stop came meanwhile.
@@ -440,7 +464,6 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	var mu sync.Mutex
 	for ref, us := range updates {
 		for i := range us {
-			us[i].Message = msg
 			us[i].DryRun = e.opts.DryRun
 		}
 		wg.Add(1)
@@ -815,26 +838,51 @@ func message(w renderer.Workflow, version string) statestore.Message {
 	return m
 }
 
-// splitByDestination groups a store's diff by destination folder.
+// splitByDestination groups a store's diff by destination folder. Paths in
+// no destination the platform names (one it no longer lists) are grouped
+// by statestore.DestinationFolder, named by their folder.
 func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.Diff) []DestinationDiff {
 	var out []DestinationDiff
+	var dests []string
+	names := map[string]string{}
 	for _, dest := range p.Destinations {
-		if dest.Store != ref {
-			continue
+		if dest.Store == ref {
+			dests = append(dests, dest.Path)
+			names[dest.Path] = dest.Name
 		}
-		dd := DestinationDiff{Destination: dest.Name, Path: dest.Path}
-		pick := func(list []string) []string {
-			var r []string
-			for _, f := range list {
-				if strings.HasPrefix(f, dest.Path+"/") {
-					r = append(r, strings.TrimPrefix(f, dest.Path+"/"))
+	}
+	byFolder := map[string]*DestinationDiff{}
+	var order []string
+	place := func(list []string, pick func(*DestinationDiff) *[]string) {
+		for _, f := range list {
+			folder := statestore.DestinationFolder(f, dests)
+			dd := byFolder[folder]
+			if dd == nil {
+				name := names[folder]
+				if name == "" {
+					name = folder
 				}
+				dd = &DestinationDiff{Destination: name, Path: folder}
+				byFolder[folder] = dd
+				order = append(order, folder)
 			}
-			return r
+			l := pick(dd)
+			*l = append(*l, strings.TrimPrefix(f, folder+"/"))
 		}
-		dd.Added, dd.Changed, dd.Deleted = pick(d.Added), pick(d.Changed), pick(d.Deleted)
-		if len(dd.Added)+len(dd.Changed)+len(dd.Deleted) > 0 {
-			out = append(out, dd)
+	}
+	place(d.Added, func(dd *DestinationDiff) *[]string { return &dd.Added })
+	place(d.Changed, func(dd *DestinationDiff) *[]string { return &dd.Changed })
+	place(d.Deleted, func(dd *DestinationDiff) *[]string { return &dd.Deleted })
+	// Platform order first, then folders the platform no longer names.
+	for _, dest := range p.Destinations {
+		if dd := byFolder[dest.Path]; dd != nil && dest.Store == ref {
+			out = append(out, *dd)
+			delete(byFolder, dest.Path)
+		}
+	}
+	for _, folder := range order {
+		if dd := byFolder[folder]; dd != nil {
+			out = append(out, *dd)
 		}
 	}
 	return out

@@ -70,6 +70,55 @@ type GitStateStore struct {
 	// AllowInsecureHTTP lets basicAuth send its password over plain
 	// http:// to a host that is not this machine (refused otherwise).
 	AllowInsecureHTTP bool `yaml:"allowInsecureHTTP"`
+	// MassDeletion sets the store's mass-deletion breaker.
+	MassDeletion MassDeletion `yaml:"massDeletion"`
+	// Signing, when set, signs every commit render makes.
+	Signing *Signing `yaml:"signing"`
+	// Commit sets the commit message and author.
+	Commit *Commit `yaml:"commit"`
+}
+
+// Commit is how a GitStateStore's commits are written: a Go text/template
+// for the subject (first line) and body, the annotations of object.yaml it
+// may read, and the annotation naming the git author ("Name <email>").
+// render's trailers always follow the template's text.
+type Commit struct {
+	Template         string   `yaml:"template"`
+	Annotations      []string `yaml:"annotations"`
+	AuthorAnnotation string   `yaml:"authorAnnotation"`
+}
+
+// Signing is how a GitStateStore signs its commits: the key is the
+// signingKey of the secret secretRef names (default: the store's own
+// secretRef), with an optional signingKeyPassphrase.
+type Signing struct {
+	// Format is git's gpg.format: ssh or openpgp.
+	Format    string     `yaml:"format"`
+	SecretRef *SecretRef `yaml:"secretRef"`
+}
+
+// MassDeletion is a store's mass-deletion breaker (statestore.Check): a
+// write that would leave a destination with no workload files, or delete
+// more than these shares, is refused unless Allow is set.
+type MassDeletion struct {
+	// Allow lets every write through (as --allow-mass-deletion does).
+	Allow bool `yaml:"allow"`
+	// MaxDestinationPercent (1-100) refuses a write deleting more than this
+	// share of a destination's workload files; 0 is no such limit.
+	MaxDestinationPercent int `yaml:"maxDestinationPercent"`
+	// MaxStorePercent (1-100) refuses a write deleting more than this share
+	// of the store's workload files; 0 is no such limit.
+	MaxStorePercent int `yaml:"maxStorePercent"`
+}
+
+func (m MassDeletion) check() error {
+	if m.MaxDestinationPercent < 0 || m.MaxDestinationPercent > 100 {
+		return fmt.Errorf("spec.massDeletion.maxDestinationPercent %d: use 0 (no limit) to 100", m.MaxDestinationPercent)
+	}
+	if m.MaxStorePercent < 0 || m.MaxStorePercent > 100 {
+		return fmt.Errorf("spec.massDeletion.maxStorePercent %d: use 0 (no limit) to 100", m.MaxStorePercent)
+	}
+	return nil
 }
 
 // BucketStateStore is Kratix's BucketStateStore spec, plus region and bucket creation.
@@ -84,12 +133,15 @@ type BucketStateStore struct {
 	AuthMethod   string     `yaml:"authMethod"`
 	SecretRef    *SecretRef `yaml:"secretRef"`
 	CreateBucket bool       `yaml:"createBucket"`
+	// MassDeletion sets the store's mass-deletion breaker.
+	MassDeletion MassDeletion `yaml:"massDeletion"`
 }
 
 type meta struct {
-	Name      string            `yaml:"name"`
-	Namespace string            `yaml:"namespace"`
-	Labels    map[string]string `yaml:"labels"`
+	Name        string            `yaml:"name"`
+	Namespace   string            `yaml:"namespace"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
 }
 
 type document struct {
@@ -450,6 +502,26 @@ func (p *Platform) add(file, where string, doc *document) error {
 		default:
 			return bad("spec.authMethod %q is unknown: use basicAuth or ssh", s.AuthMethod)
 		}
+		if err := s.MassDeletion.check(); err != nil {
+			return bad("%v", err)
+		}
+		if c := s.Commit; c != nil && c.Template != "" {
+			if _, err := ParseCommitTemplate(c.Template); err != nil {
+				return bad("spec.commit.template: %v", err)
+			}
+		}
+		if sg := s.Signing; sg != nil {
+			switch sg.Format {
+			case "ssh", "openpgp":
+			case "":
+				return bad("spec.signing.format is missing: use ssh or openpgp")
+			default:
+				return bad("spec.signing.format %q is unknown: use ssh or openpgp", sg.Format)
+			}
+			if sg.SecretRef == nil && s.SecretRef == nil {
+				return bad("spec.signing needs a secretRef (or the store's spec.secretRef) holding signingKey")
+			}
+		}
 		p.GitStores[name] = s
 	case "BucketStateStore":
 		s := &BucketStateStore{Name: name, File: file}
@@ -472,6 +544,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		case "", "accessKey", "IAM":
 		default:
 			return bad("spec.authMethod %q is unknown: use accessKey or IAM", s.AuthMethod)
+		}
+		if err := s.MassDeletion.check(); err != nil {
+			return bad("%v", err)
 		}
 		p.BucketStores[name] = s
 	case "Promise":

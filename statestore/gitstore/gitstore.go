@@ -53,6 +53,10 @@ type Config struct {
 	// bounds waits for an unreachable remote and for a busy branch alike.
 	// A sidecar wants minutes; an engineer at a terminal wants seconds.
 	RetryDeadline time.Duration
+	// Signer, when set, signs every commit render puts on the branch (its
+	// own and those it folds for other writers); a signing failure fails
+	// the write before anything is pushed.
+	Signer Signer
 	// Now returns the commit time (default time.Now); tests pin it.
 	Now func() time.Time
 	// Warn, when set, is told about waits the user should know of, such as a
@@ -274,7 +278,11 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 				return res, s.wrap("write", err)
 			}
 		}
-		commit, err := s.commit(ov, tip, newRoot, us[0].Message, s.signature())
+		msg, err := us[0].MessageFor(res.Diff)
+		if err != nil {
+			return res, s.wrap("commit message", err)
+		}
+		commit, err := s.commit(ov, tip, newRoot, msg, s.author(us[0]))
 		if err != nil {
 			return res, s.wrap("commit", err)
 		}
@@ -301,6 +309,15 @@ func (s *Store) signature() object.Signature {
 	return object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: s.cfg.Now()}
 }
 
+// author is u's author, or this store's identity; now.
+func (s *Store) author(u statestore.Update) object.Signature {
+	sig := s.signature()
+	if u.Author != nil {
+		sig.Name, sig.Email = u.Author.Name, u.Author.Email
+	}
+	return sig
+}
+
 // commit writes a commit of tree on parent, by author; this store commits it.
 func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Hash, msg statestore.Message, author object.Signature) (plumbing.Hash, error) {
 	c := &object.Commit{Author: author, Committer: s.signature(), Message: msg.String(), TreeHash: tree}
@@ -309,6 +326,11 @@ func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Ha
 	}
 	if !parent.IsZero() {
 		c.ParentHashes = []plumbing.Hash{parent}
+	}
+	if s.cfg.Signer != nil {
+		if err := sign(s.cfg.Signer, c); err != nil {
+			return plumbing.ZeroHash, err
+		}
 	}
 	obj := objs.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
