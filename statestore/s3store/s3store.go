@@ -156,7 +156,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
 	"strings"
 	"time"
 
@@ -397,23 +396,29 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	}
 }
 
-// Snapshot lists the store once. Contents are read on demand, each exactly
-// in the listed version: a file that changed since the listing fails to read
-// with an error wrapping statestore.ErrConflict.
+// Snapshot returns a lazy view of the store: it checks that the bucket
+// exists (one request) and lists nothing else until it is asked about a
+// path or a folder (see snapshot). Contents are read on demand, each exactly
+// in the listed version: a file that changed since its listing fails to
+// read with an error wrapping statestore.ErrConflict.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	snap, err := s.list(ctx, "")
-	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
-		return s.emptySnapshot(ctx), nil
-	}
-	if err != nil {
+	var ok bool
+	err := s.retry(ctx, func() error {
+		var err error
+		ok, err = s.client.BucketExists(ctx, s.cfg.Bucket)
+		return err
+	})
+	switch {
+	case err != nil:
 		return nil, s.wrap("read", err)
+	case !ok && s.cfg.CreateBucket:
+		return s.emptySnapshot(ctx), nil
+	case !ok:
+		return nil, s.wrap("read", fmt.Errorf("bucket %q does not exist at %s: %w", s.cfg.Bucket, s.cfg.Endpoint, errNoBucket))
 	}
-	return snap, nil
+	return s.newSnapshot(ctx), nil
 }
 
 // retryLimit caps this backend's backoff between attempts.
 const retryLimit = 2 * time.Second
-
-// isMarker reports whether p is a completeness marker.
-func isMarker(p string) bool { return path.Base(p) == MarkerName }
