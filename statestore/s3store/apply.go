@@ -79,6 +79,9 @@ type prior struct {
 // (knowing the record) the files the workload owned and the markers it
 // had. It returns what the record says.
 func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (prior, error) {
+	if err := s.locate(snap.ctx); err != nil {
+		return prior{}, err
+	}
 	recPath := statestore.RecordPath(u.Workload)
 	paths := []string{recPath}
 	var dirs []string
@@ -117,7 +120,8 @@ func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (pr
 		return pr, err
 	}
 	pr.rec = &rec
-	pr.markers, pr.legacy = storedMarkers(data)
+	markers, says := storedMarkers(data)
+	pr.markers, pr.legacy = markers, !says
 	paths, dirs = append(paths[:0], rec.Files...), dirs[:0]
 	for _, f := range rec.Files {
 		if t, ok := strings.CutPrefix(f, layout.MetaDir+"/aggregate/"); ok {
@@ -193,8 +197,20 @@ func (s *Store) attempt(ctx context.Context, st *applyState) (string, error) {
 		committed = w.etags[recPath]
 		st.res.Revision = committed
 	}
-	if err := s.writeMarkers(ctx, snap, u, ms.write, pr.legacy, committed, w); err != nil {
+	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, w); err != nil {
 		return "write marker", err
+	}
+	if commit && pr.legacy && len(st.dests) > 0 {
+		// The record was written before per-workload markers: the
+		// destinations' old per-destination markers, which nobody keeps
+		// up to date any more, go (one request for all of them).
+		old := make([]string, 0, len(st.dests))
+		for _, d := range st.dests {
+			old = append(old, d+"/"+MarkerName)
+		}
+		if err := s.remove(ctx, old); err != nil {
+			return "delete", err
+		}
 	}
 	return "", nil
 }
@@ -213,6 +229,11 @@ type markerPlan struct {
 // does not are deleted.
 func (s *Store) planMarkers(snap *snapshot, plan statestore.Plan, u statestore.Update, dests []string, pr prior) (markerPlan, error) {
 	var mp markerPlan
+	had := pr.markers
+	if u.Record == nil {
+		// A removed workload keeps no marker anywhere.
+		had, dests = append(slices.Clone(had), dests...), nil
+	}
 	for _, d := range dests {
 		touched := false
 		for _, op := range plan.Ops {
@@ -233,12 +254,12 @@ func (s *Store) planMarkers(snap *snapshot, plan statestore.Plan, u statestore.U
 		case err != nil:
 			return mp, err
 		}
-		files, aggs := markerContent(snap, u, d, nil)
-		if !newMarker(d, files, aggs, u).sameContent(data) {
+		files, aggs, shared := markerContent(snap, u, d, nil)
+		if !newMarker(d, files, aggs, shared, u).sameContent(data) {
 			mp.write = append(mp.write, d)
 		}
 	}
-	for _, d := range pr.markers {
+	for _, d := range sortedSet(setOf(had)) {
 		if slices.Contains(dests, d) {
 			continue
 		}
@@ -253,8 +274,9 @@ func (s *Store) planMarkers(snap *snapshot, plan statestore.Plan, u statestore.U
 }
 
 // markerContent returns the ETags of u's files in d, relative to d, as w
-// wrote them or else as snap listed them, and u's aggregated files in d.
-func markerContent(snap *snapshot, u statestore.Update, d string, w *written) (map[string]string, []string) {
+// wrote them or else as snap listed them, and u's aggregated and shared
+// files in d.
+func markerContent(snap *snapshot, u statestore.Update, d string, w *written) (map[string]string, []string, []string) {
 	files := map[string]string{}
 	for p := range u.Files {
 		if !under(p, d) {
@@ -278,7 +300,14 @@ func markerContent(snap *snapshot, u statestore.Update, d string, w *written) (m
 		}
 	}
 	sort.Strings(aggs)
-	return files, aggs
+	var shared []string
+	for p := range u.Shared {
+		if _, mine := u.Files[p]; under(p, d) && !mine {
+			shared = append(shared, strings.TrimPrefix(p, d+"/"))
+		}
+	}
+	sort.Strings(shared)
+	return files, aggs, shared
 }
 
 // written collects what publish wrote: the new ETag of every object put
@@ -589,18 +618,15 @@ func under(p, d string) bool { return strings.HasPrefix(p, d+"/") }
 // version this render saw; when it changed (another render of the same
 // workload), the marker is looked at again, and rewritten only while the
 // record is still the one this render committed: a later commit belongs
-// to a render that writes its own markers. Where the record was written
-// before per-workload markers (legacy), the destinations' old
-// per-destination markers, which nobody keeps up to date any more, are
-// deleted (one request for all of them).
-func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.Update, dests []string, legacy bool, committed string, w *written) error {
+// to a render that writes its own markers.
+func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.Update, dests []string, committed string, w *written) error {
 	recPath := statestore.RecordPath(u.Workload)
 	jobs := make([]func(context.Context) error, 0, len(dests))
 	for _, d := range dests {
 		jobs = append(jobs, func(ctx context.Context) error {
 			p := MarkerPath(d, u.Workload)
-			files, aggs := markerContent(snap, u, d, w)
-			data := encodeMarker(newMarker(d, files, aggs, u))
+			files, aggs, shared := markerContent(snap, u, d, w)
+			data := encodeMarker(newMarker(d, files, aggs, shared, u))
 			c := snap.cond(p)
 			for attempt := 1; ; attempt++ {
 				_, err := s.put(ctx, p, data, c)
@@ -630,17 +656,7 @@ func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.U
 			}
 		})
 	}
-	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
-		return err
-	}
-	if legacy && len(dests) > 0 {
-		old := make([]string, 0, len(dests))
-		for _, d := range dests {
-			old = append(old, d+"/"+MarkerName)
-		}
-		return s.remove(ctx, old)
-	}
-	return nil
+	return parallel(ctx, s.cfg.Concurrency, jobs)
 }
 
 // diffSet accumulates the diffs of every attempt of one Apply.

@@ -3,7 +3,6 @@ package s3store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -188,31 +187,34 @@ func applyOK(t *testing.T, s statestore.Store, u statestore.Update) statestore.R
 	return res
 }
 
-// checkMarker verifies dest's marker against a fresh listing, as a reader would.
-func checkMarker(t *testing.T, m *testenv.MinIOServer, bucket, dest string) Marker {
+// checkMarker verifies dest against a fresh listing, as a reader would
+// (VerifyDestination): every workload marker matches what is listed, and
+// every object is named by a marker.
+func checkMarker(t *testing.T, m *testenv.MinIOServer, bucket, dest string) DestinationState {
 	t.Helper()
-	c := m.Client(t)
-	etags := map[string]string{}
-	prefix := testPath + "/" + dest + "/"
-	for o := range c.ListObjects(testCtx(t), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-		etags[strings.TrimPrefix(o.Key, prefix)] = o.ETag
-	}
-	obj, err := c.GetObject(testCtx(t), bucket, prefix+MarkerName, minio.GetObjectOptions{})
+	s := open(t, minioConfig(m, bucket))
+	st, err := s.VerifyDestination(testCtx(t), dest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer obj.Close()
-	var mk Marker
-	if err := json.NewDecoder(obj).Decode(&mk); err != nil {
-		t.Fatalf("marker of %s: %v", dest, err)
+	if !st.Complete() {
+		t.Fatalf("destination %s is not complete: mismatched %v, unnamed %v, markers %+v", dest, st.Mismatched, st.Unnamed, st.Markers)
 	}
-	if mk.Digest != DestinationDigest(etags) || mk.Destination != dest || mk.Objects != len(etags)-1 {
-		t.Fatalf("marker of %s does not match the listing: %+v (%d objects listed)", dest, mk, len(etags))
+	for _, mk := range st.Markers {
+		if mk.Destination != dest || mk.Digest != DestinationDigest(mk.Files) || mk.Objects != len(mk.Files) {
+			t.Fatalf("marker of %s in %s: %+v", mk.Workload, dest, mk)
+		}
 	}
-	return mk
+	return st
+}
+
+// onlyMarker returns the one marker of a destination state.
+func onlyMarker(t *testing.T, st DestinationState) Marker {
+	t.Helper()
+	if len(st.Markers) != 1 {
+		t.Fatalf("markers: %+v, want one", st.Markers)
+	}
+	return st.Markers[0]
 }
 
 // TestRequestCounts counts the requests of first, unchanged and changed
@@ -226,26 +228,30 @@ func TestRequestCounts(t *testing.T) {
 	cfg.Transport = cnt
 	run := func(u statestore.Update) statestore.Result { return applyOK(t, open(t, cfg), u) }
 
-	// First render: one LIST (an empty listing), then 50 files, the record
-	// and the marker. No GET: there is no record and the marker is new.
+	// First render: three LISTs (the record's folder, the files' folder
+	// and the marker's folder, all empty), then 50 files, the record and
+	// the marker, and one DELETE of the destination's old-format marker
+	// (there was no record saying it is gone). No GET: there is no record
+	// and the marker is new.
+	markerPath := MarkerPath("dev", "promise/p/configure")
 	res := run(render(50, nil))
 	n, puts := cnt.take()
-	wantCounts(t, "first render", n, map[string]int{"LIST": 1, "PUT": 52})
-	if len(res.Added) != 50 || !slices.Contains(puts, ".render/workloads/promise/p/configure.json") || !slices.Contains(puts, "dev/"+MarkerName) {
+	wantCounts(t, "first render", n, map[string]int{"LIST": 3, "PUT": 52, "DELETE": 1})
+	if len(res.Added) != 50 || !slices.Contains(puts, ".render/workloads/promise/p/configure.json") || !slices.Contains(puts, markerPath) {
 		t.Fatalf("first render: %d added, puts %v", len(res.Added), puts)
 	}
-	mk := checkMarker(t, m, bucket, "dev")
+	mk := onlyMarker(t, checkMarker(t, m, bucket, "dev"))
 	if mk.Objects != 50 || mk.Workload != "promise/p/configure" || mk.Subject != "render: promise p" || len(mk.Trailers) != 1 {
 		t.Fatalf("marker: %+v", mk)
 	}
 
-	// Unchanged: one LIST (51 objects, one page), one GET of the record
-	// (the planner reads it) and one GET of the marker (is it current?).
-	// Nothing is written.
+	// Unchanged: the same three LISTs, one GET of the record (the planner
+	// reads it) and one GET of the marker (is it current?). Nothing is
+	// written.
 	for range 2 {
 		res = run(render(50, nil))
 		n, _ = cnt.take()
-		wantCounts(t, "unchanged render", n, map[string]int{"LIST": 1, "GET": 2})
+		wantCounts(t, "unchanged render", n, map[string]int{"LIST": 3, "GET": 2})
 		if res.Updated {
 			t.Fatalf("unchanged render reported an update: %+v", res)
 		}
@@ -257,15 +263,15 @@ func TestRequestCounts(t *testing.T) {
 	noRegion.Region = ""
 	applyOK(t, open(t, noRegion), render(50, nil))
 	n, _ = cnt.take()
-	wantCounts(t, "unchanged render, no region", n, map[string]int{"LOCATION": 1, "LIST": 1, "GET": 2})
+	wantCounts(t, "unchanged render, no region", n, map[string]int{"LOCATION": 1, "LIST": 3, "GET": 2})
 
 	// One file changed (same size: ETag, not size, tells): exactly one PUT
 	// for it, one for the record (the commit, which always moves) and one
 	// for the marker. The marker is not read: the destination changed.
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "kind: ConfigMap\nmetadata:\n  name: F07\n"}))
 	n, puts = cnt.take()
-	wantCounts(t, "one changed file", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 3})
-	if want := []string{".render/workloads/promise/p/configure.json", "dev/" + MarkerName, "dev/p/f07.yaml"}; !reflect.DeepEqual(puts, want) {
+	wantCounts(t, "one changed file", n, map[string]int{"LIST": 3, "GET": 1, "PUT": 3})
+	if want := []string{".render/workloads/promise/p/configure.json", markerPath, "dev/p/f07.yaml"}; !reflect.DeepEqual(puts, want) {
 		t.Fatalf("one changed file: puts %v, want %v", puts, want)
 	}
 	if !reflect.DeepEqual(res.Changed, []string{"dev/p/f07.yaml"}) || len(res.Added)+len(res.Deleted) != 0 {
@@ -276,8 +282,8 @@ func TestRequestCounts(t *testing.T) {
 	// One file removed: one batch DELETE, the record and the marker.
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
 	n, puts = cnt.take()
-	wantCounts(t, "two removed files", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 2, "DELETE": 1})
-	if want := []string{".render/workloads/promise/p/configure.json", "dev/" + MarkerName}; !reflect.DeepEqual(puts, want) {
+	wantCounts(t, "two removed files", n, map[string]int{"LIST": 3, "GET": 1, "PUT": 2, "DELETE": 1})
+	if want := []string{".render/workloads/promise/p/configure.json", markerPath}; !reflect.DeepEqual(puts, want) {
 		t.Fatalf("removed file: puts %v", puts)
 	}
 	if !reflect.DeepEqual(res.Deleted, []string{"dev/p/f07.yaml", "dev/p/f08.yaml"}) {
@@ -288,14 +294,14 @@ func TestRequestCounts(t *testing.T) {
 	// A marker that does not match (a writer died before writing it) is
 	// repaired by the next render, which writes nothing else.
 	c := m.Client(t)
-	if _, err := c.PutObject(testCtx(t), bucket, testPath+"/dev/"+MarkerName, strings.NewReader("{}"), 2, minio.PutObjectOptions{}); err != nil {
+	if _, err := c.PutObject(testCtx(t), bucket, testPath+"/"+markerPath, strings.NewReader("{}"), 2, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cnt.take()
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
 	n, puts = cnt.take()
-	wantCounts(t, "stale marker", n, map[string]int{"LIST": 1, "GET": 2, "PUT": 1})
-	if !res.Updated || !reflect.DeepEqual(puts, []string{"dev/" + MarkerName}) {
+	wantCounts(t, "stale marker", n, map[string]int{"LIST": 3, "GET": 2, "PUT": 1})
+	if !res.Updated || !reflect.DeepEqual(puts, []string{markerPath}) {
 		t.Fatalf("stale marker: %+v, puts %v", res, puts)
 	}
 	checkMarker(t, m, bucket, "dev")
@@ -305,7 +311,7 @@ func TestRequestCounts(t *testing.T) {
 	u.DryRun = true
 	res = run(u)
 	n, _ = cnt.take()
-	wantCounts(t, "dry run", n, map[string]int{"LIST": 1, "GET": 1})
+	wantCounts(t, "dry run", n, map[string]int{"LIST": 3, "GET": 1})
 	if !res.Updated || len(res.Added) != 2 {
 		t.Fatalf("dry run: %+v", res)
 	}
@@ -348,15 +354,15 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	// object's ETag, which the marker's digest covers, has changed.
 	res := run(render(5, nil))
 	n, puts := cnt.take()
-	wantCounts(t, "first render after a multipart upload", n, map[string]int{"LIST": 1, "GET": 3, "PUT": 1})
-	if !reflect.DeepEqual(puts, []string{"dev/" + MarkerName}) || len(res.Added)+len(res.Changed)+len(res.Deleted) > 0 {
+	wantCounts(t, "first render after a multipart upload", n, map[string]int{"LIST": 3, "GET": 3, "PUT": 1})
+	if !reflect.DeepEqual(puts, []string{MarkerPath("dev", "promise/p/configure")}) || len(res.Added)+len(res.Changed)+len(res.Deleted) > 0 {
 		t.Fatalf("first render after a multipart upload: puts %v, %+v", puts, res)
 	}
 	checkMarker(t, m, bucket, "dev")
 	for i := range 2 {
 		res := run(render(5, nil))
 		n, _ := cnt.take()
-		wantCounts(t, fmt.Sprintf("render %d after a multipart upload", i+2), n, map[string]int{"LIST": 1, "GET": 3})
+		wantCounts(t, fmt.Sprintf("render %d after a multipart upload", i+2), n, map[string]int{"LIST": 3, "GET": 3})
 		if res.Updated {
 			t.Fatalf("render %d rewrote the multipart object: %+v", i+2, res)
 		}
@@ -364,14 +370,14 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	// A different size is a change, known without reading.
 	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
 	n, puts = cnt.take()
-	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 3})
+	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 3, "GET": 1, "PUT": 3})
 	if !slices.Contains(puts, "dev/p/f03.yaml") {
 		t.Fatalf("puts %v", puts)
 	}
 	// Now single-part again: compared by ETag, no GET.
 	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
 	n, _ = cnt.take()
-	wantCounts(t, "back to single-part", n, map[string]int{"LIST": 1, "GET": 2})
+	wantCounts(t, "back to single-part", n, map[string]int{"LIST": 3, "GET": 2})
 }
 
 // TestFailures: refused credentials, a missing bucket, and CreateBucket.
@@ -603,8 +609,14 @@ func TestManyWorkloadsOneDestination(t *testing.T) {
 	if !strings.HasPrefix(got["dev/canary.yaml"], "canary: ") {
 		t.Fatalf("canary %q", got["dev/canary.yaml"])
 	}
-	if mk := checkMarker(t, m, bucket, "dev"); mk.Objects != writers+2 {
-		t.Fatalf("marker: %+v", mk)
+	if st := checkMarker(t, m, bucket, "dev"); len(st.Markers) != writers {
+		t.Fatalf("markers: %+v", st.Markers)
+	} else {
+		for _, mk := range st.Markers {
+			if mk.Objects != 1 || !slices.Equal(mk.Aggregates, []string{"all.yaml"}) || !slices.Equal(mk.Shared, []string{"canary.yaml"}) {
+				t.Fatalf("marker: %+v", mk)
+			}
+		}
 	}
 }
 
@@ -633,7 +645,9 @@ func TestRemovalTombstone(t *testing.T) {
 	if got := contents(t, s); len(got) != 0 {
 		t.Fatalf("contents after removal: %v", got)
 	}
-	checkMarker(t, m, bucket, "dev")
+	if st := checkMarker(t, m, bucket, "dev"); len(st.Markers) != 0 {
+		t.Fatalf("a removed workload left its marker: %+v", st.Markers)
+	}
 	if res := applyOK(t, s, u); len(res.Added) != 2 {
 		t.Fatalf("re-creation: %+v", res)
 	}

@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -149,6 +150,9 @@ type Marker struct {
 	// it) that hold a part of this workload's. Other workloads rewrite them,
 	// so the marker names them without an ETag.
 	Aggregates []string `json:"aggregates,omitempty"`
+	// Shared are the shared files (the canaries) of the destination the
+	// workload wants present; they are owned by nobody and never change.
+	Shared []string `json:"shared,omitempty"`
 	// Digest is DestinationDigest(Files), and Objects len(Files).
 	Digest  string `json:"digest"`
 	Objects int    `json:"objects"`
@@ -188,9 +192,9 @@ func encodeMarker(m Marker) []byte {
 
 // newMarker describes workload u's files (etags, relative to dest) and
 // aggregated files in dest, with u's provenance.
-func newMarker(dest string, etags map[string]string, aggregates []string, u statestore.Update) Marker {
+func newMarker(dest string, etags map[string]string, aggregates, shared []string, u statestore.Update) Marker {
 	m := Marker{
-		Destination: dest, Workload: u.Workload, Files: etags, Aggregates: aggregates,
+		Destination: dest, Workload: u.Workload, Files: etags, Aggregates: aggregates, Shared: shared,
 		Digest: DestinationDigest(etags), Objects: len(etags), Subject: u.Message.Subject,
 	}
 	if m.Files == nil {
@@ -208,5 +212,86 @@ func (m Marker) sameContent(stored []byte) bool {
 		return false
 	}
 	return old.Format == MarkerFormat && old.Destination == m.Destination && old.Workload == m.Workload &&
-		maps.Equal(old.Files, m.Files) && slices.Equal(old.Aggregates, m.Aggregates)
+		maps.Equal(old.Files, m.Files) && slices.Equal(old.Aggregates, m.Aggregates) && slices.Equal(old.Shared, m.Shared)
+}
+
+// DestinationState is what VerifyDestination found in one destination.
+type DestinationState struct {
+	// Markers are the destination's per-workload markers.
+	Markers []Marker
+	// Mismatched are the files (relative to the destination) that a marker
+	// names and that are missing or have another ETag, and the aggregated
+	// and shared files a marker names that are missing.
+	Mismatched []string
+	// Unnamed are the objects no marker names: files of a render under way
+	// (or of one that died before its marker), or not render's.
+	Unnamed []string
+}
+
+// Complete reports whether every workload's render in the destination is
+// whole: everything a marker names is there as named, and nothing else is.
+func (st DestinationState) Complete() bool { return len(st.Mismatched) == 0 && len(st.Unnamed) == 0 }
+
+// VerifyDestination checks destination dest (a path relative to the
+// store's path) as a reader of the bucket would: one listing of the
+// destination (one request per 1,000 objects) and one GET per workload
+// marker in it. It is what a tool that wants to know "is what I see
+// complete?" does; render itself never needs it.
+func (s *Store) VerifyDestination(ctx context.Context, dest string) (DestinationState, error) {
+	var st DestinationState
+	dest = strings.Trim(dest, "/")
+	if err := layout.ValidPath(dest); err != nil {
+		return st, s.wrap("verify", err)
+	}
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	sn, err := s.list(ctx, dest)
+	if err != nil {
+		return st, s.wrap("verify", err)
+	}
+	named := map[string]bool{}
+	for p, o := range sn.objs {
+		rel := strings.TrimPrefix(p, dest+"/")
+		if !strings.HasPrefix(rel, MarkerDir+"/") || o.tomb {
+			continue
+		}
+		data, err := sn.ReadFile(p)
+		if err != nil {
+			return st, s.wrap("verify", err)
+		}
+		var m Marker
+		if err := json.Unmarshal(data, &m); err != nil {
+			return st, s.wrap("verify", fmt.Errorf("marker %s: %w", p, err))
+		}
+		st.Markers = append(st.Markers, m)
+		for f, etag := range m.Files {
+			named[f] = true
+			if o, ok := sn.objs[dest+"/"+f]; !ok || o.etag != trimETag(etag) {
+				st.Mismatched = append(st.Mismatched, f)
+			}
+		}
+		for _, f := range append(append([]string(nil), m.Aggregates...), m.Shared...) {
+			named[f] = true
+			if _, ok := sn.objs[dest+"/"+f]; !ok {
+				st.Mismatched = append(st.Mismatched, f)
+			}
+		}
+	}
+	for p := range sn.objs {
+		rel := strings.TrimPrefix(p, dest+"/")
+		if !named[rel] && !strings.HasPrefix(rel, MarkerDir+"/") && rel != MarkerName {
+			st.Unnamed = append(st.Unnamed, rel)
+		}
+	}
+	sort.Slice(st.Markers, func(i, j int) bool { return st.Markers[i].Workload < st.Markers[j].Workload })
+	st.Mismatched = sortedSet(setOf(st.Mismatched))
+	sort.Strings(st.Unnamed)
+	return st, nil
+}
+
+func setOf(list []string) map[string]bool {
+	m := make(map[string]bool, len(list))
+	for _, x := range list {
+		m[x] = true
+	}
+	return m
 }

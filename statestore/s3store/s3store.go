@@ -217,6 +217,8 @@ type Store struct {
 	prefix string // Config.Path, cleaned, "" for the bucket's root
 	client *minio.Client
 	owned  *http.Transport // the transport New built, closed by Close
+	// located is set once the client knows the bucket's region.
+	located bool
 }
 
 var _ statestore.Store = (*Store)(nil)
@@ -418,6 +420,22 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 		return nil, s.wrap("read", fmt.Errorf("bucket %q does not exist at %s: %w", s.cfg.Bucket, s.cfg.Endpoint, errNoBucket))
 	}
 	return s.newSnapshot(ctx), nil
+}
+
+// locate asks for the bucket's region once, when none is configured, so
+// that the parallel listings that follow do not each ask for it.
+func (s *Store) locate(ctx context.Context) error {
+	if s.cfg.Region != "" || s.located {
+		return nil
+	}
+	err := s.retry(ctx, func() error {
+		_, err := s.client.GetBucketLocation(ctx, s.cfg.Bucket)
+		return err
+	})
+	if err == nil {
+		s.located = true
+	}
+	return err
 }
 
 // retryLimit caps this backend's backoff between attempts.

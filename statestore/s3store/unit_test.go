@@ -114,7 +114,7 @@ func TestDestinationDigest(t *testing.T) {
 	if got := DestinationDigest(map[string]string{}); got != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
 		t.Fatalf("empty digest %s", got)
 	}
-	m := newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, statestore.Update{
+	m := newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, nil, statestore.Update{
 		Workload: "w/a",
 		Message:  statestore.Message{Subject: "s", Trailers: []statestore.Trailer{{Key: "K", Value: "v"}}},
 	})
@@ -129,15 +129,15 @@ func TestDestinationDigest(t *testing.T) {
 	}
 	// Provenance aside, a marker is current when it names the same files
 	// with the same ETags and the same aggregated files.
-	other := newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, statestore.Update{Workload: "w/a", Message: statestore.Message{Subject: "t"}})
+	other := newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, nil, statestore.Update{Workload: "w/a", Message: statestore.Message{Subject: "t"}})
 	if !other.sameContent(stored) {
 		t.Fatal("a marker differing only in provenance is not current")
 	}
 	for _, changed := range []Marker{
-		newMarker("d", map[string]string{"x.yaml": "ac"}, []string{"all.yaml"}, statestore.Update{Workload: "w/a"}),
-		newMarker("d", map[string]string{"x.yaml": "ab", "y.yaml": "ab"}, []string{"all.yaml"}, statestore.Update{Workload: "w/a"}),
-		newMarker("d", map[string]string{"x.yaml": "ab"}, nil, statestore.Update{Workload: "w/a"}),
-		newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, statestore.Update{Workload: "w/b"}),
+		newMarker("d", map[string]string{"x.yaml": "ac"}, []string{"all.yaml"}, nil, statestore.Update{Workload: "w/a"}),
+		newMarker("d", map[string]string{"x.yaml": "ab", "y.yaml": "ab"}, []string{"all.yaml"}, nil, statestore.Update{Workload: "w/a"}),
+		newMarker("d", map[string]string{"x.yaml": "ab"}, nil, nil, statestore.Update{Workload: "w/a"}),
+		newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, nil, statestore.Update{Workload: "w/b"}),
 	} {
 		if changed.sameContent(stored) {
 			t.Fatalf("%+v reads as current against %s", changed, stored)
