@@ -463,6 +463,8 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 type cond struct {
 	exists bool
 	etag   string
+	// unconditional writes whatever is there (Seed only).
+	unconditional bool
 }
 
 // cond returns the precondition that p is still as listed.
@@ -481,9 +483,11 @@ func (s *Store) put(ctx context.Context, p string, data []byte, c cond) (string,
 		SendContentMd5:   true,
 		ContentType:      contentType(p),
 	}
-	if c.exists {
+	switch {
+	case c.unconditional:
+	case c.exists:
 		opts.SetMatchETag(c.etag)
-	} else {
+	default:
 		opts.SetMatchETagExcept("*")
 	}
 	var etag string

@@ -189,12 +189,13 @@ func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) e
 				return o.Err
 			}
 			name := strings.TrimPrefix(o.Key, pre)
-			if name == "" || strings.HasSuffix(name, "/") {
-				continue // sub-folders, and folder placeholders some tools create
-			}
-			found[name] = object{etag: trimETag(o.ETag), size: o.Size}
+			if name != "" && !strings.HasSuffix(name, "/") {
+				found[name] = object{etag: trimETag(o.ETag), size: o.Size}
+			} // else a sub-folder, or a folder placeholder some tools create
 			if name > last {
-				// Names come sorted: every name up to this one is known.
+				// A page holds every name of its range, files first and
+				// then sub-folders, each sorted: every file up to this
+				// name is known.
 				sp = span{after: sp.after, last: name}
 				break
 			}
