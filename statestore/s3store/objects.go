@@ -248,10 +248,12 @@ func (s *Store) VerifyDestination(ctx context.Context, dest string) (Destination
 	if err != nil {
 		return st, s.wrap("verify", err)
 	}
-	named := map[string]bool{}
+	listing := map[string]string{}
+	var markers []Marker
 	for p, o := range sn.objs {
 		rel := strings.TrimPrefix(p, dest+"/")
-		if !strings.HasPrefix(rel, MarkerDir+"/") || o.tomb {
+		listing[rel] = o.etag
+		if !strings.HasPrefix(rel, MarkerDir+"/") {
 			continue
 		}
 		data, err := sn.ReadFile(p)
@@ -262,30 +264,45 @@ func (s *Store) VerifyDestination(ctx context.Context, dest string) (Destination
 		if err := json.Unmarshal(data, &m); err != nil {
 			return st, s.wrap("verify", fmt.Errorf("marker %s: %w", p, err))
 		}
-		st.Markers = append(st.Markers, m)
+		markers = append(markers, m)
+	}
+	return CheckListing(listing, markers), nil
+}
+
+// IsMarkerKey reports whether p, relative to a destination, is a
+// completeness marker (a workload's, or the old per-destination one).
+func IsMarkerKey(p string) bool { return p == MarkerName || strings.HasPrefix(p, MarkerDir+"/") }
+
+// CheckListing is the check VerifyDestination makes, over a listing of
+// a destination a reader has already made (ETags by path relative to the
+// destination, markers included or not) and the workload markers it read
+// from it.
+func CheckListing(listing map[string]string, markers []Marker) DestinationState {
+	st := DestinationState{Markers: append([]Marker(nil), markers...)}
+	named := map[string]bool{}
+	for _, m := range markers {
 		for f, etag := range m.Files {
 			named[f] = true
-			if o, ok := sn.objs[dest+"/"+f]; !ok || o.etag != trimETag(etag) {
+			if got, ok := listing[f]; !ok || trimETag(got) != trimETag(etag) {
 				st.Mismatched = append(st.Mismatched, f)
 			}
 		}
 		for _, f := range append(append([]string(nil), m.Aggregates...), m.Shared...) {
 			named[f] = true
-			if _, ok := sn.objs[dest+"/"+f]; !ok {
+			if _, ok := listing[f]; !ok {
 				st.Mismatched = append(st.Mismatched, f)
 			}
 		}
 	}
-	for p := range sn.objs {
-		rel := strings.TrimPrefix(p, dest+"/")
-		if !named[rel] && !strings.HasPrefix(rel, MarkerDir+"/") && rel != MarkerName {
-			st.Unnamed = append(st.Unnamed, rel)
+	for p := range listing {
+		if !named[p] && !IsMarkerKey(p) {
+			st.Unnamed = append(st.Unnamed, p)
 		}
 	}
 	sort.Slice(st.Markers, func(i, j int) bool { return st.Markers[i].Workload < st.Markers[j].Workload })
 	st.Mismatched = sortedSet(setOf(st.Mismatched))
 	sort.Strings(st.Unnamed)
-	return st, nil
+	return st
 }
 
 func setOf(list []string) map[string]bool {
