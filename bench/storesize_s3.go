@@ -40,7 +40,9 @@ import (
 // Reported per size: wall time and peak RSS of the render process, and its
 // requests (counted by a proxy in front of MinIO). Targets (issue 13): time
 // at most 2x the empty store's, peak RSS at most 100 MB, requests no more
-// than into the empty store.
+// than into the empty store. The same first render of one more generated
+// workload is also made with s3store.Apply alone (no engine), its requests
+// counted in its transport: they must equal the empty store's exactly.
 func storeSizeS3(ctx context.Context, b *bench) ([]*Row, error) {
 	sizes := []int{0, 10000, 100000}
 	if b.quick {
@@ -60,7 +62,7 @@ func storeSizeS3(ctx context.Context, b *bench) ([]*Row, error) {
 	proxied.minioEndpoint = addr
 
 	var rows []*Row
-	var base struct{ time, reqs float64 }
+	var base struct{ time, reqs, direct float64 }
 	for _, n := range sizes {
 		bucket, err := srv.seeded(ctx, b, n)
 		if err != nil {
@@ -109,8 +111,59 @@ func storeSizeS3(ctx context.Context, b *bench) ([]*Row, error) {
 			q.target(fmt.Sprintf("<= empty (%.0f)", base.reqs), q.Median <= base.reqs)
 		}
 		rows = append(rows, t, r, q)
+		more, err := srv.direct(ctx, b, bucket, n, &base.direct)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, more...)
 	}
 	return rows, nil
+}
+
+// direct measures s3store.Apply alone, without the engine: the first
+// render of one more generated workload (of the same shape as the kept
+// ones) into the bucket, requests counted in Config.Transport; the
+// workload is removed afterwards.
+func (s *storeSizeMinIO) direct(ctx context.Context, b *bench, bucket string, n int, empty *float64) ([]*Row, error) {
+	c := &counter{n: map[string]int{}}
+	st, err := s3store.New(s3store.Config{
+		Name: "BucketStateStore/storesize", Endpoint: s.endpoint, Bucket: bucket, Path: "clusters",
+		Region: "us-east-1", Insecure: true, AccessKeyID: s.ak, SecretAccessKey: s.sk,
+		Transport: &countingTransport{base: http.DefaultTransport.(*http.Transport).Clone(), c: c},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	var times, reqs []float64
+	var last map[string]int
+	for run := range b.runs + 1 {
+		u := storeSizeWorkload(1_000_000 + run)
+		u.Shared = nil
+		c.reset()
+		t0 := time.Now()
+		if _, err := st.Apply(ctx, u); err != nil {
+			return nil, err
+		}
+		d := time.Since(t0)
+		m := c.snapshot()
+		if _, err := st.Apply(ctx, statestore.Update{Workload: u.Workload}); err != nil {
+			return nil, err
+		}
+		if run == 0 {
+			continue // warm-up
+		}
+		times, reqs, last = append(times, ms(d)), append(reqs, float64(total(m))), m
+	}
+	t := newRow("", fmt.Sprintf("s3store.Apply alone: one workload into %d workloads", n), "ms", times)
+	q := newRow("", fmt.Sprintf("s3store.Apply alone: requests, one workload into %d workloads", n), "req", reqs)
+	q.Note = "counted in s3store.Config.Transport; requests of the last run: " + describeCounts(last)
+	if n == 0 {
+		*empty = q.Median
+	} else {
+		q.target(fmt.Sprintf("= empty (%.0f)", *empty), q.Median == *empty)
+	}
+	return []*Row{t, q}, nil
 }
 
 // storeSizeVersion names the generator's output: a kept store made by
