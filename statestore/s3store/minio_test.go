@@ -729,3 +729,100 @@ func TestStaleUploadAfterOtherCommit(t *testing.T) {
 	}
 	checkMarker(t, m, cfg.Bucket, "d")
 }
+
+// TestOldFormatMigrates: a store written before per-workload markers (a
+// record that names no markers, one marker per destination) keeps working:
+// the workload's next render, although its files are unchanged, writes its
+// own marker, names it in the record and deletes the old marker, which
+// nobody would keep current; the render after that writes nothing.
+func TestOldFormatMigrates(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "migrate")
+	cfg := minioConfig(m, bucket)
+	u := render(3, nil)
+	applyOK(t, open(t, cfg), u)
+	// Make it what the previous version left.
+	c := m.Client(t)
+	recKey := testPath + "/" + statestore.RecordPath(u.Workload)
+	rec := *u.Record
+	rec.Workload = u.Workload
+	rec.Files = slices.Sorted(maps.Keys(u.Files))
+	old := sealRecord(rec.Encode(), nil)
+	legacy := testPath + "/dev/" + MarkerName
+	for key, data := range map[string][]byte{recKey: old, legacy: []byte(`{"format":1,"digest":"sha256:old"}` + "\n")} {
+		if _, err := c.PutObject(testCtx(t), bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.RemoveObject(testCtx(t), bucket, testPath+"/"+MarkerPath("dev", u.Workload), minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	res := applyOK(t, open(t, cfg), u)
+	if !res.Updated || len(res.Added)+len(res.Changed)+len(res.Deleted) > 0 {
+		t.Fatalf("first render after the upgrade: %+v", res)
+	}
+	if _, err := c.StatObject(testCtx(t), bucket, legacy, minio.StatObjectOptions{}); minio.ToErrorResponse(err).Code != "NoSuchKey" {
+		t.Fatalf("the old per-destination marker is still there: %v", err)
+	}
+	data, err := getKey(t, c, bucket, recKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if markers, ok := storedMarkers(data); !ok || !slices.Equal(markers, []string{"dev"}) {
+		t.Fatalf("the record names markers %v (%v)", markers, ok)
+	}
+	onlyMarker(t, checkMarker(t, m, bucket, "dev"))
+	if res := applyOK(t, open(t, cfg), u); res.Updated {
+		t.Fatalf("second render after the upgrade wrote: %+v", res)
+	}
+}
+
+// TestMarkerFollowsDestinations: a workload that moves from one
+// destination to another leaves no marker behind, and its removal deletes
+// the rest, without listing any destination.
+func TestMarkerFollowsDestinations(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "follow")
+	cnt := &listings{counter: newCounter()}
+	cfg := minioConfig(m, bucket)
+	cfg.Transport = cnt
+	at := func(dests ...string) statestore.Update {
+		u := statestore.Update{Workload: "w/mover", Files: map[string][]byte{}, Record: &statestore.Record{}, Destinations: dests}
+		for _, d := range dests {
+			u.Files[d+"/w/x.yaml"] = []byte("x: " + d + "\n")
+		}
+		return u
+	}
+	applyOK(t, open(t, cfg), at("a", "b"))
+	applyOK(t, open(t, cfg), at("b", "c"))
+	for _, d := range []string{"a", "b", "c"} {
+		st := checkMarker(t, m, bucket, d)
+		if want := map[string]int{"a": 0, "b": 1, "c": 1}[d]; len(st.Markers) != want {
+			t.Fatalf("%s holds %d markers, want %d: %+v", d, len(st.Markers), want, st.Markers)
+		}
+	}
+	applyOK(t, open(t, cfg), statestore.Update{Workload: "w/mover"})
+	for _, d := range []string{"a", "b", "c"} {
+		if st := checkMarker(t, m, bucket, d); len(st.Markers) != 0 {
+			t.Fatalf("%s after the removal: %+v", d, st.Markers)
+		}
+	}
+	for _, l := range cnt.prefixes() {
+		if prefix, delim, _ := strings.Cut(l, "|"); delim != "/" {
+			t.Errorf("a render listed %q recursively", prefix)
+		}
+	}
+}
+
+func getKey(t *testing.T, c *minio.Client, bucket, key string) ([]byte, error) {
+	t.Helper()
+	o, err := c.GetObject(testCtx(t), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	var buf bytes.Buffer
+	_, err = buf.ReadFrom(o)
+	return buf.Bytes(), err
+}
