@@ -238,7 +238,7 @@ func (e *env) renderRSS(ctx context.Context, w *workflow) (proc, error) {
 	}
 	out := filepath.Join(e.work, "rss.out")
 	os.Remove(out)
-	envv := append(renderEnv(w.promise), "RENDER_BENCH_RSS_OUT="+out)
+	envv := append(w.env(), "RENDER_BENCH_RSS_OUT="+out)
 	p, err := run(ctx, w.dir, envv, self, append([]string{rssWrapperArg, e.bin}, w.args()...)...)
 	if err == nil && p.Code != 0 {
 		err = fmt.Errorf("render exited %d: %s", p.Code, e.redact(strings.TrimSpace(p.Stderr)))
@@ -292,7 +292,7 @@ func renderEnv(promise string) []string {
 // render runs the render binary once for workflow w.
 func (e *env) render(ctx context.Context, w *workflow, extra ...string) (proc, error) {
 	args := append(w.args(), extra...)
-	p, err := run(ctx, w.dir, renderEnv(w.promise), e.bin, args...)
+	p, err := run(ctx, w.dir, w.env(), e.bin, args...)
 	if err == nil && p.Code != 0 {
 		err = fmt.Errorf("render exited %d: %s", p.Code, e.redact(strings.TrimSpace(p.Stderr)))
 	}

@@ -14,6 +14,23 @@ type workflow struct {
 	promise  string
 	docs     int
 	platform string
+	// resource, when set, makes it a resource workflow: a request of that
+	// name, in namespace "team", of the promise.
+	resource string
+}
+
+// env is the render process's environment for w.
+func (w *workflow) env() []string {
+	if w.resource == "" {
+		return renderEnv(w.promise)
+	}
+	var out []string
+	for _, kv := range renderEnv(w.promise) {
+		if !strings.HasPrefix(kv, "KRATIX_WORKFLOW_TYPE=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "KRATIX_WORKFLOW_TYPE=resource", "KRATIX_OBJECT_NAME="+w.resource, "KRATIX_OBJECT_NAMESPACE=team")
 }
 
 func (w *workflow) output() string { return filepath.Join(w.dir, "output") }

@@ -17,30 +17,31 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/internal/storegen"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/s3store"
 )
 
-// Scenario 7: store size on S3. A cold one-shot render of one new workload
-// (a promise workflow of one document, into destination worker-00) into a
-// MinIO bucket whose store already holds 0, 10,000 or 100,000 workloads in
-// render's own format: resource workloads spread over 100 destinations
-// (worker-00 to worker-99), each with one file in Kratix's nested layout,
-// its claim, its record and its completeness marker (four objects each).
+// Scenario 8: store size on S3, the bucket twin of scenario 7. A cold
+// one-shot render of one new resource request into a MinIO bucket whose
+// store already holds 0, 10,000 or 100,000 workloads in render's own
+// format: internal/storegen's workloads (records, claims, placement index)
+// spread over 100 destinations, plus each workload's completeness marker
+// and each destination's canaries. The request matches every destination,
+// so the spread strategy weighs all 100.
 //
-// The stores are generated programmatically (s3store.Seed, many PUTs in
-// parallel, no renders) into a MinIO of this scenario's own whose data
-// folder is kept per machine outside the repository, under
-// $RENDER_CACHE_DIR/bench/minio-storesize (default ~/.cache/render), and
-// reused when a store of that size and generator version is complete there:
-// generating 100,000 workloads (400,000 objects) takes a long while once.
-// Each measured render's workload is removed afterwards (a tombstone
-// stays), so the kept stores do not grow.
+// The stores are written with s3store.Seed (PUTs in parallel, no renders)
+// into a MinIO of this scenario's own, whose data folder is kept per machine
+// outside the repository (minio-storesize in the bench cache, see
+// benchCache) and reused when a store of that size and generator version is
+// complete there: generating 100,000 workloads (about 400,000 objects)
+// takes a long while, once. Each measured render's workload is removed
+// afterwards (a tombstone stays), so the kept stores do not grow.
 //
 // Reported per size: wall time and peak RSS of the render process, and its
 // requests (counted by a proxy in front of MinIO). Targets (issue 13): time
 // at most 2x the empty store's, peak RSS at most 100 MB, requests no more
-// than into the empty store. The same first render of one more generated
+// than into the empty store. The first render of one more generated
 // workload is also made with s3store.Apply alone (no engine), its requests
 // counted in its transport: they must equal the empty store's exactly.
 func storeSizeS3(ctx context.Context, b *bench) ([]*Row, error) {
@@ -68,17 +69,22 @@ func storeSizeS3(ctx context.Context, b *bench) ([]*Row, error) {
 		if err != nil {
 			return rows, err
 		}
-		plat := proxied.bucketStore("minio", bucket) + destinations(1, bucketRef("minio"))
+		var plat strings.Builder
+		plat.WriteString(proxied.bucketStore("minio", bucket))
+		for i := range storeSizeDests {
+			fmt.Fprintf(&plat, "apiVersion: platform.kratix.io/v1alpha1\nkind: Destination\nmetadata:\n  name: %s\n  labels: {env: bench}\nspec:\n  stateStoreRef: %s\n---\n", storegen.Destination(i), bucketRef("minio"))
+		}
 		var times, rss, reqs []float64
 		var last map[string]int
 		// The first render is a warm-up (it creates the canaries of an
 		// empty store, and warms MinIO's caches); it is not counted.
 		for run := range b.runs + 1 {
-			name := fmt.Sprintf("size%d-%s", n, uniqueName("w"))
-			w, err := newWorkflow(filepath.Join(b.work, "storesize", fmt.Sprint(n)), name, 1, plat)
+			name := fmt.Sprintf("size%d-%s", n, uniqueName("p"))
+			w, err := newWorkflow(filepath.Join(b.work, "storesize-s3", fmt.Sprint(n)), name, 1, plat.String())
 			if err != nil {
 				return rows, err
 			}
+			w.resource = "new-request"
 			b.quiesce()
 			c.reset()
 			p, err := b.renderRSS(ctx, w)
@@ -86,7 +92,7 @@ func storeSizeS3(ctx context.Context, b *bench) ([]*Row, error) {
 				return rows, fmt.Errorf("%d workloads: %w", n, err)
 			}
 			m := c.snapshot()
-			if err := srv.remove(ctx, bucket, name); err != nil {
+			if err := srv.remove(ctx, bucket, statestore.WorkloadKey("resource", name, "team", w.resource, "configure")); err != nil {
 				return rows, err
 			}
 			if run == 0 {
@@ -138,8 +144,7 @@ func (s *storeSizeMinIO) direct(ctx context.Context, b *bench, bucket string, n 
 	var times, reqs []float64
 	var last map[string]int
 	for run := range b.runs + 1 {
-		u := storeSizeWorkload(1_000_000 + run)
-		u.Shared = nil
+		u := storegen.Update(storegen.Spec{Workloads: n, Destinations: storeSizeDests}, 1_000_000+run)
 		c.reset()
 		t0 := time.Now()
 		if _, err := st.Apply(ctx, u); err != nil {
@@ -168,7 +173,11 @@ func (s *storeSizeMinIO) direct(ctx context.Context, b *bench, bucket string, n 
 
 // storeSizeVersion names the generator's output: a kept store made by
 // another version of the generator is made again.
-const storeSizeVersion = "v1"
+const storeSizeVersion = "v2"
+
+// storeSizeDests is how many destinations the generated workloads and the
+// measured request spread over.
+const storeSizeDests = 100
 
 // storeSizeMinIO is the scenario's own MinIO, on the kept data folder.
 type storeSizeMinIO struct {
@@ -201,7 +210,11 @@ func startStoreSizeMinIO(ctx context.Context, b *bench) (*storeSizeMinIO, error)
 	if bin == "" {
 		return nil, fmt.Errorf("no MinIO binary under %s/bin: run scripts/testservers.sh build", cache)
 	}
-	dir := filepath.Join(cache, "bench", "minio-storesize")
+	kept, err := benchCache()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(kept, "minio-storesize")
 	for _, d := range []string{"data", "home"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
@@ -308,11 +321,25 @@ func (s *storeSizeMinIO) seeded(ctx context.Context, b *bench, n int) (string, e
 	}
 	defer st.Close()
 	t0 := time.Now()
+	spec := storegen.Spec{Workloads: n, Destinations: storeSizeDests}
+	for i := range storeSizeDests {
+		// The destinations' canaries, which render writes once per
+		// destination and never again (shared files, owned by nobody).
+		for _, c := range []struct{ path, data string }{
+			{layout.CanaryDependencies, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\n"},
+			{layout.CanaryResources, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\n"},
+		} {
+			key := "clusters/" + storegen.Destination(i) + "/" + c.path
+			if _, err := s.client.PutObject(ctx, bucket, key, strings.NewReader(c.data), int64(len(c.data)), minio.PutObjectOptions{DisableMultipart: true}); err != nil {
+				return "", err
+			}
+		}
+	}
 	const batch = 2000
 	for from := 0; from < n; from += batch {
 		var us []statestore.Update
 		for i := from; i < min(n, from+batch); i++ {
-			us = append(us, storeSizeWorkload(i))
+			us = append(us, storegen.Update(spec, i))
 		}
 		if err := st.Seed(ctx, us); err != nil {
 			return "", err
@@ -325,45 +352,14 @@ func (s *storeSizeMinIO) seeded(ctx context.Context, b *bench, n int) (string, e
 	return bucket, nil
 }
 
-// storeSizeWorkload is generated workload i: resource r<i> of promise
-// storesize in namespace team-<i mod 50>, in destination worker-<i mod 100>,
-// one ConfigMap in Kratix's nested layout; the first workload of each
-// destination also writes the destination's canaries.
-func storeSizeWorkload(i int) statestore.Update {
-	ns, name, dest := fmt.Sprintf("team-%02d", i%50), fmt.Sprintf("r%06d", i), fmt.Sprintf("worker-%02d", i%100)
-	file := fmt.Sprintf("resources/%s/storesize/%s/configure/5058f/cm.yaml", ns, name)
-	u := statestore.Update{
-		Workload: statestore.WorkloadKey("resource", "storesize", ns, name, "configure"),
-		Files:    map[string][]byte{dest + "/" + file: doc(name, i, "v1")},
-		Record: &statestore.Record{
-			Type: "resource", Promise: "storesize", Namespace: ns, Name: name, Pipeline: "configure",
-			Placements: []layout.Placement{{Group: "default", Destinations: []string{dest}}},
-			Objects: []layout.Object{{
-				APIVersion: "v1", Kind: "ConfigMap", Namespace: name, Name: fmt.Sprintf("%s-%05d", name, i),
-				Section: "resources", File: file, Destination: dest, Source: "cm.yaml",
-			}},
-		},
-		Destinations: []string{dest},
-		Message:      statestore.Message{Subject: "bench: generated workload " + name},
-	}
-	if i < 100 {
-		u.Shared = map[string][]byte{
-			dest + "/" + layout.CanaryDependencies: []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\n"),
-			dest + "/" + layout.CanaryResources:    []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\n"),
-		}
-	}
-	return u
-}
-
-// remove deletes the measured promise workflow's workload from the kept
-// store (its record becomes a tombstone).
-func (s *storeSizeMinIO) remove(ctx context.Context, bucket, promise string) error {
+// remove deletes a measured workload from the kept store (its record
+// becomes a tombstone).
+func (s *storeSizeMinIO) remove(ctx context.Context, bucket, key string) error {
 	st, err := s.open(bucket, 0)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	key := statestore.WorkloadKey("promise", promise, "", "", "configure")
 	res, err := st.Apply(ctx, statestore.Update{Workload: key, Message: statestore.Message{Subject: "bench: remove " + key}})
 	if err == nil && !res.Updated {
 		err = errors.New("the measured workload was not in the store")

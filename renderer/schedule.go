@@ -242,3 +242,38 @@ func Place(in Input, g Group) Group {
 	schedule(in, dests, byName, &g, &Plan{})
 	return g
 }
+
+// LoadCandidates returns the destinations whose load decided, or could
+// decide, a choice in plan: those a resource group could go to under the
+// spread strategy when it had more than one and was not sticky. A caller
+// that rendered with no load reads the load of these only and renders
+// again; nil means the load plays no part.
+func LoadCandidates(in Input, plan *Plan) []string {
+	if in.Workflow.Type != ResourceWorkflow || in.Strategy == Random || plan == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, g := range plan.Groups {
+		if g.Sticky {
+			continue
+		}
+		var cands []string
+		for _, v := range g.Verdicts {
+			if v.Reason == "" {
+				cands = append(cands, v.Destination)
+			}
+		}
+		if len(cands) < 2 {
+			continue
+		}
+		for _, d := range cands {
+			seen[d] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -21,6 +21,17 @@ mkdir -p .bench
 go run ./bench -out .bench "$@"
 # Watch latency p50/p99 on a local repository and on Gitea (issue 5), with
 # the in-process watch loop; the table above has the built binary on Gitea.
+# With -only, it runs only when scenario 3 (watch latency) is asked for.
+only=""
+for ((i = 1; i <= $#; i++)); do
+	if [[ "${!i}" == "-only" ]]; then
+		j=$((i + 1))
+		only="${!j}"
+	fi
+done
+if [[ -n "$only" && ",$only," != *",3,"* ]]; then
+	exit 0
+fi
 echo
 echo "== watch latency, local repository and Gitea (BenchmarkWatchLatency) =="
 go test -run '^$' -bench BenchmarkWatchLatency -benchtime 100x ./internal/cli/ | tee .bench/watch-latency.txt

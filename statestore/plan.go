@@ -48,6 +48,15 @@ func (p Plan) Changed() bool { return len(p.Ops) > 0 }
 func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	var plan Plan
 	recPath := RecordPath(u.Workload)
+	var newRec *Record
+	if u.Record != nil {
+		r := *u.Record
+		r.Workload = u.Workload
+		newRec = &r
+	}
+	first := UpdateHint(u)
+	prefetch(snap, first)
+	hint := first.Paths
 	old, err := readRecord(snap, recPath)
 	if err != nil {
 		return plan, err
@@ -56,6 +65,35 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	if old != nil {
 		for _, f := range old.Files {
 			owned[f] = true
+		}
+		// Index entries follow from the record, and a store migrated to
+		// the index holds entries and claims its records do not list yet.
+		for p := range IndexPaths(old) {
+			owned[p] = true
+		}
+		if err := ownMigratedClaims(snap, old, owned); err != nil {
+			return plan, err
+		}
+		var dirs []string
+		for _, a := range u.Aggregates {
+			dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", a.Target))
+		}
+		for f := range owned {
+			hint = append(hint, f)
+			if t, ok := aggregateTarget(f, u.Workload); ok {
+				dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", t))
+			}
+		}
+		prefetch(snap, Hint{Paths: hint, Dirs: dirs})
+	}
+	indexed, err := Indexed(snap)
+	if err != nil {
+		return plan, err
+	}
+	var migrate map[string][]byte
+	if !indexed {
+		if migrate, err = migration(snap); err != nil {
+			return plan, err
 		}
 	}
 
@@ -80,6 +118,9 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 	for p, data := range claims(u) {
+		want[p] = data
+	}
+	for p, data := range IndexPaths(newRec) {
 		want[p] = data
 	}
 
@@ -176,9 +217,23 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 
+	// A store that predates the index gets every record's entries and
+	// claims, and the marker, with this write (see index.go).
+	for _, p := range sortedKeys(migrate) {
+		if _, mine := want[p]; mine || owned[p] {
+			continue
+		}
+		exists, _, err := snap.Compare(p, nil)
+		if err != nil {
+			return plan, err
+		}
+		if !exists {
+			plan.Ops = append(plan.Ops, Op{Path: p, Data: migrate[p]})
+		}
+	}
+
 	if u.Record != nil {
-		rec := *u.Record
-		rec.Workload = u.Workload
+		rec := *newRec
 		rec.Files = sortedKeys(want)
 		plan.Record = &rec
 		data := rec.Encode()
@@ -193,6 +248,41 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		plan.Ops = append(plan.Ops, Op{Path: recPath, Delete: true})
 	}
 	return plan, nil
+}
+
+// UpdateHint is what planning u first looks at: the paths it may write,
+// and its record. A backend that plans many updates on one snapshot (a git
+// group commit) prefetches their hints together.
+func UpdateHint(u Update) Hint {
+	h := Hint{Reads: []string{RecordPath(u.Workload)}, Paths: []string{IndexMarker}}
+	for p := range u.Files {
+		h.Paths = append(h.Paths, p)
+	}
+	for p := range u.Shared {
+		h.Paths = append(h.Paths, p)
+	}
+	for p := range claims(u) {
+		h.Paths = append(h.Paths, p)
+	}
+	if u.Record != nil {
+		r := *u.Record
+		r.Workload = u.Workload
+		for p := range IndexPaths(&r) {
+			h.Paths = append(h.Paths, p)
+		}
+	}
+	for _, a := range u.Aggregates {
+		h.Dirs = append(h.Dirs, path.Join(layout.MetaDir, "aggregate", a.Target))
+	}
+	return h
+}
+
+// Merge adds o's paths to h.
+func (h Hint) Merge(o Hint) Hint {
+	h.Paths = append(h.Paths, o.Paths...)
+	h.Reads = append(h.Reads, o.Reads...)
+	h.Dirs = append(h.Dirs, o.Dirs...)
+	return h
 }
 
 func (p *Plan) add(path string, data []byte, list *[]string) {
@@ -210,6 +300,7 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string
 	if err != nil {
 		return err
 	}
+	prefetch(snap, Hint{Reads: parts})
 	mine := AggregatePath(target, workload)
 	set := map[string]bool{}
 	for _, part := range parts {

@@ -100,7 +100,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		return nil, ph.check(err)
 	}
 	rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
-	recs, failed := e.readRecords(ctx, stores)
+	views, failed := e.readViews(ctx, stores, "", "", nil)
 	if err := ph.check(nil); err != nil {
 		return nil, err
 	}
@@ -110,9 +110,6 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		}
 		return rep, nil
 	}
-	// The load every choice starts from, updated as groups move.
-	base := renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}}
-	applyRecords(&base, recs, "")
 	cordoned := append([]renderer.Destination(nil), plat.Destinations...)
 	for i := range cordoned {
 		if cordoned[i].Name == dest {
@@ -120,15 +117,11 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		}
 	}
 
-	// Each workload's records, by store.
-	byWorkload := map[string]map[renderer.StoreRef]statestore.Record{}
-	for ref, rs := range recs {
-		for _, r := range rs {
-			if byWorkload[r.Workload] == nil {
-				byWorkload[r.Workload] = map[renderer.StoreRef]statestore.Record{}
-			}
-			byWorkload[r.Workload][ref] = r
-		}
+	// Each workload's records, by store: of the workloads the index places
+	// on dest, or of every workload in a store that predates the index.
+	byWorkload, err := drainRecords(views, from.Store, dest)
+	if err != nil {
+		return nil, ph.check(e.storeErr(from.Store, stores, err))
 	}
 	keys := make([]string, 0, len(byWorkload))
 	for k := range byWorkload {
@@ -136,10 +129,41 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	}
 	sort.Strings(keys)
 
+	// The load every choice starts from, updated as groups move: read for
+	// the destinations the moving groups could go to.
+	base := renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}}
+	applyFacts(&base, views, "")
+	var cands []string
+	for _, key := range keys {
+		for _, r := range byWorkload[key] {
+			for _, p := range r.Placements {
+				if r.Type != string(renderer.ResourceWorkflow) || !slices.Contains(p.Destinations, dest) {
+					continue
+				}
+				g := renderer.Place(renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}, Destinations: cordoned, Strategy: e.opts.Strategy}, drainGroup(p))
+				for _, v := range g.Verdicts {
+					if v.Reason == "" {
+						cands = append(cands, v.Destination)
+					}
+				}
+			}
+			break
+		}
+	}
+	if len(cands) > 0 {
+		slices.Sort(cands)
+		if err := e.readLoad(ctx, plat, views, slices.Compact(cands), "", &base); err != nil {
+			return nil, ph.check(err)
+		}
+	}
+
 	snaps := map[renderer.StoreRef]statestore.Snapshot{}
 	snapshot := func(ref renderer.StoreRef) (statestore.Snapshot, error) {
 		if s, ok := snaps[ref]; ok {
 			return s, nil
+		}
+		if v := views[ref]; v != nil {
+			return v.snap, nil
 		}
 		s, err := stores[ref].Snapshot(ctx)
 		if err == nil {
@@ -199,10 +223,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 				continue
 			}
 			wf := renderer.Workflow{Type: renderer.ResourceWorkflow, Action: renderer.Configure, Promise: rec.Promise, Pipeline: rec.Pipeline, Name: rec.Name, Namespace: rec.Namespace}
-			g := renderer.Group{Directory: p.Group, ID: renderer.GroupID(p.Group), Selector: renderer.Selector{MatchLabels: p.MatchLabels}}
-			for _, x := range p.MatchExpressions {
-				g.Selector.MatchExpressions = append(g.Selector.MatchExpressions, x)
-			}
+			g := drainGroup(p)
 			in := renderer.Input{Workflow: wf, Destinations: cordoned, Load: base.Load, Flavour: rec.Flavour, Strategy: e.opts.Strategy, Seed: e.opts.Seed}
 			g = renderer.Place(in, g)
 			if g.Unscheduled() {
@@ -368,4 +389,72 @@ func uniqueWrites(ws []*pendingWrite) []*pendingWrite {
 		}
 	}
 	return out
+}
+
+// drainGroup is the group a placement describes, to be placed again.
+func drainGroup(p layout.Placement) renderer.Group {
+	g := renderer.Group{Directory: p.Group, ID: renderer.GroupID(p.Group), Selector: renderer.Selector{MatchLabels: p.MatchLabels}}
+	g.Selector.MatchExpressions = append(g.Selector.MatchExpressions, p.MatchExpressions...)
+	return g
+}
+
+// drainRecords returns, by workload and store, the records of the
+// workloads placed on dest. An indexed store names them in its index (the
+// store that holds dest does); a store that predates the index gives all
+// of its records, as before.
+func drainRecords(views map[renderer.StoreRef]*storeView, home renderer.StoreRef, dest string) (map[string]map[renderer.StoreRef]statestore.Record, error) {
+	out := map[string]map[renderer.StoreRef]statestore.Record{}
+	add := func(ref renderer.StoreRef, r statestore.Record) {
+		if out[r.Workload] == nil {
+			out[r.Workload] = map[renderer.StoreRef]statestore.Record{}
+		}
+		out[r.Workload][ref] = r
+	}
+	var keys []string
+	for _, ref := range sortedRefs(views) {
+		for _, r := range views[ref].facts.All {
+			if placedOn(r, dest) {
+				keys = append(keys, r.Workload)
+			}
+		}
+	}
+	if v := views[home]; v != nil && v.facts.All == nil {
+		k, err := statestore.PlacedOn(v.snap, dest)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k...)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	for _, ref := range sortedRefs(views) {
+		v := views[ref]
+		if v.facts.All != nil {
+			for _, r := range v.facts.All {
+				if _, ok := slices.BinarySearch(keys, r.Workload); ok {
+					add(ref, r)
+				}
+			}
+			continue
+		}
+		for _, k := range keys {
+			f, err := statestore.ReadFacts(v.snap, k, "")
+			if err != nil {
+				return nil, err
+			}
+			if f.Own != nil {
+				add(ref, *f.Own)
+			}
+		}
+	}
+	return out, nil
+}
+
+func placedOn(r statestore.Record, dest string) bool {
+	for _, p := range r.Placements {
+		if slices.Contains(p.Destinations, dest) {
+			return true
+		}
+	}
+	return false
 }

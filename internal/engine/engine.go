@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -259,11 +260,13 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err := checkStorePaths(ld.Platform, early, workloadKey(wf)); err != nil {
 		return nil, ph.check(err)
 	}
-	if _, err := fluxcheck.CheckPlan(ctx, early); err != nil {
+	earlyObjects, err := fluxcheck.CheckPlan(ctx, early)
+	if err != nil {
 		return nil, ph.check(err)
 	}
 
-	recs, failed := e.readRecords(ctx, stores)
+	key := workloadKey(wf)
+	views, failed := e.readViews(ctx, stores, key, wf.Promise, earlyHints(in, early, earlyObjects, key))
 	if err := ph.check(nil); err != nil {
 		return nil, err
 	}
@@ -278,19 +281,28 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		report.Duration = time.Since(start)
 		return report, nil
 	}
-	key := workloadKey(wf)
-	holders := applyRecords(&in, recs, key)
+	holders := applyFacts(&in, views, key)
 
 	plan, err := renderer.RenderContext(ctx, in)
 	if err != nil {
 		return nil, ph.check(err)
+	}
+	// Spreading needs the load on the destinations a group could go to:
+	// read it for those only, and place again with it.
+	if cands := renderer.LoadCandidates(in, plan); len(cands) > 0 {
+		if err := e.readLoad(ctx, ld.Platform, views, cands, key, &in); err != nil {
+			return nil, ph.check(err)
+		}
+		if plan, err = renderer.RenderContext(ctx, in); err != nil {
+			return nil, ph.check(err)
+		}
 	}
 	report.Plan = plan
 	objects, err := fluxcheck.CheckPlan(ctx, plan)
 	if err != nil {
 		return nil, ph.check(err)
 	}
-	if err := fluxcheck.Duplicates(objects, otherObjects(recs, key)); err != nil {
+	if err := fluxcheck.Duplicates(objects, legacyObjects(views, key)); err != nil {
 		return nil, ph.check(err)
 	}
 
@@ -306,6 +318,21 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		updates[w.Store] = statestore.Update{
 			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates,
 			Destinations: w.Destinations, Record: &r,
+		}
+	}
+	// An object another workload holds in a store is bad input: refuse it
+	// here, before any store is written, not when that store's turn comes.
+	for _, ref := range sortedRefs(updates) {
+		v := views[ref]
+		if v == nil || v.facts.All != nil {
+			continue // a store that predates the index: checked above
+		}
+		if err := statestore.CheckClaims(v.snap, updates[ref], nil); err != nil {
+			var oe *statestore.OwnedError
+			if errors.As(err, &oe) {
+				err = &renderer.InputError{Where: stores[ref].String(), Msg: strings.TrimPrefix(oe.Error(), statestore.ErrConflict.Error()+": ")}
+			}
+			return nil, ph.check(err)
 		}
 	}
 	// Promise workflows leave their record in every store, so that resource
@@ -399,20 +426,29 @@ func (e *Engine) open(p *inputs.Platform, refs []renderer.StoreRef) (map[rendere
 	return out, nil
 }
 
-// otherObjects gathers what other workloads recorded writing, by workload.
-func otherObjects(recs map[renderer.StoreRef][]statestore.Record, key string) map[string][]fluxcheck.Object {
+// legacyObjects gathers what other workloads recorded writing, by
+// workload, from stores that predate the placement index (the others
+// answer through claims: see statestore.CheckClaims).
+func legacyObjects(views map[renderer.StoreRef]*storeView, key string) map[string][]fluxcheck.Object {
 	out := map[string][]fluxcheck.Object{}
-	for _, rs := range recs {
-		for _, r := range rs {
+	for _, v := range views {
+		for _, r := range v.facts.All {
 			if r.Workload == key {
 				continue
 			}
-			for _, o := range r.Objects {
-				out[r.Workload] = append(out[r.Workload], o)
-			}
+			out[r.Workload] = append(out[r.Workload], r.Objects...)
 		}
 	}
 	return out
+}
+
+func sortedRefs[V any](m map[renderer.StoreRef]V) []renderer.StoreRef {
+	refs := make([]renderer.StoreRef, 0, len(m))
+	for ref := range m {
+		refs = append(refs, ref)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	return refs
 }
 
 func secretName(p *inputs.Platform, ref renderer.StoreRef) string {
@@ -445,75 +481,117 @@ func storeRefs(p *inputs.Platform) []renderer.StoreRef {
 	return refs
 }
 
-func (e *Engine) readRecords(ctx context.Context, stores map[renderer.StoreRef]statestore.Store) (map[renderer.StoreRef][]statestore.Record, map[renderer.StoreRef]error) {
+// storeView is what one render read from one store: a snapshot, kept for
+// later lookups, and the facts found in it.
+type storeView struct {
+	name  string
+	snap  statestore.Snapshot
+	facts statestore.Facts
+}
+
+// readViews takes a snapshot of every store, in parallel, and looks up
+// what the render of workload key (of promise) needs in each. On a store
+// with the placement index this reads a few paths, whatever the store's
+// size (see statestore.ReadFacts).
+func (e *Engine) readViews(ctx context.Context, stores map[renderer.StoreRef]statestore.Store, key, promise string, hints map[renderer.StoreRef]statestore.Hint) (map[renderer.StoreRef]*storeView, map[renderer.StoreRef]error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	recs := map[renderer.StoreRef][]statestore.Record{}
+	views := map[renderer.StoreRef]*storeView{}
 	failed := map[renderer.StoreRef]error{}
 	for ref, s := range stores {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := s.Records(ctx)
+			v, err := readView(ctx, s, key, promise, hints[ref])
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				failed[ref] = err
 				return
 			}
-			recs[ref] = r
+			views[ref] = v
 		}()
 	}
 	wg.Wait()
-	return recs, failed
+	return views, failed
 }
 
-// applyRecords fills what the renderer needs from the stores' records:
-// earlier placements, the promise workflow's selector and the load per
-// destination. It returns the stores that hold this workload.
-func applyRecords(in *renderer.Input, recs map[renderer.StoreRef][]statestore.Record, key string) map[renderer.StoreRef]bool {
+func readView(ctx context.Context, s statestore.Store, key, promise string, hint statestore.Hint) (*storeView, error) {
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := snap.(statestore.Prefetcher); ok && key != "" {
+		// Everything the render will look at, that can be known before
+		// it reads the store, in one go: a lazy snapshot fetches it a
+		// folder level per request for all paths at once.
+		h := statestore.Hint{Reads: []string{statestore.RecordPath(key)}}
+		if promise != "" {
+			h.Dirs = append(h.Dirs, path.Join(statestore.RecordsDir, "promise", promise))
+		}
+		_ = p.Prefetch(h.Merge(hint))
+	}
+	f, err := statestore.ReadFacts(snap, key, promise)
+	if err != nil {
+		return nil, &statestore.StoreError{Store: s.String(), Op: "read records", Err: err}
+	}
+	return &storeView{name: s.String(), snap: snap, facts: f}, nil
+}
+
+// earlyHints are, per store, the paths the plan made before reading the
+// stores would write: what the render will most likely look at. (The index
+// folders a spread choice weighs are not in it: a render that keeps its
+// placement never reads them.)
+func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Object, key string) map[renderer.StoreRef]statestore.Hint {
+	out := map[renderer.StoreRef]statestore.Hint{}
+	for _, w := range early.Writes {
+		r := &statestore.Record{Type: string(in.Workflow.Type), Flavour: in.Flavour, Placements: early.Placements()}
+		for _, o := range objects {
+			if o.Store == w.Store.String() {
+				r.Objects = append(r.Objects, o)
+			}
+		}
+		out[w.Store] = statestore.UpdateHint(statestore.Update{Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates, Record: r})
+	}
+	return out
+}
+
+// applyFacts fills what the renderer needs from the stores' records:
+// earlier placements and the promise workflow's selector; from a store that
+// predates the index, the load per destination too. It returns the stores
+// that hold this workload.
+func applyFacts(in *renderer.Input, views map[renderer.StoreRef]*storeView, key string) map[renderer.StoreRef]bool {
 	holders := map[renderer.StoreRef]bool{}
 	in.Load = renderer.Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}
 	counted := map[string]bool{}
 	var promiseSelectors []statestore.Record
-	refs := make([]renderer.StoreRef, 0, len(recs))
-	for ref := range recs {
-		refs = append(refs, ref)
-	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
-	for _, ref := range refs {
-		for _, r := range recs[ref] {
-			if r.Workload == key {
-				holders[ref] = true
-				if in.Previous == nil && len(r.Placements) > 0 {
-					in.Previous = map[string][]string{}
-					for _, p := range r.Placements {
-						in.Previous[p.Group] = p.Destinations
-					}
+	seenPromise := map[string]bool{}
+	for _, ref := range sortedRefs(views) {
+		f := views[ref].facts
+		if r := f.Own; r != nil {
+			holders[ref] = true
+			if in.Previous == nil && len(r.Placements) > 0 {
+				in.Previous = map[string][]string{}
+				for _, p := range r.Placements {
+					in.Previous[p.Group] = p.Destinations
 				}
-				continue
 			}
-			if r.Type == string(renderer.PromiseWorkflow) && r.Promise == in.Workflow.Promise && len(r.DefaultSelector) > 0 {
+		}
+		for _, r := range f.Promise {
+			if r.Type == string(renderer.PromiseWorkflow) && r.Promise == in.Workflow.Promise && len(r.DefaultSelector) > 0 && !seenPromise[ref.String()+"\x00"+r.Workload] {
+				seenPromise[ref.String()+"\x00"+r.Workload] = true
 				promiseSelectors = append(promiseSelectors, r)
 			}
-			if r.Type == string(renderer.ResourceWorkflow) && !counted[r.Workload] {
+		}
+		for _, r := range f.All {
+			if r.Workload != key && r.Type == string(renderer.ResourceWorkflow) && !counted[r.Workload] {
 				counted[r.Workload] = true
-				for _, p := range r.Placements {
-					for _, d := range p.Destinations {
-						in.Load.Total[d]++
-						if r.Flavour != "" {
-							if in.Load.ByFlavour[r.Flavour] == nil {
-								in.Load.ByFlavour[r.Flavour] = map[string]int{}
-							}
-							in.Load.ByFlavour[r.Flavour][d]++
-						}
-					}
-				}
+				addLoad(&in.Load, r)
 			}
 		}
 	}
 	if in.Workflow.Type == renderer.ResourceWorkflow && len(promiseSelectors) > 0 {
-		sort.Slice(promiseSelectors, func(i, j int) bool { return promiseSelectors[i].Workload < promiseSelectors[j].Workload })
+		sort.SliceStable(promiseSelectors, func(i, j int) bool { return promiseSelectors[i].Workload < promiseSelectors[j].Workload })
 		in.PromiseWorkflowSelector = map[string]string{}
 		for _, r := range promiseSelectors {
 			for k, v := range r.DefaultSelector {
@@ -524,6 +602,61 @@ func applyRecords(in *renderer.Input, recs map[renderer.StoreRef][]statestore.Re
 		}
 	}
 	return holders
+}
+
+func addLoad(l *renderer.Load, r statestore.Record) {
+	for _, p := range r.Placements {
+		for _, d := range p.Destinations {
+			l.Total[d]++
+			if r.Flavour != "" {
+				if l.ByFlavour[r.Flavour] == nil {
+					l.ByFlavour[r.Flavour] = map[string]int{}
+				}
+				l.ByFlavour[r.Flavour][d]++
+			}
+		}
+	}
+}
+
+// readLoad adds to in.Load what the indexed stores say about dests: each
+// destination's count comes from the store that holds it. Stores that
+// predate the index were counted from their records already.
+func (e *Engine) readLoad(ctx context.Context, p *inputs.Platform, views map[renderer.StoreRef]*storeView, dests []string, key string, in *renderer.Input) error {
+	byStore := map[renderer.StoreRef][]string{}
+	want := map[string]bool{}
+	for _, d := range dests {
+		want[d] = true
+	}
+	for _, d := range p.Destinations {
+		if want[d.Name] {
+			byStore[d.Store] = append(byStore[d.Store], d.Name)
+		}
+	}
+	for _, ref := range sortedRefs(byStore) {
+		v := views[ref]
+		if v == nil || v.facts.All != nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		l, err := statestore.ReadLoad(v.snap, byStore[ref], key)
+		if err != nil {
+			return &statestore.StoreError{Store: v.name, Op: "read placements", Err: err}
+		}
+		for d, n := range l.Total {
+			in.Load.Total[d] += n
+		}
+		for f, m := range l.ByFlavour {
+			if in.Load.ByFlavour[f] == nil {
+				in.Load.ByFlavour[f] = map[string]int{}
+			}
+			for d, n := range m {
+				in.Load.ByFlavour[f][d] += n
+			}
+		}
+	}
+	return nil
 }
 
 func (e *Engine) record(wf renderer.Workflow, in renderer.Input, plan *renderer.Plan, sels []renderer.SelectorEntry) *statestore.Record {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,10 +31,72 @@ func placed(group string, dests ...string) func(*statestore.Record) {
 	}
 }
 
-func TestApplyRecords(t *testing.T) {
+// memSnap is a statestore.Snapshot over a map of files.
+type memSnap map[string][]byte
+
+func (m memSnap) Compare(p string, data []byte) (bool, bool, error) {
+	old, ok := m[p]
+	return ok, ok && bytes.Equal(old, data), nil
+}
+
+func (m memSnap) ReadFile(p string) ([]byte, error) {
+	if b, ok := m[p]; ok {
+		return b, nil
+	}
+	return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
+}
+
+func (m memSnap) List(dir string) ([]string, error) {
+	var out []string
+	for p := range m {
+		if strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// writeRecords fills a store with records: as render writes them today
+// (through PlanUpdate, index and all), or as render wrote them before the
+// placement index (the records alone).
+func writeRecords(t *testing.T, indexed bool, recs ...statestore.Record) memSnap {
+	t.Helper()
+	m := memSnap{}
+	for _, r := range recs {
+		if !indexed {
+			m[statestore.RecordPath(r.Workload)] = r.Encode()
+			continue
+		}
+		r := r
+		plan, err := statestore.PlanUpdate(m, statestore.Update{Workload: r.Workload, Record: &r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range plan.Ops {
+			if op.Delete {
+				delete(m, op.Path)
+			} else {
+				m[op.Path] = op.Data
+			}
+		}
+	}
+	return m
+}
+
+// What a render learns from the stores is the same whether a store has
+// the placement index (a few lookups) or predates it (every record read).
+func TestApplyFacts(t *testing.T) {
+	for _, indexed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) { testApplyFacts(t, indexed) })
+	}
+}
+
+func testApplyFacts(t *testing.T, indexed bool) {
 	a := renderer.StoreRef{Kind: "GitStateStore", Name: "a"}
 	b := renderer.StoreRef{Kind: "GitStateStore", Name: "b"}
 	c := renderer.StoreRef{Kind: "GitStateStore", Name: "c"}
+	plat := &inputs.Platform{Destinations: []renderer.Destination{{Name: "d1", Store: a}, {Name: "d2", Store: b}}}
 	wf := renderer.Workflow{Type: renderer.ResourceWorkflow, Action: renderer.Configure, Promise: "pg", Pipeline: "x", Name: "me", Namespace: "ns"}
 	key := workloadKey(wf)
 	flav := func(f string) func(*statestore.Record) { return func(r *statestore.Record) { r.Flavour = f } }
@@ -45,28 +108,47 @@ func TestApplyRecords(t *testing.T) {
 			}
 		}
 	}
-	// Resource "other" is recorded in two stores: it counts once.
+	// Resource "other" is recorded in both stores it is placed in: it
+	// counts once per placement.
 	other := rec("resource/ns/pg/other/x", "resource", "pg", placed(".", "d1"), placed("backup", "d2"), flav("gold"))
-	recs := map[renderer.StoreRef][]statestore.Record{
-		a: {
-			rec(key, "resource", "pg", placed(".", "d2"), placed("backup", "d1")),
+	snaps := map[renderer.StoreRef]memSnap{
+		a: writeRecords(t, indexed,
+			rec(key, "resource", "pg", placed(".", "d1"), placed("backup", "d1")),
 			other,
 			rec("promise/pg/b-pipe", "promise", "pg", sel("tier", "silver", "zone", "eu")),
 			rec("promise/redis/x", "promise", "redis", sel("tier", "bronze", "leak", "yes")),
-		},
-		b: {
+		),
+		b: writeRecords(t, indexed,
 			other,
 			rec("promise/pg/a-pipe", "promise", "pg", sel("tier", "gold")),
-			rec("resource/ns/redis/r/x", "resource", "redis", placed(".", "d1")),
-		},
+			rec("resource/ns/redis/r/x", "resource", "redis", placed(".", "d2")),
+		),
 		c: {},
 	}
+	views := func(key, promise string) map[renderer.StoreRef]*storeView {
+		out := map[renderer.StoreRef]*storeView{}
+		for ref, snap := range snaps {
+			f, err := statestore.ReadFacts(snap, key, promise)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (f.All != nil) == indexed && len(snap) > 0 {
+				t.Fatalf("store %s: read every record: %v, want %v", ref, f.All != nil, !indexed)
+			}
+			out[ref] = &storeView{name: ref.String(), snap: snap, facts: f}
+		}
+		return out
+	}
 	in := renderer.Input{Workflow: wf}
-	holders := applyRecords(&in, recs, key)
+	v := views(key, "pg")
+	holders := applyFacts(&in, v, key)
+	if err := New(Options{}).readLoad(context.Background(), plat, v, []string{"d1", "d2"}, key, &in); err != nil {
+		t.Fatal(err)
+	}
 	if len(holders) != 1 || !holders[a] {
 		t.Errorf("holders %v, want only store a", holders)
 	}
-	if fmt.Sprint(in.Previous) != "map[.:[d2] backup:[d1]]" {
+	if fmt.Sprint(in.Previous) != "map[.:[d1] backup:[d1]]" {
 		t.Errorf("previous placements %v", in.Previous)
 	}
 	// Both of the promise's workflows contribute; on a conflict the first
@@ -76,7 +158,7 @@ func TestApplyRecords(t *testing.T) {
 	}
 	// Load: "other" counts once per placement (not once per store), this
 	// workload not at all, other promises' resources too.
-	if fmt.Sprint(in.Load.Total) != "map[d1:2 d2:1]" {
+	if fmt.Sprint(in.Load.Total) != "map[d1:1 d2:2]" {
 		t.Errorf("total load %v", in.Load.Total)
 	}
 	if fmt.Sprint(in.Load.ByFlavour) != "map[gold:map[d1:1 d2:1]]" {
@@ -85,7 +167,7 @@ func TestApplyRecords(t *testing.T) {
 
 	// A promise workflow does not inherit anything.
 	pin := renderer.Input{Workflow: renderer.Workflow{Type: renderer.PromiseWorkflow, Promise: "pg", Pipeline: "c-pipe"}}
-	applyRecords(&pin, recs, "promise/pg/c-pipe")
+	applyFacts(&pin, views("promise/pg/c-pipe", "pg"), "promise/pg/c-pipe")
 	if pin.PromiseWorkflowSelector != nil {
 		t.Errorf("a promise workflow inherited %v", pin.PromiseWorkflowSelector)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 
 	"github.com/render-dev/render/statestore"
@@ -209,7 +210,14 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 	if err != nil {
 		return head, nil
 	}
-	var deletes []*packp.Command
+	type waiting struct {
+		ref    plumbing.ReferenceName
+		commit plumbing.Hash
+		u      statestore.Update
+		author object.Signature
+	}
+	var folds []waiting
+	var hint statestore.Hint
 	for _, q := range reqs {
 		if q.ref == mine {
 			continue
@@ -218,6 +226,15 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 		if err != nil || fu.Workload == workload || pendingRef(r.space, fu.Workload) != q.ref {
 			continue
 		}
+		folds = append(folds, waiting{q.ref, q.commit, fu, author})
+		hint = hint.Merge(statestore.UpdateHint(fu))
+	}
+	// One prefetch for every request's paths: a folder level per request
+	// to the server, not a few per folded update.
+	_ = snap.Prefetch(hint)
+	var deletes []*packp.Command
+	for _, f := range folds {
+		q, fu, author := f, f.u, f.author
 		plan, err := statestore.PlanUpdate(snap, fu)
 		if err != nil {
 			continue

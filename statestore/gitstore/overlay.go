@@ -97,3 +97,11 @@ func (o *overlay) flush() error {
 	}
 	return nil
 }
+
+// fetchMissing passes a batch fetch to the base (a partial clone's store).
+func (o *overlay) fetchMissing(hs []plumbing.Hash) error {
+	if bf, ok := o.EncodedObjectStorer.(batchFetcher); ok {
+		return bf.fetchMissing(hs)
+	}
+	return nil
+}

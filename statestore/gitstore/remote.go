@@ -38,6 +38,24 @@ type remoteRepo struct {
 	// space is the ref folder of this branch's group-commit requests (see
 	// pending.go); "" once the server has shown it cannot take part.
 	space string
+
+	// The partial clone (see lazy.go): the server's capabilities, whether
+	// it serves objects one by one, and a kept http session.
+	caps    *capability.List
+	partial bool
+	up      transport.UploadPackSession
+	// What fetching cost, for tests and the benchmark.
+	requests       int
+	objectsFetched int
+	bytesFetched   int64
+}
+
+// reset forgets everything the clone holds (a kept clone that grew past
+// maxKeptObjects); the next fetch starts again.
+func (r *remoteRepo) reset() {
+	r.st = memory.NewStorage()
+	r.remote = git.NewRemote(r.st, &config.RemoteConfig{Name: "origin", URLs: []string{r.cfg.URL}})
+	r.fetched = false
 }
 
 func newRemoteRepo(cfg Config) *remoteRepo {
@@ -59,7 +77,7 @@ func (r *remoteRepo) head(ctx context.Context, refresh bool) (plumbing.Hash, sto
 			return plumbing.ZeroHash, nil, err
 		}
 	}
-	return r.tip(), r.st, nil
+	return r.tip(), &lazyObjects{EncodedObjectStorer: r.st, r: r, ctx: ctx}, nil
 }
 
 func (r *remoteRepo) tip() plumbing.Hash {
@@ -70,35 +88,9 @@ func (r *remoteRepo) tip() plumbing.Hash {
 	return ref.Hash()
 }
 
-// fetch brings the branch tip (depth 1) and the group-commit requests
-// waiting on it, and forgets requests the server no longer has. A missing
-// branch or an empty repository is an empty tip, not an error: the first
-// push creates it.
+// fetch brings the branch tip and the requests waiting on it (fetchTips).
 func (r *remoteRepo) fetch(ctx context.Context) error {
-	specs := []config.RefSpec{config.RefSpec(fmt.Sprintf("+%s:%s", r.branch, r.tracked))}
-	if r.space != "" {
-		specs = append(specs, config.RefSpec(fmt.Sprintf("+%s*:%s*", r.space, r.space)))
-	}
-	err := r.retry(ctx, func() error {
-		return r.remote.FetchContext(ctx, &git.FetchOptions{
-			RefSpecs:        specs,
-			Depth:           1,
-			Auth:            r.cfg.Auth,
-			CABundle:        r.cfg.CABundle,
-			InsecureSkipTLS: r.cfg.InsecureSkipTLS,
-			Tags:            git.NoTags,
-			Force:           true,
-			Prune:           true,
-		})
-	})
-	var noMatch git.NoMatchingRefSpecError
-	switch {
-	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
-	case errors.Is(err, transport.ErrEmptyRemoteRepository), errors.As(err, &noMatch):
-		// No branch yet. Requests (if any) are read from the
-		// advertisement when this writer next pushes.
-		_ = r.st.RemoveReference(r.tracked)
-	default:
+	if err := r.fetchTips(ctx); err != nil {
 		return err
 	}
 	r.fetched = true

@@ -370,3 +370,80 @@ func (t *treeSnap) rootOrEmpty(s storer.EncodedObjectStorer) plumbing.Hash {
 	}
 	return h
 }
+
+// Prefetch fetches, on a partial clone, the trees on the way to h's paths,
+// the trees below h's folders and the blobs of h's reads, a folder level at
+// a time: a few requests in all, instead of one per folder. On a full
+// clone it does nothing.
+func (t *treeSnap) Prefetch(h statestore.Hint) error {
+	bf, ok := t.s.(batchFetcher)
+	if !ok || t.root.IsZero() {
+		return nil
+	}
+	type walk struct {
+		tree  plumbing.Hash
+		parts []string // the path's rest below tree
+		read  bool     // fetch the blob at the end
+		dir   bool     // fetch every tree below the end
+	}
+	var level []walk
+	add := func(ps []string, read, dir bool) {
+		for _, p := range ps {
+			full := t.full(p)
+			var parts []string
+			if full != "" && full != "." {
+				parts = strings.Split(full, "/")
+			}
+			level = append(level, walk{tree: t.root, parts: parts, read: read, dir: dir})
+		}
+	}
+	add(h.Paths, false, false)
+	add(h.Reads, true, false)
+	add(h.Dirs, false, true)
+	var blobs []plumbing.Hash // found on the level before: fetched with this one
+	for len(level) > 0 || len(blobs) > 0 {
+		want := blobs
+		blobs = nil
+		for _, w := range level {
+			if _, ok := t.cache[w.tree]; !ok {
+				want = append(want, w.tree)
+			}
+		}
+		if err := bf.fetchMissing(want); err != nil {
+			return err
+		}
+		var next []walk
+		seen := map[plumbing.Hash]bool{}
+		for _, w := range level {
+			tr, err := t.tree(w.tree)
+			if err != nil {
+				return err
+			}
+			if len(w.parts) == 0 {
+				if w.dir {
+					for _, e := range tr.Entries {
+						if e.Mode == filemode.Dir && !seen[e.Hash] {
+							seen[e.Hash] = true
+							next = append(next, walk{tree: e.Hash, dir: true})
+						}
+					}
+				}
+				continue
+			}
+			for _, e := range tr.Entries {
+				if e.Name != w.parts[0] {
+					continue
+				}
+				switch {
+				case e.Mode == filemode.Dir:
+					next = append(next, walk{tree: e.Hash, parts: w.parts[1:], read: w.read, dir: w.dir})
+				case len(w.parts) == 1 && w.read && isFile(&e):
+					blobs = append(blobs, e.Hash)
+				}
+				break
+			}
+		}
+		level = next
+	}
+	return nil
+}

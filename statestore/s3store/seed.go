@@ -17,13 +17,8 @@ import (
 // targets depend on other workloads).
 func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	var jobs []func(context.Context) error
-	put := func(p string, data []byte) {
-		jobs = append(jobs, func(ctx context.Context) error {
-			_, err := s.put(ctx, p, data, cond{unconditional: true})
-			return err
-		})
-	}
+	files := map[string][]byte{} // shared files (canaries, the index marker) once
+	put := func(p string, data []byte) { files[p] = data }
 	for _, u := range us {
 		dests, err := checkUpdate(u)
 		if err != nil {
@@ -50,6 +45,13 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 			}
 			put(MarkerPath(d, u.Workload), encodeMarker(newMarker(d, files, aggs, shared, u)))
 		}
+	}
+	jobs := make([]func(context.Context) error, 0, len(files))
+	for p, data := range files {
+		jobs = append(jobs, func(ctx context.Context) error {
+			_, err := s.put(ctx, p, data, cond{unconditional: true})
+			return err
+		})
 	}
 	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return s.wrap("seed", err)

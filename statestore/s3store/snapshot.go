@@ -374,6 +374,18 @@ func (sn *snapshot) prefetch(paths []string) error {
 	return parallel(sn.ctx, sn.s.cfg.Concurrency, jobs)
 }
 
+// Prefetch looks up, in parallel and grouped by folder, everything h names
+// (see statestore.Hint), and reads h.Reads, so that the lookups that follow
+// cost nothing more.
+func (sn *snapshot) Prefetch(h statestore.Hint) error {
+	if err := sn.lookAll(append(append([]string(nil), h.Paths...), h.Reads...), h.Dirs); err != nil {
+		return err
+	}
+	return sn.prefetch(h.Reads)
+}
+
+var _ statestore.Prefetcher = (*snapshot)(nil)
+
 // List returns every file below dir, sorted, listing dir recursively the
 // first time. Tombstones are not files.
 func (sn *snapshot) List(dir string) ([]string, error) {

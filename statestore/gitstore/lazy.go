@@ -1,0 +1,316 @@
+package gitstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
+)
+
+// A remote clone is partial when the server allows it (git's partial
+// clone: the "filter" capability, and wants of any object it holds, which
+// Gitea, GitHub and GitLab all allow). A fetch then brings the branch tip's
+// commit alone, and a render fetches each tree and blob it looks at the
+// first time it looks, a folder level at a time (see treeSnap.Prefetch).
+// So a render pays for the folders on the paths it touches, not for the
+// size of the repository: in a store of 100,000 workloads it reads a few
+// dozen trees. A server without these capabilities is cloned as before:
+// the tip, whole, at depth 1.
+
+// maxKeptObjects and maxKeptBytes bound what a kept clone (watch mode)
+// holds: past either, the next fetch starts again from an empty store, and
+// the render fetches again what it looks at.
+const (
+	maxKeptObjects = 50_000
+	maxKeptBytes   = 64 << 20
+)
+
+// tooBig reports whether the clone outgrew its bounds.
+func (r *remoteRepo) tooBig() bool {
+	objs := r.st.ObjectStorage.Objects
+	if len(objs) > maxKeptObjects {
+		return true
+	}
+	if len(objs) < 1000 {
+		return false
+	}
+	var n int64
+	for _, o := range objs {
+		n += o.Size()
+	}
+	return n > maxKeptBytes
+}
+
+// lazyObjects is a partial clone's object store for one render: objects
+// the clone lacks are fetched from the server when asked for.
+type lazyObjects struct {
+	storer.EncodedObjectStorer // the clone's store
+	r                          *remoteRepo
+	ctx                        context.Context
+}
+
+func (l *lazyObjects) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	o, err := l.EncodedObjectStorer.EncodedObject(t, h)
+	if !errors.Is(err, plumbing.ErrObjectNotFound) || !l.r.partial {
+		return o, err
+	}
+	if err := l.r.fetchObjects(l.ctx, []plumbing.Hash{h}); err != nil {
+		return nil, fmt.Errorf("fetch object %s: %w", h, err)
+	}
+	return l.EncodedObjectStorer.EncodedObject(t, h)
+}
+
+// fetchMissing fetches, in one request, those of hs the clone lacks.
+func (l *lazyObjects) fetchMissing(hs []plumbing.Hash) error {
+	if !l.r.partial {
+		return nil
+	}
+	var want []plumbing.Hash
+	seen := map[plumbing.Hash]bool{}
+	for _, h := range hs {
+		if h.IsZero() || seen[h] || l.EncodedObjectStorer.HasEncodedObject(h) == nil {
+			continue
+		}
+		seen[h] = true
+		want = append(want, h)
+	}
+	return l.r.fetchObjects(l.ctx, want)
+}
+
+// batchFetcher is an object store that can fetch many missing objects in
+// one request.
+type batchFetcher interface {
+	fetchMissing(hs []plumbing.Hash) error
+}
+
+// uploadSession opens a session to fetch from the server. An http(s)
+// session is stateless and is kept for the render's later fetches; the
+// others (ssh) carry one request each.
+func (r *remoteRepo) uploadSession() (transport.UploadPackSession, error) {
+	if r.up != nil {
+		return r.up, nil
+	}
+	ep, err := transport.NewEndpoint(r.cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	ep.CaBundle, ep.InsecureSkipTLS = r.cfg.CABundle, r.cfg.InsecureSkipTLS
+	cli, err := client.NewClient(ep)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := cli.NewUploadPackSession(ep, r.cfg.Auth)
+	if err != nil {
+		return nil, err
+	}
+	if ep.Protocol == "http" || ep.Protocol == "https" {
+		r.up = sess
+	}
+	return sess, nil
+}
+
+// fetchObjects fetches exactly the objects want (trees without what is
+// below them) into the clone, in one request.
+func (r *remoteRepo) fetchObjects(ctx context.Context, want []plumbing.Hash) error {
+	if len(want) == 0 {
+		return nil
+	}
+	err := r.retry(ctx, func() error {
+		sess, err := r.uploadSession()
+		if err != nil {
+			return err
+		}
+		if r.up == nil {
+			defer sess.Close()
+		}
+		req := packp.NewUploadPackRequestFromCapabilities(r.caps)
+		req.Wants = want
+		req.Filter = packp.FilterTreeDepth(0)
+		_ = req.Capabilities.Set(capability.Filter)
+		return r.receive(ctx, sess, req)
+	})
+	if err == nil {
+		r.objectsFetched += len(want)
+		r.requests++
+	}
+	return err
+}
+
+// receive sends req and stores the packfile that answers it.
+func (r *remoteRepo) receive(ctx context.Context, sess transport.UploadPackSession, req *packp.UploadPackRequest) error {
+	req.Capabilities.Delete(capability.MultiACK)
+	req.Capabilities.Delete(capability.MultiACKDetailed)
+	_ = req.Capabilities.Set(capability.NoProgress)
+	resp, err := sess.UploadPack(ctx, req)
+	if errors.Is(err, transport.ErrEmptyUploadPackRequest) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	var rd io.Reader = resp
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		rd = sideband.NewDemuxer(sideband.Sideband64k, resp)
+	case req.Capabilities.Supports(capability.Sideband):
+		rd = sideband.NewDemuxer(sideband.Sideband, resp)
+	}
+	cr := &countingReader{r: rd}
+	err = packfile.UpdateObjectStorage(r.st, cr)
+	r.bytesFetched += cr.n
+	return err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// partialAllowed reports whether a server's capabilities allow a partial
+// clone: filters, and wants of objects that are not ref tips.
+func partialAllowed(caps *capability.List) bool {
+	return caps.Supports(capability.Filter) && caps.Supports(capability.AllowReachableSHA1InWant)
+}
+
+// fetchTips brings the branch tip and the group-commit requests waiting on
+// it (their commits only, on a partial clone) and forgets refs the server
+// no longer has. A missing branch or an empty repository is an empty tip.
+func (r *remoteRepo) fetchTips(ctx context.Context) error {
+	if r.tooBig() {
+		r.reset()
+	}
+	return r.retry(ctx, func() error {
+		sess, err := r.uploadSession()
+		if err != nil {
+			return err
+		}
+		if r.up == nil {
+			defer sess.Close()
+		}
+		adv, err := sess.AdvertisedReferencesContext(ctx)
+		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+			r.setRefs(nil)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r.caps = adv.Capabilities
+		r.partial = partialAllowed(adv.Capabilities)
+		all, err := adv.AllReferences()
+		if err != nil {
+			return err
+		}
+		refs := map[plumbing.ReferenceName]plumbing.Hash{}
+		var want, reqs []plumbing.Hash
+		for name, ref := range all {
+			if ref.Type() != plumbing.HashReference {
+				continue
+			}
+			if name != r.branch && (r.space == "" || !strings.HasPrefix(name.String(), r.space)) {
+				continue
+			}
+			refs[name] = ref.Hash()
+			switch {
+			case r.st.HasEncodedObject(ref.Hash()) == nil:
+			case name == r.branch:
+				want = append(want, ref.Hash())
+			default:
+				reqs = append(reqs, ref.Hash())
+			}
+		}
+		// The tip alone (on a partial clone), then the requests whole:
+		// they are small, and whoever fetches them is about to fold them.
+		if !r.partial {
+			want, reqs = append(want, reqs...), nil
+		}
+		for i, w := range [][]plumbing.Hash{want, reqs} {
+			if len(w) == 0 {
+				continue
+			}
+			if i > 0 && r.up == nil {
+				// A session that is not http carries one request.
+				if sess, err = r.uploadSession(); err != nil {
+					return err
+				}
+				defer sess.Close()
+			}
+			req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
+			req.Wants = w
+			req.Depth = packp.DepthCommits(1)
+			_ = req.Capabilities.Set(capability.Shallow)
+			if r.partial && i == 0 {
+				req.Filter = packp.FilterTreeDepth(0)
+				_ = req.Capabilities.Set(capability.Filter)
+			}
+			if err := r.receive(ctx, sess, req); err != nil {
+				return err
+			}
+			r.requests++
+		}
+		r.setRefs(refs)
+		return nil
+	})
+}
+
+// setRefs makes the clone's refs those of the server: the branch tip
+// under its remote-tracking name, and the requests.
+func (r *remoteRepo) setRefs(refs map[plumbing.ReferenceName]plumbing.Hash) {
+	if h, ok := refs[r.branch]; ok {
+		_ = r.st.SetReference(plumbing.NewHashReference(r.tracked, h))
+	} else {
+		_ = r.st.RemoveReference(r.tracked)
+	}
+	if r.space == "" {
+		return
+	}
+	for name := range r.st.ReferenceStorage {
+		if strings.HasPrefix(name.String(), r.space) {
+			if _, ok := refs[name]; !ok {
+				_ = r.st.RemoveReference(name)
+			}
+		}
+	}
+	for name, h := range refs {
+		if name != r.branch {
+			_ = r.st.SetReference(plumbing.NewHashReference(name, h))
+		}
+	}
+}
+
+// FetchStats says what a store fetched from a remote server since it was
+// opened: requests for packs, objects asked for one by one, and packfile
+// bytes received. A local repository fetches nothing.
+type FetchStats struct {
+	Requests int
+	Objects  int
+	Bytes    int64
+	// Partial is whether the server allowed a partial clone.
+	Partial bool
+}
+
+// FetchStats reports what the store fetched so far.
+func (s *Store) FetchStats() FetchStats {
+	r, ok := s.repo.(*remoteRepo)
+	if !ok {
+		return FetchStats{}
+	}
+	return FetchStats{Requests: r.requests, Objects: r.objectsFetched, Bytes: r.bytesFetched, Partial: r.partial}
+}

@@ -1,0 +1,386 @@
+package statestore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/render-dev/render/internal/layout"
+)
+
+// The placement index lets a render learn what it needs from a store by
+// looking up a few paths, whatever the number of workloads the store holds:
+//
+//   - its own record, at RecordPath;
+//   - the records of its promise's workflows, in one folder
+//     (.render/workloads/promise/<promise>/);
+//   - how many resources each candidate destination holds, by flavour, from
+//     the names of the entries below .render/placed/<destination>/ (no
+//     content is read);
+//   - which workload holds a Kubernetes object in a destination, from the
+//     object's claim file (see ClaimPath).
+//
+// An index entry is an empty-looking file per workload, group and
+// destination: .render/placed/<destination>/<type>/<flavour>/<hash>, whose
+// content is the workload's key (so that drain can name the workloads on a
+// destination by reading only theirs). The entries of a workload are a pure
+// function of its record (IndexPaths), so PlanUpdate keeps them in step
+// with the record on every write and every re-plan, with no record of its
+// own listing them.
+//
+// A store written before the index existed has records but no IndexMarker.
+// Such a store is read the old way (every record) and is migrated by its
+// next write: that write adds the index entries and claims of every record
+// it finds, and the marker, in the same commit or upload.
+
+// IndexDir holds the placement index.
+var IndexDir = path.Join(layout.MetaDir, "placed")
+
+// IndexMarker is written with the index; a store that has records and no
+// marker predates the index.
+var IndexMarker = path.Join(layout.MetaDir, "index.json")
+
+// indexMarkerData is the marker's content.
+var indexMarkerData = []byte("{\"format\": 1}\n")
+
+// noFlavour is the flavour folder of a resource without a flavour. A label
+// value cannot be "_", so it cannot be a flavour's name.
+const noFlavour = "_"
+
+// IndexPaths returns the index entries of a record, with their content.
+// Every placement on every destination is one entry, so a resource with two
+// groups on one destination counts twice there, as the spread strategy
+// counts it.
+func IndexPaths(r *Record) map[string][]byte {
+	if r == nil || len(r.Placements) == 0 {
+		return nil
+	}
+	out := map[string][]byte{}
+	content := []byte(r.Workload + "\n")
+	flavour := r.Flavour
+	if flavour == "" {
+		flavour = noFlavour
+	}
+	for _, p := range r.Placements {
+		sum := sha256.Sum256([]byte(r.Workload + "\x00" + p.Group))
+		name := hex.EncodeToString(sum[:10])
+		for _, d := range p.Destinations {
+			if d == "" || strings.Contains(d, "/") {
+				continue
+			}
+			var dir string
+			if r.Type == "resource" {
+				dir = path.Join(IndexDir, d, r.Type, flavour)
+			} else {
+				dir = path.Join(IndexDir, d, r.Type)
+			}
+			out[path.Join(dir, name)] = content
+		}
+	}
+	return out
+}
+
+// Indexed reports whether snap has the placement index. A store with no
+// records at all counts as indexed once anything is written to it; until
+// then there is nothing to index.
+func Indexed(snap Snapshot) (bool, error) {
+	exists, _, err := snap.Compare(IndexMarker, nil)
+	return exists, err
+}
+
+// Facts is what a render needs to know from one store.
+type Facts struct {
+	// Own is the workload's own record, nil when the store has none.
+	Own *Record
+	// Promise holds the records of the workload's promise's workflows
+	// (every pipeline), the workload's own excluded.
+	Promise []Record
+	// All is every record, read only from a store that predates the
+	// index (nil otherwise): the load and the duplicate check use it.
+	All []Record
+}
+
+// ReadFacts looks up what a render of workload (of promise) needs from snap.
+// On an indexed store it reads a few paths; on a store that predates the
+// index it reads every record, as render did before.
+func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
+	var f Facts
+	indexed, err := Indexed(snap)
+	if err != nil {
+		return f, err
+	}
+	if !indexed {
+		all, err := ReadRecords(snap)
+		if err != nil {
+			return f, err
+		}
+		f.All = all
+		for i := range all {
+			switch {
+			case all[i].Workload == workload:
+				r := all[i]
+				f.Own = &r
+			case all[i].Type == "promise" && all[i].Promise == promise:
+				f.Promise = append(f.Promise, all[i])
+			}
+		}
+		return f, nil
+	}
+	var dirs []string
+	if promise != "" {
+		dirs = append(dirs, path.Join(RecordsDir, "promise", promise))
+	}
+	prefetch(snap, Hint{Reads: []string{RecordPath(workload)}, Dirs: dirs})
+	if f.Own, err = readRecord(snap, RecordPath(workload)); err != nil {
+		return f, err
+	}
+	if promise == "" {
+		return f, nil
+	}
+	dir := path.Join(RecordsDir, "promise", promise)
+	paths, err := snap.List(dir)
+	if err != nil {
+		return f, err
+	}
+	prefetch(snap, Hint{Reads: paths})
+	for _, p := range paths {
+		if !strings.HasSuffix(p, ".json") || p == RecordPath(workload) {
+			continue
+		}
+		r, err := readRecord(snap, p)
+		if err != nil {
+			return f, err
+		}
+		if r != nil {
+			f.Promise = append(f.Promise, *r)
+		}
+	}
+	return f, nil
+}
+
+// Load counts the resources placed on each of dests, in total and by
+// flavour, from an indexed store's entries for those destinations. The
+// workload exclude is not counted.
+type Load struct {
+	Total     map[string]int
+	ByFlavour map[string]map[string]int
+}
+
+// ReadLoad reads the load on dests from snap's index. It reads entry names
+// only, except for exclude's own entries, which it recognises by name.
+func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
+	l := Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}
+	mine := map[string]bool{}
+	if exclude != "" {
+		// Any group name: compare by the entry's content instead would
+		// need a read. The workload's own entries are in its record.
+		if own, err := readRecord(snap, RecordPath(exclude)); err != nil {
+			return l, err
+		} else if own != nil {
+			for p := range IndexPaths(own) {
+				mine[p] = true
+			}
+		}
+	}
+	var dirs []string
+	for _, d := range dests {
+		dirs = append(dirs, path.Join(IndexDir, d, "resource"))
+	}
+	prefetch(snap, Hint{Dirs: dirs})
+	for _, d := range dests {
+		dir := path.Join(IndexDir, d, "resource")
+		paths, err := snap.List(dir)
+		if err != nil {
+			return l, err
+		}
+		for _, p := range paths {
+			if mine[p] {
+				continue
+			}
+			rel := strings.TrimPrefix(p, dir+"/")
+			flavour, _, ok := strings.Cut(rel, "/")
+			if !ok {
+				continue
+			}
+			l.Total[d]++
+			if flavour != noFlavour {
+				if l.ByFlavour[flavour] == nil {
+					l.ByFlavour[flavour] = map[string]int{}
+				}
+				l.ByFlavour[flavour][d]++
+			}
+		}
+	}
+	return l, nil
+}
+
+// PlacedOn returns the keys of the workloads an indexed store places on
+// dest, sorted; it reads one small file per workload there.
+func PlacedOn(snap Snapshot, dest string) ([]string, error) {
+	dir := path.Join(IndexDir, dest)
+	paths, err := snap.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	prefetch(snap, Hint{Reads: paths})
+	seen := map[string]bool{}
+	for _, p := range paths {
+		data, err := snap.ReadFile(p)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k := strings.TrimSpace(string(data)); k != "" {
+			seen[k] = true
+		}
+	}
+	return sortedKeys(seen), nil
+}
+
+// CheckClaims refuses, before anything is written, an update whose objects
+// another workload already holds in snap (the same check PlanUpdate makes
+// while writing, made early so that no store is written when another would
+// refuse). On a store that predates the index, all holds every record and
+// the claims are looked up there.
+func CheckClaims(snap Snapshot, u Update, all []Record) error {
+	if u.Record == nil {
+		return nil
+	}
+	if all != nil {
+		byClaim := map[string]*Record{}
+		for i := range all {
+			if all[i].Workload == u.Workload {
+				continue
+			}
+			for _, o := range all[i].Objects {
+				byClaim[ClaimPath(o)] = &all[i]
+			}
+		}
+		for _, o := range u.Record.Objects {
+			if r, ok := byClaim[ClaimPath(o)]; ok {
+				mine := o
+				var theirs *layout.Object
+				for _, ro := range r.Objects {
+					if ClaimPath(ro) == ClaimPath(o) {
+						ro := ro
+						theirs = &ro
+						break
+					}
+				}
+				return &OwnedError{Owner: r.Workload, Object: &mine, OwnerObject: theirs}
+			}
+		}
+		return nil
+	}
+	var paths []string
+	for _, o := range u.Record.Objects {
+		paths = append(paths, ClaimPath(o))
+	}
+	prefetch(snap, Hint{Reads: paths})
+	seen := map[string]bool{}
+	for _, o := range u.Record.Objects {
+		p := ClaimPath(o)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		exists, _, err := snap.Compare(p, nil)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		if err := checkClaim(snap, p, u.Workload, o, func() (map[string]string, error) { return nil, nil }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migration returns the files that bring a store that predates the index
+// up to date: every record's index entries and claims, and the marker. The
+// first record (by workload key) to claim an object keeps it.
+func migration(snap Snapshot) (map[string][]byte, error) {
+	all, err := ReadRecords(snap)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Workload < all[j].Workload })
+	out := map[string][]byte{IndexMarker: indexMarkerData}
+	for i := range all {
+		for p, data := range IndexPaths(&all[i]) {
+			out[p] = data
+		}
+		for _, o := range all[i].Objects {
+			p := ClaimPath(o)
+			if _, taken := out[p]; !taken {
+				out[p] = encodeClaim(all[i].Workload, o)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Prefetcher is implemented by snapshots that read lazily (a partial git
+// clone, a bucket listed folder by folder). Prefetch is told, before a
+// series of lookups, what they will look at, so that it can fetch what lies
+// on their way in a few requests instead of one per folder. It is a hint:
+// lookups work without it.
+type Prefetcher interface {
+	Prefetch(h Hint) error
+}
+
+// Hint is what a series of lookups will look at.
+type Hint struct {
+	// Paths will be compared (Compare): the folders on their way are needed.
+	Paths []string
+	// Reads will be read (ReadFile): their content too.
+	Reads []string
+	// Dirs will be listed (List), recursively.
+	Dirs []string
+}
+
+// prefetch passes a hint to snap when it takes one. A failed hint is not an
+// error: the lookups that follow fetch what they need and report failures.
+func prefetch(snap Snapshot, h Hint) {
+	if p, ok := snap.(Prefetcher); ok && (len(h.Paths) > 0 || len(h.Reads) > 0 || len(h.Dirs) > 0) {
+		_ = p.Prefetch(h)
+	}
+}
+
+// ownMigratedClaims adds to owned the claims on old's objects that name
+// old's workload although its record does not list them: a store migrated
+// to the index wrote them for it (see migration).
+func ownMigratedClaims(snap Snapshot, old *Record, owned map[string]bool) error {
+	var paths []string
+	for _, o := range old.Objects {
+		if p := ClaimPath(o); !owned[p] {
+			paths = append(paths, p)
+		}
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	prefetch(snap, Hint{Reads: paths})
+	for _, p := range paths {
+		data, err := snap.ReadFile(p)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var c claim
+		if json.Unmarshal(data, &c) == nil && c.Workload == old.Workload {
+			owned[p] = true
+		}
+	}
+	return nil
+}
