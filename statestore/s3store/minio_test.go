@@ -228,15 +228,17 @@ func TestRequestCounts(t *testing.T) {
 	cfg.Transport = cnt
 	run := func(u statestore.Update) statestore.Result { return applyOK(t, open(t, cfg), u) }
 
-	// First render: three LISTs (the record's folder, the files' folder
-	// and the marker's folder, all empty), then 50 files, the record and
-	// the marker, and one DELETE of the destination's old-format marker
-	// (there was no record saying it is gone). No GET: there is no record
-	// and the marker is new.
+	// First render: four LISTs (the folders of the record, the files, the
+	// marker and the placement index's marker, all empty) and one of the
+	// records (a store without the index is migrated to it by its first
+	// write: here there is nothing to migrate), then 50 files, the index
+	// marker, the record and the workload's marker, and one DELETE of the
+	// destination's old-format marker (no record said it is gone). No GET:
+	// there is no record and the marker is new.
 	markerPath := MarkerPath("dev", "promise/p/configure")
 	res := run(render(50, nil))
 	n, puts := cnt.take()
-	wantCounts(t, "first render", n, map[string]int{"LIST": 3, "PUT": 52, "DELETE": 1})
+	wantCounts(t, "first render", n, map[string]int{"LIST": 5, "PUT": 53, "DELETE": 1})
 	if len(res.Added) != 50 || !slices.Contains(puts, ".render/workloads/promise/p/configure.json") || !slices.Contains(puts, markerPath) {
 		t.Fatalf("first render: %d added, puts %v", len(res.Added), puts)
 	}
@@ -245,13 +247,13 @@ func TestRequestCounts(t *testing.T) {
 		t.Fatalf("marker: %+v", mk)
 	}
 
-	// Unchanged: the same three LISTs, one GET of the record (the planner
+	// Unchanged: the four folders' LISTs, one GET of the record (the planner
 	// reads it) and one GET of the marker (is it current?). Nothing is
 	// written.
 	for range 2 {
 		res = run(render(50, nil))
 		n, _ = cnt.take()
-		wantCounts(t, "unchanged render", n, map[string]int{"LIST": 3, "GET": 2})
+		wantCounts(t, "unchanged render", n, map[string]int{"LIST": 4, "GET": 2})
 		if res.Updated {
 			t.Fatalf("unchanged render reported an update: %+v", res)
 		}
@@ -263,14 +265,14 @@ func TestRequestCounts(t *testing.T) {
 	noRegion.Region = ""
 	applyOK(t, open(t, noRegion), render(50, nil))
 	n, _ = cnt.take()
-	wantCounts(t, "unchanged render, no region", n, map[string]int{"LOCATION": 1, "LIST": 3, "GET": 2})
+	wantCounts(t, "unchanged render, no region", n, map[string]int{"LOCATION": 1, "LIST": 4, "GET": 2})
 
 	// One file changed (same size: ETag, not size, tells): exactly one PUT
 	// for it, one for the record (the commit, which always moves) and one
 	// for the marker. The marker is not read: the destination changed.
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "kind: ConfigMap\nmetadata:\n  name: F07\n"}))
 	n, puts = cnt.take()
-	wantCounts(t, "one changed file", n, map[string]int{"LIST": 3, "GET": 1, "PUT": 3})
+	wantCounts(t, "one changed file", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 3})
 	if want := []string{".render/workloads/promise/p/configure.json", markerPath, "dev/p/f07.yaml"}; !reflect.DeepEqual(puts, want) {
 		t.Fatalf("one changed file: puts %v, want %v", puts, want)
 	}
@@ -282,7 +284,7 @@ func TestRequestCounts(t *testing.T) {
 	// One file removed: one batch DELETE, the record and the marker.
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
 	n, puts = cnt.take()
-	wantCounts(t, "two removed files", n, map[string]int{"LIST": 3, "GET": 1, "PUT": 2, "DELETE": 1})
+	wantCounts(t, "two removed files", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 2, "DELETE": 1})
 	if want := []string{".render/workloads/promise/p/configure.json", markerPath}; !reflect.DeepEqual(puts, want) {
 		t.Fatalf("removed file: puts %v", puts)
 	}
@@ -300,7 +302,7 @@ func TestRequestCounts(t *testing.T) {
 	cnt.take()
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
 	n, puts = cnt.take()
-	wantCounts(t, "stale marker", n, map[string]int{"LIST": 3, "GET": 2, "PUT": 1})
+	wantCounts(t, "stale marker", n, map[string]int{"LIST": 4, "GET": 2, "PUT": 1})
 	if !res.Updated || !reflect.DeepEqual(puts, []string{markerPath}) {
 		t.Fatalf("stale marker: %+v, puts %v", res, puts)
 	}
@@ -311,7 +313,7 @@ func TestRequestCounts(t *testing.T) {
 	u.DryRun = true
 	res = run(u)
 	n, _ = cnt.take()
-	wantCounts(t, "dry run", n, map[string]int{"LIST": 3, "GET": 1})
+	wantCounts(t, "dry run", n, map[string]int{"LIST": 4, "GET": 1})
 	if !res.Updated || len(res.Added) != 2 {
 		t.Fatalf("dry run: %+v", res)
 	}
@@ -354,7 +356,7 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	// object's ETag, which the marker's digest covers, has changed.
 	res := run(render(5, nil))
 	n, puts := cnt.take()
-	wantCounts(t, "first render after a multipart upload", n, map[string]int{"LIST": 3, "GET": 3, "PUT": 1})
+	wantCounts(t, "first render after a multipart upload", n, map[string]int{"LIST": 4, "GET": 3, "PUT": 1})
 	if !reflect.DeepEqual(puts, []string{MarkerPath("dev", "promise/p/configure")}) || len(res.Added)+len(res.Changed)+len(res.Deleted) > 0 {
 		t.Fatalf("first render after a multipart upload: puts %v, %+v", puts, res)
 	}
@@ -362,7 +364,7 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	for i := range 2 {
 		res := run(render(5, nil))
 		n, _ := cnt.take()
-		wantCounts(t, fmt.Sprintf("render %d after a multipart upload", i+2), n, map[string]int{"LIST": 3, "GET": 3})
+		wantCounts(t, fmt.Sprintf("render %d after a multipart upload", i+2), n, map[string]int{"LIST": 4, "GET": 3})
 		if res.Updated {
 			t.Fatalf("render %d rewrote the multipart object: %+v", i+2, res)
 		}
@@ -370,14 +372,14 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	// A different size is a change, known without reading.
 	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
 	n, puts = cnt.take()
-	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 3, "GET": 1, "PUT": 3})
+	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 3})
 	if !slices.Contains(puts, "dev/p/f03.yaml") {
 		t.Fatalf("puts %v", puts)
 	}
 	// Now single-part again: compared by ETag, no GET.
 	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
 	n, _ = cnt.take()
-	wantCounts(t, "back to single-part", n, map[string]int{"LIST": 3, "GET": 2})
+	wantCounts(t, "back to single-part", n, map[string]int{"LIST": 4, "GET": 2})
 }
 
 // TestFailures: refused credentials, a missing bucket, and CreateBucket.
@@ -795,6 +797,7 @@ func TestMarkerFollowsDestinations(t *testing.T) {
 		return u
 	}
 	applyOK(t, open(t, cfg), at("a", "b"))
+	cnt.prefixes() // the first write into a bucket migrates it to the placement index: it lists the records
 	applyOK(t, open(t, cfg), at("b", "c"))
 	for _, d := range []string{"a", "b", "c"} {
 		st := checkMarker(t, m, bucket, d)

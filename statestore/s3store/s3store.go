@@ -53,7 +53,8 @@
 // Requests per Apply of a workload whose files share one folder per
 // destination (Kratix's nested layout), whatever the size of the bucket:
 //   - unchanged: 1 LIST per folder looked at (the record's, the files',
-//     each claim's, each marker's and each canary's), 1 GET (the record)
+//     each claim's, each marker's, each canary's, each placement-index
+//     entry's, and .render/ for the index's marker), 1 GET (the record)
 //     and 1 GET per destination (is the workload's marker current?); no
 //     PUT, no DELETE;
 //   - changed: the same LISTs, 1 GET (the record), 1 PUT per added or
@@ -62,6 +63,8 @@
 //     destination's marker;
 //   - a workload's first render under this version (or ever) also deletes
 //     the old per-destination markers of its destinations: 1 DeleteObjects;
+//   - the first write into a store without the placement index migrates it
+//     (see statestore's index): it lists and reads every record, once;
 //   - with an empty Config.Region, one more request (the bucket's
 //     location) the first time a Store talks to the bucket.
 //
