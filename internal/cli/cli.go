@@ -217,8 +217,8 @@ func (o *renderOptions) engineOptions(io IO, log *slog.Logger) engine.Options {
 		DryRun: o.DryRun, Hydrate: o.Hydrate, Strategy: renderer.Strategy(o.Strategy), FlavourKey: o.FlavourKey,
 		NoInheritedSelector: !o.InheritSelector,
 		RetryDeadline:       o.RetryDeadline, Version: Version, Log: log,
-		AllowMassDeletion:   o.AllowMassDeletion,
-		CommitTemplate:      o.commitTemplate, CommitTemplateFile: o.CommitTemplate,
+		AllowMassDeletion: o.AllowMassDeletion,
+		CommitTemplate:    o.commitTemplate, CommitTemplateFile: o.CommitTemplate,
 	}
 }
 

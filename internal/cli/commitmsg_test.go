@@ -105,7 +105,7 @@ func TestCommitMessageTemplateAndAuthor(t *testing.T) {
 func TestCommitTemplateErrorsAreBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name, tmpl, extra, object, want string
-		flag                         bool
+		flag                            bool
 	}{
 		{name: "parse", tmpl: "{{.Workflow.Name", want: "(GitStateStore default): spec.commit.template: commit:2: unclosed action started at commit:1"},
 		{name: "unknown field", tmpl: "{{.Workflow.Nmae}}", want: "GitStateStore default: spec.commit.template: commit:1:11: executing \"commit\" at <.Workflow.Nmae>: can't evaluate field Nmae"},
