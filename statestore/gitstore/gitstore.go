@@ -71,9 +71,6 @@ type Store struct {
 	cfg    Config
 	prefix string
 	repo   repository
-	// records caches decoded records by blob id: a kept Store (watch mode)
-	// decodes only the records that changed since its last render.
-	records map[plumbing.Hash]statestore.Record
 }
 
 // repository is how a Store reads and moves one branch: in place for a
@@ -152,48 +149,19 @@ func (s *Store) wrap(op string, err error) error {
 	return &statestore.StoreError{Store: s.String(), Op: op, Err: err}
 }
 
-// Records reads every workload record on the branch's newest tip. Records
-// whose blob is unchanged since the last call are not decoded again.
+// Records reads every workload record on the branch's newest tip. It
+// reads the whole store: renders look records up by path instead (see
+// statestore.ReadFacts); tools and tests use this.
 func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	tip, objs, err := s.repo.head(ctx, true)
+	snap, err := s.Snapshot(ctx)
 	if err != nil {
-		return nil, s.wrap("read", err)
+		return nil, err
 	}
-	root, err := rootTree(objs, tip)
-	if err != nil {
-		return nil, s.wrap("read", err)
-	}
-	snap := newTreeSnap(objs, root, s.prefix)
-	paths, err := snap.List(statestore.RecordsDir)
+	recs, err := statestore.ReadRecords(snap)
 	if err != nil {
 		return nil, s.wrap("read records", err)
 	}
-	seen := make(map[plumbing.Hash]statestore.Record, len(paths))
-	out := make([]statestore.Record, 0, len(paths))
-	for _, p := range paths {
-		if !strings.HasSuffix(p, ".json") {
-			continue
-		}
-		e, err := snap.entry(snap.full(p))
-		if err != nil || e == nil {
-			return nil, s.wrap("read records", fmt.Errorf("%s: %v", p, err))
-		}
-		rec, ok := s.records[e.Hash]
-		if !ok {
-			data, err := readBlob(objs, e.Hash)
-			if err != nil {
-				return nil, s.wrap("read records", err)
-			}
-			if rec, err = statestore.DecodeRecord(p, data); err != nil {
-				return nil, s.wrap("read records", err)
-			}
-		}
-		seen[e.Hash] = rec
-		out = append(out, rec)
-	}
-	s.records = seen
-	return out, nil
+	return recs, nil
 }
 
 // Snapshot returns a read-only view of the branch's newest tip.
