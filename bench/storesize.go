@@ -48,7 +48,7 @@ func storeSize(ctx context.Context, b *bench) ([]*Row, error) {
 				if err != nil {
 					return rows, err
 				}
-				if err := storegen.WriteGit(seed, "main", "clusters", files); err != nil {
+				if err := storegen.WriteGit(seed, "main", "clusters", files, true); err != nil {
 					return rows, err
 				}
 				b.log("store size %d: generated %d files in %v (cached in %s)", size, len(files), time.Since(t0).Round(time.Millisecond), seed)

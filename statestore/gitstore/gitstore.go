@@ -288,6 +288,10 @@ func (s *Store) author(u statestore.Update) object.Signature {
 
 // commit writes a commit of tree on parent, by author; this store commits it.
 func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Hash, msg statestore.Message, author object.Signature) (plumbing.Hash, error) {
+	if r, ok := s.repo.(*remoteRepo); ok && r.large {
+		// Tell the next writer to read this store partially (lazy.go).
+		msg.Trailers = append(append([]statestore.Trailer(nil), msg.Trailers...), statestore.Trailer{Key: largeTrailer, Value: largeValue})
+	}
 	c := &object.Commit{Author: author, Committer: s.signature(), Message: msg.String(), TreeHash: tree}
 	if c.Message == "\n" {
 		c.Message = "render: update\n"
