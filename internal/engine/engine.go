@@ -20,6 +20,7 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/gitstore"
 )
 
 // Options configure an Engine. The CLI fills them from flags.
@@ -472,6 +473,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 			st := stores[ref]
 			t0 := time.Now()
 			res, err := applyAll(pub, st, us)
+			logFetched(e.log, st)
 			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
 			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
 			mu.Lock()
@@ -886,4 +888,14 @@ func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.
 		}
 	}
 	return out
+}
+
+// logFetched logs, at debug level, what a git store fetched from its
+// server so far (requests, objects fetched one by one, bytes), and whether
+// it read the store partially.
+func logFetched(log *slog.Logger, st statestore.Store) {
+	if f, ok := st.(interface{ FetchStats() gitstore.FetchStats }); ok {
+		fs := f.FetchStats()
+		log.Debug("fetched", "store", st.String(), "requests", fs.Requests, "objects", fs.Objects, "bytes", fs.Bytes, "partial", fs.Partial)
+	}
 }
