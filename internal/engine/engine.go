@@ -299,7 +299,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	}
 
 	key := workloadKey(wf)
-	views, failed := e.readViews(ctx, stores, key, wf.Promise, earlyHints(in, early, earlyObjects, key))
+	views, failed := e.readViews(ctx, stores, key, wf.Promise, earlyHints(in, early, earlyObjects, ld.Platform, key))
 	if err := ph.check(nil); err != nil {
 		return nil, err
 	}
@@ -672,7 +672,7 @@ func readView(ctx context.Context, s statestore.Store, key, promise string, hint
 // stores would write: what the render will most likely look at. (The index
 // folders a spread choice weighs are not in it: a render that keeps its
 // placement never reads them.)
-func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Object, key string) map[renderer.StoreRef]statestore.Hint {
+func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Object, p *inputs.Platform, key string) map[renderer.StoreRef]statestore.Hint {
 	out := map[renderer.StoreRef]statestore.Hint{}
 	for _, w := range early.Writes {
 		r := &statestore.Record{Type: string(in.Workflow.Type), Flavour: in.Flavour, Placements: early.Placements()}
@@ -682,6 +682,27 @@ func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Obj
 			}
 		}
 		out[w.Store] = statestore.UpdateHint(statestore.Update{Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates, Record: r})
+	}
+	// A new resource reads the load of the destinations its spread choice
+	// weighs, and looks for a folder Kratix may have placed it in: the
+	// folders on the way to both (not the load's entries themselves: a
+	// resource that keeps its placement never reads them) come along.
+	if in.Workflow.Type == renderer.ResourceWorkflow && in.Workflow.Action == renderer.Configure {
+		cands := map[string]bool{}
+		for _, d := range renderer.LoadCandidates(in, early) {
+			cands[d] = true
+		}
+		nested := workOf(in.Workflow, in.Workflow.Pipeline, false).nested
+		for _, d := range p.Destinations {
+			h := out[d.Store]
+			if cands[d.Name] {
+				h.Paths = append(h.Paths, path.Join(statestore.IndexDir, d.Name, "resource"))
+			}
+			if d.Mode == renderer.NestedByMetadata {
+				h.Paths = append(h.Paths, path.Join(d.Path, nested))
+			}
+			out[d.Store] = h
+		}
 	}
 	return out
 }

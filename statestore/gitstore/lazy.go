@@ -84,7 +84,7 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 		req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
 		req.Wants = []plumbing.Hash{tip.Hash()}
 		req.Depth = packp.DepthCommits(1)
-		req.Filter = packp.FilterTreeDepth(0)
+		req.Filter = r.topFilter()
 		_ = req.Capabilities.Set(capability.Shallow)
 		_ = req.Capabilities.Set(capability.Filter)
 		if err := r.receiveInto(ctx, sess, req, scratch); err != nil {
@@ -95,13 +95,39 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 		if err != nil {
 			return err
 		}
-		if markedLarge(c.Message) {
-			mode = modePartial
-			r.large = true
+		if !markedLarge(c.Message) {
+			return nil
 		}
+		// A large store: what the probe fetched is the start of the
+		// partial clone, and the requests waiting come now.
+		mode = modePartial
+		r.large = true
+		for h, o := range scratch.ObjectStorage.Objects {
+			if r.st.HasEncodedObject(h) != nil {
+				if _, err := r.st.SetEncodedObject(o); err != nil {
+					return err
+				}
+			}
+		}
+		if err := r.takeAdvertised(ctx, sess, adv); err != nil {
+			return err
+		}
+		r.fetched = true
 		return nil
 	})
 	return mode, err
+}
+
+// topFilter is the filter of a partial clone's tip fetch: the commit and
+// the trees of the store's top (the root, the folders down to the store's
+// path, and the store's folder itself: one entry per destination and
+// .render), which every render looks through.
+func (r *remoteRepo) topFilter() packp.Filter {
+	depth := 2
+	if p := strings.Trim(r.cfg.Path, "/"); p != "" && p != "." {
+		depth += len(strings.Split(p, "/"))
+	}
+	return packp.FilterTreeDepth(uint64(depth))
 }
 
 // markedLarge reports whether a commit message carries the large-store
@@ -308,6 +334,15 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		return r.takeAdvertised(ctx, sess, adv)
+	})
+}
+
+// takeAdvertised fetches what an advertisement shows that the clone lacks
+// (the tip's commit and top trees, the requests whole) and takes its refs.
+func (r *remoteRepo) takeAdvertised(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs) error {
+	{
+		var err error
 		r.caps = adv.Capabilities
 		r.partial = partialAllowed(adv.Capabilities)
 		all, err := adv.AllReferences()
@@ -353,7 +388,7 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 			req.Depth = packp.DepthCommits(1)
 			_ = req.Capabilities.Set(capability.Shallow)
 			if r.partial && i == 0 {
-				req.Filter = packp.FilterTreeDepth(0)
+				req.Filter = r.topFilter()
 				_ = req.Capabilities.Set(capability.Filter)
 			}
 			if err := r.receive(ctx, sess, req); err != nil {
@@ -366,7 +401,7 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 			r.everSawRefs = true
 		}
 		return nil
-	})
+	}
 }
 
 // setRefs makes the clone's refs those of the server: the branch tip

@@ -105,6 +105,9 @@ func (r *remoteRepo) fetch(ctx context.Context) error {
 			return err
 		}
 		r.mode = m
+		if m == modePartial {
+			return nil // the probe fetched the tip and the requests
+		}
 	}
 	var err error
 	if r.mode == modePartial {
