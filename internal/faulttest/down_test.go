@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/testenv"
-	"github.com/render-dev/render/statestore/s3store"
 )
 
 // downFor is how long a store stays down after the render started.
@@ -94,11 +93,7 @@ func TestMinIODownAtStart(t *testing.T) {
 				t.Fatalf("%s missing after the render landed (it took %v)", p, res.took)
 			}
 		}
-		marked := false
-		for p := range objs {
-			marked = marked || strings.HasPrefix(p, d+"/"+s3store.MarkerDir+"/")
-		}
-		if !marked {
+		if _, ok := objs[d+"/.render-complete.json"]; !ok {
 			t.Fatalf("%s has no completeness marker", d)
 		}
 	}
