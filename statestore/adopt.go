@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -178,18 +179,46 @@ func splitDocuments(data []byte) [][]byte {
 	return out
 }
 
-// identity is a document's object identity, when it is a Kubernetes object.
-func identity(doc []byte) (string, bool) {
-	var o struct {
-		APIVersion string `yaml:"apiVersion"`
-		Kind       string `yaml:"kind"`
-		Metadata   struct {
-			Name      string `yaml:"name"`
-			Namespace string `yaml:"namespace"`
-		} `yaml:"metadata"`
-	}
-	if yaml.Unmarshal(doc, &o) != nil || o.Kind == "" || o.Metadata.Name == "" {
+// objectHead is what identifies a Kubernetes object in a document.
+type objectHead struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name      string `yaml:"name"`
+		Namespace string `yaml:"namespace"`
+	} `yaml:"metadata"`
+}
+
+func (o objectHead) identity() (string, bool) {
+	if o.Kind == "" || o.Metadata.Name == "" {
 		return "", false
 	}
 	return layout.Object{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Metadata.Name, Namespace: o.Metadata.Namespace}.Identity(), true
+}
+
+// identity is a document's object identity, when it is a Kubernetes object.
+func identity(doc []byte) (string, bool) {
+	var o objectHead
+	if yaml.Unmarshal(doc, &o) != nil {
+		return "", false
+	}
+	return o.identity()
+}
+
+// Identities lists, sorted, the object identities of a multi-document
+// YAML file (an aggregated file), as layout.Object.Identity gives them.
+func Identities(data []byte) []string {
+	var out []string
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var o objectHead
+		if err := dec.Decode(&o); err != nil {
+			break
+		}
+		if id, ok := o.identity(); ok {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/render-dev/render/internal/inputs"
-	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -227,7 +223,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[rendere
 				if err != nil {
 					return nil, &placementError{ref, err}
 				}
-				for _, id := range identities(data) {
+				for _, id := range statestore.Identities(data) {
 					place(objects[id], d.Name)
 				}
 			}
@@ -249,34 +245,10 @@ func groupObjects(in renderer.Input, groups map[string]string) map[string]string
 		if top, _, ok := strings.Cut(f.Path, "/"); ok && dirs[top] {
 			dir = top
 		}
-		for _, id := range identities(f.Data) {
+		for _, id := range statestore.Identities(f.Data) {
 			out[id] = dir
 		}
 	}
-	return out
-}
-
-// identities lists the object identities of a multi-document YAML file.
-func identities(data []byte) []string {
-	var out []string
-	dec := yaml.NewDecoder(strings.NewReader(string(data)))
-	for {
-		var o struct {
-			APIVersion string `yaml:"apiVersion"`
-			Kind       string `yaml:"kind"`
-			Metadata   struct {
-				Name      string `yaml:"name"`
-				Namespace string `yaml:"namespace"`
-			} `yaml:"metadata"`
-		}
-		if err := dec.Decode(&o); err != nil {
-			break
-		}
-		if o.Kind != "" && o.Metadata.Name != "" {
-			out = append(out, layout.Object{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Metadata.Name, Namespace: o.Metadata.Namespace}.Identity())
-		}
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -56,20 +56,11 @@ const (
 func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 	mode := modeWhole
 	err := r.retry(ctx, func() error {
-		sess, err := r.uploadSession()
-		if err != nil {
+		sess, adv, done, err := r.advertise(ctx)
+		if err != nil || adv == nil {
 			return err
 		}
-		if r.up == nil {
-			defer sess.Close()
-		}
-		adv, err := sess.AdvertisedReferencesContext(ctx)
-		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+		defer done()
 		r.caps = adv.Capabilities
 		r.partial = partialAllowed(adv.Capabilities)
 		all, err := adv.AllReferences()
@@ -316,26 +307,45 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 		r.reset()
 	}
 	return r.retry(ctx, func() error {
-		sess, err := r.uploadSession()
+		sess, adv, done, err := r.advertise(ctx)
 		if err != nil {
 			return err
 		}
-		if r.up == nil {
-			defer sess.Close()
-		}
-		adv, err := sess.AdvertisedReferencesContext(ctx)
-		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		if adv == nil {
 			if r.sawRefs() {
 				return errNoAdvertisement
 			}
 			r.setRefs(nil)
 			return nil
 		}
-		if err != nil {
-			return err
-		}
+		defer done()
 		return r.takeAdvertised(ctx, sess, adv)
 	})
+}
+
+// advertise opens an upload session and reads the server's refs. An empty
+// repository is a nil advertisement, not an error. done closes a session
+// that is not kept (see uploadSession).
+func (r *remoteRepo) advertise(ctx context.Context) (transport.UploadPackSession, *packp.AdvRefs, func(), error) {
+	sess, err := r.uploadSession()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	done := func() {
+		if r.up == nil {
+			sess.Close()
+		}
+	}
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		done()
+		return nil, nil, nil, nil
+	}
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return sess, adv, done, nil
 }
 
 // takeAdvertised fetches what an advertisement shows that the clone lacks
