@@ -231,7 +231,7 @@ func rssWrapper(args []string) int {
 
 // renderRSS runs the render binary once for workflow w, through the RSS
 // wrapper, and returns its peak RSS in proc.MaxRSSKB.
-func (e *env) renderRSS(ctx context.Context, w *workflow) (proc, error) {
+func (e *env) renderRSS(ctx context.Context, w *workflow, extra ...string) (proc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return proc{}, err
@@ -239,7 +239,7 @@ func (e *env) renderRSS(ctx context.Context, w *workflow) (proc, error) {
 	out := filepath.Join(e.work, "rss.out")
 	os.Remove(out)
 	envv := append(w.env(), "RENDER_BENCH_RSS_OUT="+out)
-	p, err := run(ctx, w.dir, envv, self, append([]string{rssWrapperArg, e.bin}, w.args()...)...)
+	p, err := run(ctx, w.dir, envv, self, append(append([]string{rssWrapperArg, e.bin}, w.args()...), extra...)...)
 	if err == nil && p.Code != 0 {
 		err = fmt.Errorf("render exited %d: %s", p.Code, e.redact(strings.TrimSpace(p.Stderr)))
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +50,7 @@ func storeSize(ctx context.Context, b *bench) ([]*Row, error) {
 				if err != nil {
 					return rows, err
 				}
-				if err := storegen.WriteGit(seed, "main", "clusters", files); err != nil {
+				if err := storegen.WriteGit(seed, "main", "clusters", files, true); err != nil {
 					return rows, err
 				}
 				b.log("store size %d: generated %d files in %v (cached in %s)", size, len(files), time.Since(t0).Round(time.Millisecond), seed)
@@ -64,7 +66,7 @@ func storeSize(ctx context.Context, b *bench) ([]*Row, error) {
 		for i := range dests {
 			fmt.Fprintf(&plat, "apiVersion: platform.kratix.io/v1alpha1\nkind: Destination\nmetadata:\n  name: %s\n  labels: {env: bench}\nspec:\n  stateStoreRef: %s\n---\n", storegen.Destination(i), gitRef("gitea"))
 		}
-		var times, rss, dry, kept []float64
+		var times, rss, dry, kept, kb, reqs []float64
 		for run := range b.runs {
 			w, err := newWorkflow(filepath.Join(b.work, "storesize", fmt.Sprint(size)), fmt.Sprintf("dry-%d", run), 1, plat.String())
 			if err != nil {
@@ -115,18 +117,25 @@ func storeSize(ctx context.Context, b *bench) ([]*Row, error) {
 			}
 			w.resource = fmt.Sprintf("new-request-%d", run)
 			b.quiesce()
-			p, err := b.renderRSS(ctx, w)
+			p, err := b.renderRSS(ctx, w, "--log-level", "debug")
 			if err != nil {
 				return rows, err
 			}
 			times = append(times, ms(p.Wall))
 			rss = append(rss, float64(p.MaxRSSKB)/1024)
+			if m := fetchedLine.FindStringSubmatch(p.Stderr); m != nil {
+				n, _ := strconv.ParseFloat(m[2], 64)
+				kb = append(kb, n/1024)
+				reqs = append(reqs, atof(m[1]))
+			}
 			os.RemoveAll(w.dir)
 		}
 		b.log("store size %d: one-shot median %.0fms, peak RSS median %.0fMB, dry run %.0fms, watch %.0fms", size, median(times), median(rss), median(dry), median(kept))
 		rows = append(rows,
 			newRow("", fmt.Sprintf("%d workloads: cold one-shot render (binary)", size), "ms", times),
 			newRow("", fmt.Sprintf("%d workloads: peak RSS", size), "MB", rss),
+			newRow("", fmt.Sprintf("%d workloads: fetched (packfile bytes)", size), "KB", kb),
+			newRow("", fmt.Sprintf("%d workloads: fetch requests", size), "", reqs),
 			newRow("", fmt.Sprintf("%d workloads: cold one-shot --dry-run", size), "ms", dry),
 			newRow("", fmt.Sprintf("%d workloads: watch (kept Engine), one change", size), "ms", kept))
 		wall[size], dryWall[size], keptWall[size], peak[size] = median(times), median(dry), median(kept), median(rss)
@@ -146,6 +155,15 @@ func storeSize(ctx context.Context, b *bench) ([]*Row, error) {
 	r = newRow("", fmt.Sprintf("peak RSS, %d workloads", last), "MB", []float64{peak[last]})
 	rows = append(rows, r.target("<= 100MB", peak[last] <= 100))
 	return rows, nil
+}
+
+// fetchedLine is the render's debug log line saying what a git store
+// fetched (internal/engine's logFetched).
+var fetchedLine = regexp.MustCompile(`msg=fetched .*requests=(\d+) .*bytes=(\d+)`)
+
+func atof(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
 }
 
 // benchCache is where generated stores are kept between runs, outside the

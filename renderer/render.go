@@ -20,22 +20,58 @@ import (
 const DefaultGroup = "."
 
 // Canary files Kratix writes into every destination, so that Flux's
-// dependencies and resources paths exist and never build empty.
+// paths exist from the start and never build empty: in a nestedByMetadata
+// destination under dependencies/ and resources/, in an aggregatedYAML or
+// none destination at its root.
 const (
 	CanaryDependencies = layout.CanaryDependencies
 	CanaryResources    = layout.CanaryResources
 )
 
+// The canaries' bytes are Kratix's own (its destination controller
+// marshals a Namespace and a ConfigMap with sigs.k8s.io/yaml), so a store
+// Kratix wrote and one render writes hold the same files.
 var (
-	canaryNamespace = []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\n")
-	canaryConfigMap = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\n")
+	canaryNamespace = []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kratix-worker-system\nspec: {}\nstatus: {}\n")
+	canaryConfigMap = []byte("apiVersion: v1\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\nkind: ConfigMap\nmetadata:\n  name: kratix-info\n  namespace: kratix-worker-system\n")
 )
 
-// CanaryNamespace is the content of the dependencies canary.
+// CanaryNamespace is the content of the Namespace canary.
 func CanaryNamespace() []byte { return append([]byte(nil), canaryNamespace...) }
 
-// CanaryConfigMap is the content of the resources canary.
+// CanaryConfigMap is the content of the ConfigMap canary.
 func CanaryConfigMap() []byte { return append([]byte(nil), canaryConfigMap...) }
+
+// CanaryFiles returns the canary files of destination d, by path relative
+// to its store, as Kratix lays them out for d's filepath mode; none when
+// d sets spec.initWorkloads.enabled: false.
+func CanaryFiles(d Destination) map[string][]byte {
+	if d.NoInitWorkloads {
+		return nil
+	}
+	ns, cm := layout.CanaryNamespaceFile, layout.CanaryConfigMapFile
+	if d.Mode == NestedByMetadata || d.Mode == "" {
+		ns, cm = CanaryDependencies, CanaryResources
+	}
+	return map[string][]byte{
+		path.Join(d.Path, ns): CanaryNamespace(),
+		path.Join(d.Path, cm): CanaryConfigMap(),
+	}
+}
+
+// canaries returns every destination's canary files, per store.
+func canaries(dests []Destination) map[StoreRef]map[string][]byte {
+	out := map[StoreRef]map[string][]byte{}
+	for _, d := range dests {
+		for p, data := range CanaryFiles(d) {
+			if out[d.Store] == nil {
+				out[d.Store] = map[string][]byte{}
+			}
+			out[d.Store][p] = data
+		}
+	}
+	return out
+}
 
 // Plan is the outcome of a render: where each group goes, and what each
 // store must hold for this workload.
@@ -46,6 +82,10 @@ type Plan struct {
 	Writes []StoreWrite
 	// Warnings are worth telling the user but do not stop the render.
 	Warnings []string
+	// Canaries are the canary files of every destination of the platform,
+	// per store: whatever a render writes to a store, it writes them there
+	// too (where they are missing), as Kratix does for every Destination.
+	Canaries map[StoreRef]map[string][]byte
 }
 
 // Group is one workload group and its scheduling outcome.
@@ -136,7 +176,7 @@ func RenderContext(ctx context.Context, in Input) (*Plan, error) {
 	if err := ValidateWorkflow(in.Workflow); err != nil {
 		return nil, err
 	}
-	plan := &Plan{Workflow: in.Workflow}
+	plan := &Plan{Workflow: in.Workflow, Canaries: canaries(in.Destinations)}
 	if in.Workflow.Action == Delete {
 		return plan, nil
 	}
@@ -144,6 +184,41 @@ func RenderContext(ctx context.Context, in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	return renderGroups(ctx, in, plan, groups)
+}
+
+// StaticDependenciesFile is where Kratix puts a Promise's spec.dependencies,
+// relative to the group's folder.
+func StaticDependenciesFile(promise string) string {
+	return "static/" + promise + "-dependencies.yaml"
+}
+
+// RenderStatic lays out the Promise's static dependencies (spec.dependencies)
+// as Kratix does: one file, StaticDependenciesFile, in the default group of
+// a promise workload without a pipeline (so in nestedByMetadata
+// destinations under dependencies/<promise>/5058f/), scheduled to every
+// destination the Promise's destinationSelectors match. Its plan has no
+// groups when the Promise has no dependencies, or for a delete: every
+// file of it goes.
+func RenderStatic(ctx context.Context, in Input) (*Plan, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	wf := Workflow{Type: PromiseWorkflow, Action: in.Workflow.Action, Promise: in.Workflow.Promise}
+	plan := &Plan{Workflow: wf, Canaries: canaries(in.Destinations)}
+	if in.Promise == nil || len(in.Promise.Dependencies) == 0 || wf.Action == Delete {
+		return plan, nil
+	}
+	st := Input{
+		Workflow: wf, Destinations: in.Destinations, Promise: in.Promise,
+		Output: []File{{Path: StaticDependenciesFile(in.Promise.Name), Data: in.Promise.Dependencies}},
+	}
+	g := Group{Directory: DefaultGroup, ID: GroupID(DefaultGroup), Files: []string{st.Output[0].Path}, Selector: defaultSelector(st, Selector{})}
+	return renderGroups(ctx, st, plan, []Group{g})
+}
+
+// renderGroups schedules groups and lays their files out in plan.
+func renderGroups(ctx context.Context, in Input, plan *Plan, groups []Group) (*Plan, error) {
 	byName := map[string]*Destination{}
 	dests := append([]Destination(nil), in.Destinations...)
 	sort.Slice(dests, func(i, j int) bool { return dests[i].Name < dests[j].Name })
@@ -161,7 +236,7 @@ func RenderContext(ctx context.Context, in Input) (*Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	plan.Writes = placeFiles(in, byName, plan.Groups)
+	plan.Writes = placeFiles(in, byName, plan.Groups, plan.Canaries)
 	if err := checkPaths(in, plan); err != nil {
 		return nil, err
 	}
@@ -224,6 +299,9 @@ func splitGroups(in Input) ([]Group, error) {
 	byDir := map[string]*Group{}
 	var order []string
 	for i, e := range in.Selectors {
+		if path.Clean(e.Directory) == "." {
+			e.Directory = "" // Kratix reads "directory: ." as the root entry
+		}
 		where := fmt.Sprintf("entry %d", i+1)
 		if e.Directory != "" {
 			where = fmt.Sprintf("entry %d (directory %q)", i+1, e.Directory)
@@ -322,7 +400,7 @@ func mergeSelectors(a, b Selector) Selector {
 }
 
 // placeFiles turns placements into per-store files.
-func placeFiles(in Input, byName map[string]*Destination, groups []Group) []StoreWrite {
+func placeFiles(in Input, byName map[string]*Destination, groups []Group, canaries map[StoreRef]map[string][]byte) []StoreWrite {
 	data := map[string][]byte{}
 	for _, f := range in.Output {
 		data[f.Path] = f.Data
@@ -335,13 +413,14 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group) []Stor
 			d := byName[name]
 			w := writes[d.Store]
 			if w == nil {
-				w = &StoreWrite{Store: d.Store, Files: map[string][]byte{}, Shared: map[string][]byte{}}
+				w = &StoreWrite{Store: d.Store, Files: map[string][]byte{}, Shared: maps.Clone(canaries[d.Store])}
+				if w.Shared == nil {
+					w.Shared = map[string][]byte{}
+				}
 				writes[d.Store] = w
 			}
 			if !slices.Contains(w.Destinations, d.Path) {
 				w.Destinations = append(w.Destinations, d.Path)
-				w.Shared[path.Join(d.Path, CanaryDependencies)] = canaryNamespace
-				w.Shared[path.Join(d.Path, CanaryResources)] = canaryConfigMap
 			}
 			for _, f := range g.Files {
 				switch d.Mode {
@@ -364,7 +443,7 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group) []Stor
 				case NoNesting:
 					w.Files[path.Join(d.Path, f)] = data[f]
 				default:
-					w.Files[path.Join(d.Path, nestedPrefix(in.Workflow, g.ID), f)] = data[f]
+					w.Files[path.Join(d.Path, NestedPrefix(in.Workflow, g.ID), f)] = data[f]
 				}
 			}
 		}
@@ -385,12 +464,4 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group) []Stor
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Store.String() < out[j].Store.String() })
 	return out
-}
-
-// nestedPrefix is Kratix's nestedByMetadata folder for a group.
-func nestedPrefix(w Workflow, id string) string {
-	if w.Type == PromiseWorkflow {
-		return path.Join("dependencies", w.Promise, w.Pipeline, id)
-	}
-	return path.Join("resources", w.Namespace, w.Promise, w.Name, w.Pipeline, id)
 }

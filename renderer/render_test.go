@@ -325,7 +325,7 @@ func TestSelectorEntryValidation(t *testing.T) {
 		{"duplicate", "- directory: dir\n  matchLabels: {a: b}\n- directory: dir\n  matchLabels: {a: c}\n", "listed twice"},
 		{"missing", "- directory: nope\n  matchLabels: {a: b}\n", "does not exist"},
 		{"dotdot", "- directory: ../etc\n  matchLabels: {a: b}\n", "without . or .."},
-		{"dot", "- directory: .\n  matchLabels: {a: b}\n", "without . or .."},
+		{"dot and a root entry disagree", "- matchLabels: {a: b}\n- directory: .\n  matchLabels: {a: c}\n", "label a is \"c\" here"},
 		{"empty labels", "- directory: dir\n  matchLabels: {}\n", "matchLabels is empty"},
 		{"empty root", "- matchLabels: {}\n", "matchLabels is empty"},
 		{"bad key", "- matchLabels: {'bad key!': x}\n", "invalid selector"},
@@ -456,6 +456,7 @@ func TestReservedAndRefusedPaths(t *testing.T) {
 		".git/config", "sub/.git/config", "sub/.GIT/HEAD", "git~1/config", ".git./x", ".gitmodules",
 		"sub/.render-complete.json", ".render-complete.json", ".render/workloads/x.json",
 		"dependencies/kratix-canary-namespace.yaml", "resources/kratix-canary-configmap.yaml", "dependencies", "resources",
+		"kratix-canary-namespace.yaml", "kratix-canary-configmap.yaml",
 		"a\nb.yaml", "bad\xff.yaml",
 	} {
 		for _, mode := range modes {
@@ -484,11 +485,13 @@ func TestReservedAndRefusedPaths(t *testing.T) {
 // before any store is written (git would refuse it when it writes the
 // tree; S3 would hold both).
 func TestPlanPathConflicts(t *testing.T) {
-	d := dest("dev", nil)
-	d.Mode, d.Filename = AggregatedYAML, "dependencies"
-	_, err := Render(Input{Workflow: promiseWF(), Output: files("a.yaml"), Destinations: []Destination{d}})
+	flat := dest("dev", nil)
+	flat.Mode = NoNesting
+	inner := dest("inner", nil)
+	inner.Path = "dev/a.yaml"
+	_, err := Render(Input{Workflow: promiseWF(), Output: files("a.yaml"), Destinations: []Destination{flat, inner}})
 	var ie *InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "both") {
-		t.Fatalf("aggregated file named like the canaries' folder: err = %v, want an InputError", err)
+		t.Fatalf("a file where another destination's canaries need a folder: err = %v, want an InputError", err)
 	}
 }

@@ -41,6 +41,11 @@ func ValidateWorkflow(w Workflow) error {
 			struct{ field, value, hint string }{"name", w.Name, "KRATIX_OBJECT_NAME, --name or object.yaml"},
 			struct{ field, value, hint string }{"namespace", w.Namespace, "KRATIX_OBJECT_NAMESPACE, --namespace or object.yaml"})
 	}
+	if w.FolderNamespace != "" {
+		if errs := validation.IsDNS1123Label(w.FolderNamespace); len(errs) > 0 {
+			return bad("pipeline namespace", fmt.Sprintf("%q is not a valid namespace: %s", w.FolderNamespace, strings.Join(errs, "; ")))
+		}
+	}
 	for _, n := range names {
 		if n.value == "" {
 			return bad(n.field, "missing (set "+n.hint+")")
@@ -134,6 +139,9 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 	for i := range dests {
 		d := &dests[i]
 		v := Verdict{Destination: d.Name, Reasons: filter(g.Selector, d)}
+		if d.Labels[DryRunLabel] == "true" {
+			v.Reasons = append(v.Reasons, "label "+DryRunLabel+"=true: Kratix's dry-run destination takes no ordinary workloads")
+		}
 		if d.Unschedulable && in.Workflow.Type == ResourceWorkflow {
 			v.Reasons = append(v.Reasons, "cordoned (spec.unschedulable): takes no new placements")
 		}

@@ -7,6 +7,7 @@ package renderer
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/render-dev/render/internal/layout"
@@ -39,6 +40,34 @@ type Workflow struct {
 	Pipeline  string
 	Name      string // resource name (resource workflows)
 	Namespace string // resource namespace (resource workflows)
+	// FolderNamespace, when set, is the namespace segment of a resource's
+	// nestedByMetadata folder instead of Namespace: Kratix puts every
+	// resource of a Promise with spec.workflows.config.pipelineNamespace
+	// under that namespace.
+	FolderNamespace string
+}
+
+// ClusterScopedNamespace is the namespace Kratix files a cluster-scoped
+// resource under (its Work's namespace, the platform's own).
+const ClusterScopedNamespace = "kratix-platform-system"
+
+// folderNamespace is the namespace segment of w's nestedByMetadata folder.
+func (w Workflow) folderNamespace() string {
+	if w.FolderNamespace != "" {
+		return w.FolderNamespace
+	}
+	return w.Namespace
+}
+
+// NestedPrefix is Kratix's nestedByMetadata folder for w's group with id
+// id, relative to the destination:
+// dependencies/<promise>/<pipeline>/<id> for a promise workflow,
+// resources/<namespace>/<promise>/<name>/<pipeline>/<id> for a resource.
+func NestedPrefix(w Workflow, id string) string {
+	if w.Type == PromiseWorkflow {
+		return path.Join("dependencies", w.Promise, w.Pipeline, id)
+	}
+	return path.Join("resources", w.folderNamespace(), w.Promise, w.Name, w.Pipeline, id)
 }
 
 // String is a short human name of the workflow.
@@ -114,12 +143,28 @@ type Destination struct {
 	// Unschedulable (cordoned) destinations take no new placements; what
 	// is already there stays.
 	Unschedulable bool
+	// NoInitWorkloads is Kratix's spec.initWorkloads.enabled: false: no
+	// canary files are written to the destination.
+	NoInitWorkloads bool
 }
 
-// Promise is the part of a Promise that scheduling reads.
+// DryRunLabel marks Kratix's dry-run destination: Kratix never schedules
+// an ordinary workload there, and neither does render.
+const DryRunLabel = "kratix.io/dry-run"
+
+// Promise is the part of a Promise that render reads.
 type Promise struct {
 	Name                 string     `yaml:"name"`
 	DestinationSelectors []Selector `yaml:"destinationSelectors"`
+	// PipelineNamespace is spec.workflows.config.pipelineNamespace.
+	PipelineNamespace string `yaml:"-"`
+	// Dependencies is spec.dependencies rendered as Kratix renders it (one
+	// YAML document per object), nil when the Promise has none.
+	Dependencies []byte `yaml:"-"`
+	// ConfigurePipelines names the configure pipelines of the Promise's
+	// promise and resource workflows (spec.workflows.<type>.configure), so
+	// a delete finds every folder they wrote.
+	ConfigurePipelines map[WorkflowType][]string `yaml:"-"`
 }
 
 // Strategy chooses among the destinations that match a resource's group.

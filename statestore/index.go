@@ -99,6 +99,9 @@ type Facts struct {
 	// Promise holds the records of the workload's promise's workflows
 	// (every pipeline), the workload's own excluded.
 	Promise []Record
+	// Siblings are the other records in the workload's record folder: a
+	// resource's other pipelines (a promise's are in Promise).
+	Siblings []Record
 	// All is every record, read only from a store that predates the
 	// index (nil otherwise): the load and the duplicate check use it.
 	All []Record
@@ -126,40 +129,67 @@ func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
 				f.Own = &r
 			case all[i].Type == "promise" && all[i].Promise == promise:
 				f.Promise = append(f.Promise, all[i])
+			case path.Dir(RecordPath(all[i].Workload)) == path.Dir(RecordPath(workload)):
+				f.Siblings = append(f.Siblings, all[i])
 			}
 		}
 		return f, nil
 	}
-	var dirs []string
+	promiseDir := ""
 	if promise != "" {
-		dirs = append(dirs, path.Join(RecordsDir, "promise", promise))
+		promiseDir = path.Join(RecordsDir, "promise", promise)
+	}
+	ownDir := path.Dir(RecordPath(workload))
+	if ownDir == promiseDir {
+		ownDir = ""
+	}
+	var dirs []string
+	for _, d := range []string{promiseDir, ownDir} {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
 	}
 	prefetch(snap, Hint{Reads: []string{RecordPath(workload)}, Dirs: dirs})
 	if f.Own, err = readRecord(snap, RecordPath(workload)); err != nil {
 		return f, err
 	}
-	if promise == "" {
-		return f, nil
-	}
-	dir := path.Join(RecordsDir, "promise", promise)
-	paths, err := snap.List(dir)
-	if err != nil {
+	if f.Promise, err = recordsIn(snap, promiseDir, workload); err != nil {
 		return f, err
 	}
-	prefetch(snap, Hint{Reads: paths})
-	for _, p := range paths {
-		if !strings.HasSuffix(p, ".json") || p == RecordPath(workload) {
-			continue
-		}
-		r, err := readRecord(snap, p)
-		if err != nil {
-			return f, err
-		}
-		if r != nil {
-			f.Promise = append(f.Promise, *r)
-		}
+	if f.Siblings, err = recordsIn(snap, ownDir, workload); err != nil {
+		return f, err
 	}
 	return f, nil
+}
+
+// recordsIn reads the records directly in dir (none for ""), except
+// workload's own.
+func recordsIn(snap Snapshot, dir, workload string) ([]Record, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	paths, err := snap.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	var mine []string
+	for _, p := range paths {
+		if strings.HasSuffix(p, ".json") && path.Dir(p) == dir && p != RecordPath(workload) {
+			mine = append(mine, p)
+		}
+	}
+	prefetch(snap, Hint{Reads: mine})
+	var out []Record
+	for _, p := range mine {
+		r, err := readRecord(snap, p)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
 }
 
 // Load counts the resources placed on each of dests, in total and by
@@ -380,6 +410,41 @@ func ownMigratedClaims(snap Snapshot, old *Record, owned map[string]bool) error 
 		var c claim
 		if json.Unmarshal(data, &c) == nil && c.Workload == old.Workload {
 			owned[p] = true
+		}
+	}
+	return nil
+}
+
+// AddPlacements adds to a FileIndex, for the mass-deletion breaker, the
+// placements an indexed store's index lists on dests (by name; paths gives
+// each one's folder) of workloads other than those of known: one file per
+// placement, in the destination's folder. The other workloads' files are
+// not read: each placement holds at least one.
+func AddPlacements(idx FileIndex, snap Snapshot, dests []string, paths map[string]string, known []Record) error {
+	mine := map[string]bool{}
+	for i := range known {
+		for p := range IndexPaths(&known[i]) {
+			mine[p] = true
+		}
+	}
+	var dirs []string
+	for _, d := range dests {
+		dirs = append(dirs, path.Join(IndexDir, d))
+	}
+	prefetch(snap, Hint{Dirs: dirs})
+	byPath := map[string]string{}
+	for p, name := range paths {
+		byPath[name] = p
+	}
+	for _, d := range dests {
+		entries, err := snap.List(path.Join(IndexDir, d))
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if !mine[e] {
+				idx["placement:"+e] = []string{path.Join(byPath[d], "placement", path.Base(e))}
+			}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"sort"
 	"strings"
@@ -85,6 +86,15 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 			}
 		}
 		prefetch(snap, Hint{Paths: hint, Dirs: dirs})
+	} else if u.Adopt != nil {
+		// A store Kratix wrote: what it wrote for the workload is its own.
+		files, err := adopted(snap, u.Adopt)
+		if err != nil {
+			return plan, err
+		}
+		for _, f := range files {
+			owned[f] = true
+		}
 	}
 	indexed, err := Indexed(snap)
 	if err != nil {
@@ -305,6 +315,22 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string
 	set := map[string]bool{}
 	for _, part := range parts {
 		set[part] = true
+	}
+	// Documents Kratix wrote for workloads render does not know stay.
+	legacy, write, err := legacyPart(snap, target, parts, want[mine])
+	if err != nil {
+		return err
+	}
+	if lp := path.Join(dir, LegacyPart); legacy != nil {
+		set[lp] = true
+		if write {
+			p.Ops = append(p.Ops, Op{Path: lp, Data: legacy})
+		}
+		want = maps.Clone(want)
+		want[lp] = legacy
+	} else if write {
+		delete(set, lp)
+		p.Ops = append(p.Ops, Op{Path: lp, Delete: true})
 	}
 	if _, ok := want[mine]; ok {
 		set[mine] = true

@@ -50,6 +50,13 @@ func WorkloadKey(typ, promise, namespace, name, pipeline string) string {
 	return path.Join("resource", namespace, promise, name, pipeline)
 }
 
+// StaticWorkloadKey is the key of a Promise's static dependencies
+// (spec.dependencies), a promise workload without a pipeline. Its last
+// part starts with a dot, which no pipeline name does.
+func StaticWorkloadKey(promise string) string {
+	return path.Join("promise", promise, ".static-dependencies")
+}
+
 // RecordPath is where a workload's record lives, relative to the store path.
 func RecordPath(workload string) string {
 	return path.Join(layout.MetaDir, "workloads", workload+".json")

@@ -98,13 +98,39 @@ type Update struct {
 	Destinations []string
 	// Message describes the change (git commit message; S3 marker provenance).
 	Message Message
+	// Compose, when set, makes the message from what the write changes
+	// (the planned diff); backends call it through MessageFor each time
+	// they commit a plan. Its errors fail the write before anything is
+	// published.
+	Compose func(Diff) (Message, error)
+	// Author, when set, is the git author of the change; the committer is
+	// always the store's own identity.
+	Author *Author
 	// DryRun computes the Result and writes nothing.
 	DryRun bool
+	// Adopt, set when the store holds no record of the workload, names
+	// what Kratix wrote for it there (see Adoption).
+	Adopt *Adoption
+}
+
+// MessageFor is the message for a plan with diff d: Compose's, or Message.
+func (u Update) MessageFor(d Diff) (Message, error) {
+	if u.Compose == nil {
+		return u.Message, nil
+	}
+	return u.Compose(d)
+}
+
+// Author is who a change is written for (git's author).
+type Author struct {
+	Name, Email string
 }
 
 // Message is the provenance of a write.
 type Message struct {
-	Subject  string
+	Subject string
+	// Body is free text between the subject and the trailers.
+	Body     string
 	Trailers []Trailer // rendered as "Key: value" lines, in order
 }
 
@@ -118,6 +144,9 @@ type Trailer struct {
 // String renders the message as a git commit message.
 func (m Message) String() string {
 	s := m.Subject + "\n"
+	if m.Body != "" {
+		s += "\n" + m.Body + "\n"
+	}
 	if len(m.Trailers) > 0 {
 		s += "\n"
 		for _, t := range m.Trailers {

@@ -220,6 +220,16 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		)
 		return object(KustomizationAPIVersion, "Kustomization", name, o.Namespace, spec)
 	}
+	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
+		// Kratix writes these destinations flat: everything, canaries
+		// included, is at the folder's root, and there is no
+		// dependencies/ or resources/ to read.
+		header := []string{
+			fmt.Sprintf("Flux on the worker of destination %s (filepath mode %s: everything is at the folder's root): %s, then %s.", t.dest.Name, t.dest.Mode, sourceKind+" "+sourceName, t.dest.Name),
+		}
+		out.YAML, err = encode(append(header, notes...), source, kust(t.dest.Name, "", ""))
+		return out, err
+	}
 	header := []string{
 		fmt.Sprintf("Flux on the worker of destination %s: %s, then %s, then %s.", t.dest.Name, sourceKind+" "+sourceName, deps, t.dest.Name+"-resources"),
 	}
@@ -274,6 +284,13 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 		})
 		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
 		return d
+	}
+	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
+		header := []string{fmt.Sprintf("Argo CD on the worker of destination %s (filepath mode %s: everything is at the folder's root): one Application.", t.dest.Name, t.dest.Mode)}
+		d := app("", "0")
+		d.name, d.annotations = t.dest.Name, nil
+		out.YAML, err = encode(header, d)
+		return out, err
 	}
 	header := []string{
 		fmt.Sprintf("Argo CD on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),

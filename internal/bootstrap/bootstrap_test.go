@@ -138,3 +138,50 @@ func TestBootstrapNeverPrintsURLCredentials(t *testing.T) {
 		}
 	}
 }
+
+// An aggregatedYAML or none destination has everything at its root
+// (aggregated.yaml and Kratix's canaries): Flux reads that folder with one
+// Kustomization, and Argo CD with one Application; a nestedByMetadata one
+// keeps the two.
+func TestBootstrapFlatDestinationsReadTheirRoot(t *testing.T) {
+	git := map[string]*inputs.GitStateStore{"g": {Name: "g", URL: "https://git.example.com/state.git", Branch: "main", Path: "clusters"}}
+	ref := renderer.StoreRef{Kind: "GitStateStore", Name: "g"}
+	for _, c := range []struct {
+		mode  renderer.FilepathMode
+		paths []string
+	}{
+		{renderer.AggregatedYAML, []string{"./clusters/dev"}},
+		{renderer.NoNesting, []string{"./clusters/dev"}},
+		{renderer.NestedByMetadata, []string{"./clusters/dev/dependencies", "./clusters/dev/resources"}},
+	} {
+		p := &inputs.Platform{GitStores: git, Destinations: []renderer.Destination{{Name: "dev", Path: "dev", Store: ref, Mode: c.mode, Filename: "aggregated.yaml"}}}
+		out, err := Flux(p, "dev", FluxOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		dec := yaml.NewDecoder(strings.NewReader(string(out.YAML)))
+		for {
+			var d struct {
+				Kind string
+				Spec struct{ Path string }
+			}
+			if dec.Decode(&d) != nil {
+				break
+			}
+			if d.Kind == "Kustomization" {
+				paths = append(paths, d.Spec.Path)
+			}
+		}
+		if strings.Join(paths, " ") != strings.Join(c.paths, " ") {
+			t.Errorf("%s: Kustomization paths %v, want %v", c.mode, paths, c.paths)
+		}
+		argo, err := ArgoCD(p, "dev", ArgoCDOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(argo.YAML), "kind: Application"); n != len(c.paths) {
+			t.Errorf("%s: %d Applications, want %d", c.mode, n, len(c.paths))
+		}
+	}
+}

@@ -31,6 +31,9 @@ const (
 	ExitStoreFailed = 1
 	ExitBadInput    = 2
 	ExitUnscheduled = 3
+	// ExitMassDeletion: the mass-deletion breaker refused the write
+	// (nothing written), or with --dry-run would refuse it.
+	ExitMassDeletion = 4
 )
 
 // ExitError carries an exit code and the one line to print.
@@ -73,6 +76,8 @@ type commonOptions struct {
 	RetryDeadline time.Duration
 	LogFormat     string
 	LogLevel      string
+	// AllowMassDeletion lets writes through the mass-deletion breaker.
+	AllowMassDeletion bool
 }
 
 // AddFlags registers the shared flags; dryRun is the --dry-run help.
@@ -85,6 +90,7 @@ func (c *commonOptions) AddFlags(fs *pflag.FlagSet, dryRun string) {
 	fs.DurationVar(&c.RetryDeadline, "retry-deadline", 2*time.Minute, "the run's one retry budget: how long unreachable or busy stores are retried, in total, before render gives up with exit code 1")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&c.AllowMassDeletion, "allow-mass-deletion", false, "let a write empty a destination of workload files, or delete past a store's spec.massDeletion limits")
 }
 
 // badFlag is a flag whose value is wrong: exit code 2 and one line saying
@@ -130,6 +136,7 @@ type renderOptions struct {
 	Output, Metadata, Input string
 	identity                map[string]*string
 	FlavourKey              string
+	InheritSelector         bool
 	Explain                 bool
 	Hydrate                 bool
 	// Watch mode (see watch.go).
@@ -137,7 +144,10 @@ type renderOptions struct {
 	QuietPeriod time.Duration
 	MaxWait     time.Duration
 	MetricsAddr string
-	flags       *pflag.FlagSet
+	// CommitTemplate is a file holding the commit message template.
+	CommitTemplate string
+	commitTemplate string // its content
+	flags          *pflag.FlagSet
 }
 
 var identityFlags = []struct{ name, env, help string }{
@@ -161,12 +171,14 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 		o.identity[f.name] = fs.String(f.name, "", f.help+" (overrides $"+f.env+")")
 	}
 	fs.StringVar(&o.FlavourKey, "flavour-key", "flavour", "label on the resource request that names its flavour, for spreading")
+	fs.BoolVar(&o.InheritSelector, "inherit-promise-workflow-selector", true, "resource workflows inherit the root selector their promise workflow left, as Kratix's documentation says; false is Kratix's code since v0.67.0")
 	fs.BoolVar(&o.Explain, "explain", false, "print, per group, every destination with why it was filtered out or its score")
 	fs.BoolVar(&o.Hydrate, "hydrate", false, "build output folders that hold a kustomization.yaml into plain manifests before scheduling")
 	fs.BoolVar(&o.Watch, "watch", false, "keep running: render whenever the output, metadata or platform folders settle; on SIGTERM render once more and exit 0")
 	fs.DurationVar(&o.QuietPeriod, "quiet-period", 150*time.Millisecond, "with --watch: how long the inputs must be quiet before a render")
 	fs.DurationVar(&o.MaxWait, "max-wait", 5*time.Second, "with --watch: the longest a render waits for quiet while changes keep coming")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus /metrics and /healthz on this address (e.g. :9090)")
+	fs.StringVar(&o.CommitTemplate, "commit-template", "", "file holding a Go template for git commit messages (subject, then body), in place of each GitStateStore's spec.commit.template")
 }
 
 // Validate checks the flags' values.
@@ -180,6 +192,13 @@ func (o *renderOptions) Validate() error {
 	}
 	if o.Watch && o.DryRun {
 		return bad("--watch and --dry-run do not go together")
+	}
+	if o.CommitTemplate != "" {
+		data, err := os.ReadFile(o.CommitTemplate)
+		if err != nil {
+			return bad("--commit-template %s: cannot be read", o.CommitTemplate)
+		}
+		o.commitTemplate = string(data)
 	}
 	return nil
 }
@@ -196,7 +215,10 @@ func (o *renderOptions) engineOptions(io IO, log *slog.Logger) engine.Options {
 		Platform: o.Platform, SecretsDir: o.SecretsDir,
 		Identity: ids, Getenv: io.Getenv,
 		DryRun: o.DryRun, Hydrate: o.Hydrate, Strategy: renderer.Strategy(o.Strategy), FlavourKey: o.FlavourKey,
-		RetryDeadline: o.RetryDeadline, Version: Version, Log: log,
+		NoInheritedSelector: !o.InheritSelector,
+		RetryDeadline:       o.RetryDeadline, Version: Version, Log: log,
+		AllowMassDeletion: o.AllowMassDeletion,
+		CommitTemplate:    o.commitTemplate, CommitTemplateFile: o.CommitTemplate,
 	}
 }
 
@@ -228,7 +250,7 @@ workload group to destinations by label, and writes every destination's folder t
 git repository or S3 bucket, where Flux or Argo CD on the worker reconciles it.
 
 Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but some group
-unscheduled, 130 and 143 stopped by SIGINT or SIGTERM (the last line says whether anything
+unscheduled, 4 refused by the mass-deletion breaker (nothing written), 130 and 143 stopped by SIGINT or SIGTERM (the last line says whether anything
 was written).`,
 		Example: `  # render once, as a pipeline's last container does (KRATIX_* variables set by Kratix)
   render --platform /platform
@@ -321,6 +343,9 @@ func finish(rep *engine.Report, err error, o *renderOptions, io IO, sig os.Signa
 	if errors.As(err, &ie) {
 		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%v (nothing was written)", ie)}
 	}
+	if ee := massDeletionExit(err, nil); ee != nil {
+		return ee
+	}
 	if err != nil {
 		return &ExitError{Code: ExitStoreFailed, Err: err}
 	}
@@ -347,6 +372,9 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 			code = ExitBadInput
 		}
 		return &ExitError{Code: code, Err: errors.New(strings.Join(lines, "\nrender: "))}
+	}
+	if ee := massDeletionExit(nil, rep.MassDeletion); ee != nil {
+		return ee
 	}
 	if rep.Plan != nil {
 		if un := rep.Plan.Unscheduled(); len(un) > 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
 )
 
 // drainOptions are the flags of `render drain`: the ones it shares with
@@ -60,7 +61,8 @@ func runDrain(ctx context.Context, o *drainOptions, dest string, io IO) error {
 	var phase phaseWatch
 	eng := engine.New(engine.Options{Platform: o.Platform, SecretsDir: o.SecretsDir, DryRun: o.DryRun,
 		Strategy: renderer.Strategy(o.Strategy), RetryDeadline: o.RetryDeadline, Version: Version,
-		Log: log, Getenv: io.Getenv, OnPhase: phase.set})
+		AllowMassDeletion: o.AllowMassDeletion,
+		Log:               log, Getenv: io.Getenv, OnPhase: phase.set})
 	rep, err, sig, exit := runInterruptible(ctx, io, log, &phase, func(ctx context.Context) (*engine.DrainReport, error) {
 		return eng.Drain(ctx, dest)
 	})
@@ -74,6 +76,9 @@ func runDrain(ctx context.Context, o *drainOptions, dest string, io IO) error {
 	var ie *renderer.InputError
 	if errors.As(err, &ie) {
 		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%v (nothing was written)", ie)}
+	}
+	if ee := massDeletionExit(err, nil); ee != nil {
+		return ee
 	}
 	if err != nil {
 		return &ExitError{Code: ExitStoreFailed, Err: err}
@@ -91,6 +96,7 @@ func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 		}
 	} else {
 		writeDrain(io.Out, rep)
+		writeBreaker(io.Out, rep.MassDeletion)
 	}
 	if failed := rep.Failed(); len(failed) > 0 {
 		var lines []string
@@ -98,6 +104,9 @@ func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 			lines = append(lines, f.Err.Error())
 		}
 		return &ExitError{Code: ExitStoreFailed, Err: errors.New(strings.Join(lines, "\nrender: "))}
+	}
+	if ee := massDeletionExit(nil, rep.MassDeletion); ee != nil {
+		return ee
 	}
 	var blocked []string
 	for _, s := range rep.Stuck {
@@ -159,7 +168,9 @@ func drainJSON(rep *engine.DrainReport) any {
 		Moves       []drainMoveJSON  `json:"moves"`
 		Stuck       []drainStuckJSON `json:"stuck"`
 		Stores      []jsonStore      `json:"stores"`
-	}{Destination: rep.Destination, DryRun: rep.DryRun, Moves: []drainMoveJSON{}, Stuck: []drainStuckJSON{}, Stores: []jsonStore{}}
+		// MassDeletion is the breaker's verdict, when some write passes a limit.
+		MassDeletion *statestore.MassDeletionError `json:"massDeletion,omitempty"`
+	}{MassDeletion: rep.MassDeletion, Destination: rep.Destination, DryRun: rep.DryRun, Moves: []drainMoveJSON{}, Stuck: []drainStuckJSON{}, Stores: []jsonStore{}}
 	for _, m := range rep.Moves {
 		out.Moves = append(out.Moves, drainMoveJSON{m.Workload, m.Group, m.From, m.To, m.Files})
 	}

@@ -740,7 +740,7 @@ func TestNonYAMLFileIsCarriedVerbatim(t *testing.T) {
 }
 
 // The identity comes from object.yaml when the variables are absent, and a
-// namespace-less object lands in "default".
+// namespace-less (cluster-scoped) object lands in "kratix-platform-system".
 func TestIdentityFallsBackToObjectYAML(t *testing.T) {
 	w := newWorld(t)
 	w.file("platform/destinations.yaml", dest("only", nil))
@@ -774,8 +774,10 @@ func TestIdentityFallsBackToObjectYAML(t *testing.T) {
 	wf.setObject("apiVersion: x/v1\nkind: P\nmetadata:\n  name: no-ns\n")
 	wf.setOutput(map[string]string{"cm.yaml": objNamed("ConfigMap", "cm-no-ns")})
 	wf.mustRun(0, env)
-	if _, ok := repoTree(t, w.repo)["clusters/only/resources/default/p/no-ns/pipe/5058f/cm.yaml"]; !ok {
-		t.Fatalf("a namespace-less object should land in default: %v", keysOf(repoTree(t, w.repo)))
+	// A namespace-less object is a cluster-scoped resource: Kratix files it
+	// under its own namespace, kratix-platform-system.
+	if _, ok := repoTree(t, w.repo)["clusters/only/resources/kratix-platform-system/p/no-ns/pipe/5058f/cm.yaml"]; !ok {
+		t.Fatalf("a namespace-less object should land in kratix-platform-system: %v", keysOf(repoTree(t, w.repo)))
 	}
 }
 
@@ -1040,10 +1042,11 @@ func TestOwnershipAcrossWorkloads(t *testing.T) {
 		t.Errorf("B was touched:\nbefore %v\nafter  %v", bBefore, bOnly(tree))
 	}
 
-	// A's extra group disappears from the output: its folder goes.
+	// A's extra group disappears from the output: its folder goes. It was
+	// edge's only workload file, so the mass-deletion breaker must be told.
 	a.setOutput(map[string]string{"a2.yaml": obj("A2"), "a3.yaml": obj("A3")})
 	a.setSelectors("- matchLabels: {role: worker}\n")
-	a.mustRun(0, envA)
+	a.mustRun(0, envA, "--allow-mass-deletion")
 	otherTree := repoTree(t, other)
 	if left := underPrefix(otherTree, "clusters/edge/eu/resources/team/p/r1/"); len(left) > 0 {
 		t.Errorf("the vanished group's folder survived: %v", left)
@@ -1229,8 +1232,12 @@ func TestPromiseWorkflowGoesToEveryMatch(t *testing.T) {
 			t.Errorf("destination %s lacks the dependency: %v", d, keysOf(tree))
 		}
 	}
-	if left := underPrefix(tree, "clusters/c/"); len(left) > 0 {
-		t.Errorf("destination c (env=prod) got %v", left)
+	// c gets Kratix's canaries, as every destination of the store does, and
+	// nothing else.
+	for _, p := range underPrefix(tree, "clusters/c/") {
+		if !strings.Contains(p, "/kratix-canary-") {
+			t.Errorf("destination c (env=prod) got %s", p)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
 )
 
 func short(rev string) string {
@@ -44,6 +45,15 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 			}
 		}
 	}
+	if st := rep.Static; st != nil {
+		for _, g := range st.Groups {
+			dest := strings.Join(g.Destinations, ", ")
+			if g.Unscheduled() {
+				dest = "UNSCHEDULED"
+			}
+			fmt.Fprintf(w, "  static dependencies (spec.dependencies, selector %s) -> %s\n", g.Selector, dest)
+		}
+	}
 	for _, warn := range rep.Plan.Warnings {
 		fmt.Fprintf(w, "  warning: %s\n", warn)
 	}
@@ -77,6 +87,7 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 			}
 		}
 	}
+	writeBreaker(w, rep.MassDeletion)
 }
 
 func verdictLine(v renderer.Verdict) string {
@@ -159,6 +170,8 @@ type jsonReport struct {
 	Groups   []jsonGroup `json:"groups"`
 	Stores   []jsonStore `json:"stores"`
 	Warnings []string    `json:"warnings"`
+	// MassDeletion is the breaker's verdict, when some write passes a limit.
+	MassDeletion *statestore.MassDeletionError `json:"massDeletion,omitempty"`
 }
 
 func nonNil(s []string) []string {
@@ -189,7 +202,7 @@ func writeJSON(w io.Writer, rep *engine.Report) error {
 	out.Workflow.Type, out.Workflow.Action = string(rep.Workflow.Type), string(rep.Workflow.Action)
 	out.Workflow.Promise, out.Workflow.Pipeline = rep.Workflow.Promise, rep.Workflow.Pipeline
 	out.Workflow.Name, out.Workflow.Namespace = rep.Workflow.Name, rep.Workflow.Namespace
-	out.DryRun = rep.DryRun
+	out.DryRun, out.MassDeletion = rep.DryRun, rep.MassDeletion
 	out.Groups, out.Stores, out.Warnings = []jsonGroup{}, []jsonStore{}, []string{}
 	if rep.Plan != nil {
 		out.Warnings = nonNil(rep.Plan.Warnings)

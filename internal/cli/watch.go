@@ -199,7 +199,7 @@ func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h wat
 				log.Warn("render failed; retrying", "in", backoff.String())
 				retry = time.NewTimer(backoff)
 				retryC = retry.C
-			case res == metrics.BadInput:
+			case res == metrics.BadInput || res == metrics.Refused:
 				log.Info("waiting for the next change")
 			}
 
@@ -271,6 +271,9 @@ func logRender(log *slog.Logger, out outcome, res metrics.Result) {
 	case errors.As(out.err, &ie):
 		log.Error("bad input: nothing was written", "error", ie.Error())
 		return
+	case res == metrics.Refused:
+		log.Error("refused by the mass-deletion breaker: nothing was written", "error", out.err.Error())
+		return
 	case out.err != nil:
 		log.Error("render failed", "error", out.err.Error())
 		return
@@ -310,6 +313,8 @@ func watchExit(out outcome, res metrics.Result, watchErr error) error {
 		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("last render: %v (nothing was written)", renderError(out))}
 	case metrics.Failed:
 		return &ExitError{Code: ExitStoreFailed, Err: fmt.Errorf("last render: %v", renderError(out))}
+	case metrics.Refused:
+		return &ExitError{Code: ExitMassDeletion, Err: fmt.Errorf("last render: %v", renderError(out))}
 	}
 	if watchErr != nil {
 		return &ExitError{Code: ExitStoreFailed, Err: watchErr}

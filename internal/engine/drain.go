@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -25,6 +26,9 @@ type DrainReport struct {
 	Duration    time.Duration
 	// Stopped is set when a stop was asked while the drain was publishing.
 	Stopped bool
+	// MassDeletion is the breaker's verdict on a dry run that a real drain
+	// would refuse.
+	MassDeletion *statestore.MassDeletionError
 }
 
 // Move is one resource group that moved.
@@ -301,12 +305,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		refs = append(refs, ref)
 	}
 	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
-	// The last point where a stop ends the drain with nothing written.
-	if err := ph.enter(PhasePublishing); err != nil {
-		return nil, err
-	}
-	pub, release := publishContext(ctx)
-	defer release()
+	all := map[renderer.StoreRef][]statestore.Update{}
 	for _, ref := range refs {
 		var us []statestore.Update
 		wkeys := make([]string, 0, len(pending[ref]))
@@ -319,8 +318,11 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			u := statestore.Update{Workload: k, Files: pw.files, Message: msg, DryRun: e.opts.DryRun, Shared: map[string][]byte{}}
 			for d := range pw.dests {
 				u.Destinations = append(u.Destinations, d)
-				u.Shared[path.Join(d, renderer.CanaryDependencies)] = renderer.CanaryNamespace()
-				u.Shared[path.Join(d, renderer.CanaryResources)] = renderer.CanaryConfigMap()
+			}
+			for _, d := range plat.Destinations {
+				if d.Store == ref {
+					maps.Copy(u.Shared, renderer.CanaryFiles(d))
+				}
 			}
 			if len(pw.files) > 0 {
 				r := pw.rec
@@ -328,6 +330,32 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			}
 			us = append(us, u)
 		}
+		all[ref] = us
+	}
+	// The mass-deletion breaker: a drain that empties a destination of
+	// workload files (its resources moved, no dependencies left) is refused
+	// unless allowed.
+	recs := map[renderer.StoreRef][]statestore.Record{}
+	for _, byRef := range byWorkload {
+		for ref, r := range byRef {
+			recs[ref] = append(recs[ref], r)
+		}
+	}
+	md, err := e.breaker(plat, views, recs, all, false)
+	if err != nil {
+		return nil, ph.check(err)
+	}
+	if rep.MassDeletion, err = e.checkBreaker(md); err != nil {
+		return nil, ph.check(err)
+	}
+	// The last point where a stop ends the drain with nothing written.
+	if err := ph.enter(PhasePublishing); err != nil {
+		return nil, err
+	}
+	pub, release := publishContext(ctx)
+	defer release()
+	for _, ref := range refs {
+		us := all[ref]
 		st := stores[ref]
 		t0 := time.Now()
 		var res statestore.Result

@@ -20,6 +20,7 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/gitstore"
 )
 
 // Options configure an Engine. The CLI fills them from flags.
@@ -32,12 +33,21 @@ type Options struct {
 	Identity map[string]string
 	Getenv   func(string) string
 	DryRun   bool
+	// AllowMassDeletion turns the mass-deletion breaker off for every store.
+	AllowMassDeletion bool
+	// CommitTemplate, when set, is the commit message template for every
+	// git store (read from CommitTemplateFile), in place of spec.commit.template.
+	CommitTemplate, CommitTemplateFile string
 	// Hydrate builds output folders holding a kustomization.yaml into plain
 	// manifests before scheduling.
 	Hydrate  bool
 	Strategy renderer.Strategy
 	// FlavourKey is the label on the resource request that names its flavour.
 	FlavourKey string
+	// NoInheritedSelector stops resource workflows from inheriting the
+	// root selector their promise workflow left: Kratix's behaviour since
+	// v0.67.0. By default they inherit it, as Kratix's documentation says.
+	NoInheritedSelector bool
 	// RetryDeadline is each render's one retry budget: from the render's
 	// start, every wait of every store (an unreachable server, a busy
 	// branch or bucket) stops once it has passed.
@@ -112,6 +122,9 @@ func (e *Engine) Close() error {
 type Report struct {
 	Workflow renderer.Workflow
 	Plan     *renderer.Plan
+	// Static is the plan of the Promise's static dependencies (promise
+	// workflows only).
+	Static   *renderer.Plan
 	Stores   []StoreReport
 	DryRun   bool
 	Duration time.Duration
@@ -119,6 +132,9 @@ type Report struct {
 	// Stopped is set when a stop was asked (WithStop) while the render was
 	// publishing: the publish went on, and Stores says how each ended.
 	Stopped bool
+	// MassDeletion is the breaker's verdict on a dry run that a real
+	// render would refuse (a real render returns it as its error).
+	MassDeletion *statestore.MassDeletionError
 }
 
 // StoreReport is one store's outcome.
@@ -173,6 +189,8 @@ type Inputs struct {
 	Input     renderer.Input
 	Object    *inputs.Object
 	Selectors []renderer.SelectorEntry
+	// Control is the workflow's workflow-control.yaml (nil when absent).
+	Control *inputs.WorkflowControl
 }
 
 // Load reads and validates every input. Its errors are InputErrors, or
@@ -188,6 +206,11 @@ func (e *Engine) Load(ctx context.Context) (*Inputs, error) {
 		return nil, err
 	}
 	wf := inputs.Identity(o.Getenv, o.Identity, obj)
+	if pr := plat.Promises[wf.Promise]; pr != nil && wf.Type == renderer.ResourceWorkflow {
+		// Kratix files every resource of such a Promise under its
+		// pipeline namespace.
+		wf.FolderNamespace = pr.PipelineNamespace
+	}
 	if err := renderer.ValidateWorkflow(wf); err != nil {
 		return nil, err
 	}
@@ -195,10 +218,14 @@ func (e *Engine) Load(ctx context.Context) (*Inputs, error) {
 	if pr := plat.Promises[wf.Promise]; pr != nil {
 		in.Promise = pr
 	}
+	control, err := inputs.LoadWorkflowControl(o.MetadataDir)
+	if err != nil {
+		return nil, err
+	}
 	if wf.Type == renderer.ResourceWorkflow && obj != nil {
 		in.Flavour = obj.Labels[o.FlavourKey]
 	}
-	res := &Inputs{Platform: plat, Object: obj}
+	res := &Inputs{Platform: plat, Object: obj, Control: control}
 	if wf.Action == renderer.Delete {
 		res.Input = in
 		return res, nil
@@ -241,6 +268,12 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	}
 	in := ld.Input
 	wf := in.Workflow
+	if skip := ld.Control.Skip(); skip != "" {
+		// Kratix creates no Work then, so nothing is scheduled or written.
+		ph.done()
+		return &Report{Workflow: wf, DryRun: e.opts.DryRun, Duration: time.Since(start),
+			Plan: &renderer.Plan{Workflow: wf, Warnings: []string{"nothing written: " + skip}}}, nil
+	}
 	if err := ph.enter(PhasePlanning); err != nil {
 		return nil, err
 	}
@@ -266,7 +299,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	}
 
 	key := workloadKey(wf)
-	views, failed := e.readViews(ctx, stores, key, wf.Promise, earlyHints(in, early, earlyObjects, key))
+	views, failed := e.readViews(ctx, stores, key, wf.Promise, earlyHints(in, early, earlyObjects, ld.Platform, key))
 	if err := ph.check(nil); err != nil {
 		return nil, err
 	}
@@ -282,6 +315,27 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		return report, nil
 	}
 	holders := applyFacts(&in, views, key)
+	// The records this render can see: its own, its promise's and its
+	// resource's (every pipeline), and all of them from a store that
+	// predates the placement index.
+	recs := viewRecords(views)
+	if e.opts.NoInheritedSelector {
+		in.PromiseWorkflowSelector = nil
+	}
+	if wf.Type == renderer.ResourceWorkflow && wf.Action == renderer.Configure && in.Previous == nil {
+		// No store remembers this resource: Kratix may have placed it.
+		prev, err := kratixPlacements(ctx, ld.Platform, viewSnaps(views), in)
+		var se *placementError
+		if errors.As(err, &se) {
+			// Without it the resource could be placed twice: write nothing.
+			report.Stores = append(report.Stores, StoreReport{Store: se.ref, Name: stores[se.ref].String(), Err: e.annotate(se.ref, se.err)})
+			report.Duration = time.Since(start)
+			return report, nil
+		}
+		if len(prev) > 0 {
+			in.Previous = prev
+		}
+	}
 
 	plan, err := renderer.RenderContext(ctx, in)
 	if err != nil {
@@ -302,23 +356,52 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, ph.check(err)
 	}
-	if err := fluxcheck.Duplicates(objects, legacyObjects(views, key)); err != nil {
+	if err := fluxcheck.Duplicates(objects, otherObjects(recs, key)); err != nil {
+		return nil, ph.check(err)
+	}
+	if err := folderTaken(ld.Platform, plan, views, key); err != nil {
 		return nil, ph.check(err)
 	}
 
-	updates := map[renderer.StoreRef]statestore.Update{}
+	updates := storeUpdates{}
 	record := e.record(wf, in, plan, ld.Selectors)
-	for _, w := range plan.Writes {
-		r := *record
-		for _, o := range objects {
-			if o.Store == w.Store.String() {
-				r.Objects = append(r.Objects, o)
+	if wf.Action == renderer.Delete {
+		// A delete pipeline has a name of its own: the delete removes every
+		// workload of the resource (or promise), whatever its pipeline.
+		for _, ref := range sortedRefs(recs) {
+			for _, r := range recs[ref] {
+				if sameObject(r, wf) {
+					updates.add(ref, statestore.Update{Workload: r.Workload})
+				}
 			}
 		}
-		updates[w.Store] = statestore.Update{
-			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates,
-			Destinations: w.Destinations, Record: &r,
+		// And what Kratix wrote for it, where no record says otherwise.
+		updates.kratixDeletes(ld.Platform, in, recs)
+	} else {
+		updates.addPlan(plan, record, objects, key, holders)
+		updates.adoptInto(ld.Platform, key, workOf(wf, wf.Pipeline, false), false, holders)
+	}
+	if wf.Type == renderer.PromiseWorkflow {
+		// The Promise's static dependencies are a workload of their own.
+		static, err := renderer.RenderStatic(ctx, in)
+		if err != nil {
+			return nil, ph.check(err)
 		}
+		skey := statestore.StaticWorkloadKey(wf.Promise)
+		sobjects, err := fluxcheck.CheckPlan(ctx, static)
+		if err != nil {
+			return nil, ph.check(err)
+		}
+		if err := fluxcheck.Duplicates(sobjects, otherObjects(recs, skey)); err != nil {
+			return nil, ph.check(err)
+		}
+		if wf.Action != renderer.Delete {
+			srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: static.Placements()}
+			sholders := holdersOf(recs, skey)
+			updates.addPlan(static, srec, sobjects, skey, sholders)
+			updates.adoptInto(ld.Platform, skey, workOf(wf, "", true), true, sholders)
+		}
+		report.Static = static
 	}
 	// An object another workload holds in a store is bad input: refuse it
 	// here, before any store is written, not when that store's turn comes.
@@ -327,30 +410,49 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		if v == nil || v.facts.All != nil {
 			continue // a store that predates the index: checked above
 		}
-		if err := statestore.CheckClaims(v.snap, updates[ref], nil); err != nil {
-			var oe *statestore.OwnedError
-			if errors.As(err, &oe) {
-				err = &renderer.InputError{Where: stores[ref].String(), Msg: strings.TrimPrefix(oe.Error(), statestore.ErrConflict.Error()+": ")}
+		for _, u := range updates[ref] {
+			if err := statestore.CheckClaims(v.snap, u, nil); err != nil {
+				var oe *statestore.OwnedError
+				if errors.As(err, &oe) {
+					err = &renderer.InputError{Where: stores[ref].String(), Msg: strings.TrimPrefix(oe.Error(), statestore.ErrConflict.Error()+": ")}
+				}
+				return nil, ph.check(err)
 			}
-			return nil, ph.check(err)
 		}
 	}
 	// Promise workflows leave their record in every store, so that resource
 	// workflows inherit their root selector even when they wrote no files.
 	if wf.Type == renderer.PromiseWorkflow && wf.Action == renderer.Configure && len(record.DefaultSelector) > 0 {
 		for ref := range stores {
-			if _, ok := updates[ref]; !ok {
-				updates[ref] = statestore.Update{Workload: key, Record: record}
+			if !updates.has(ref, key) {
+				updates.add(ref, statestore.Update{Workload: key, Record: record})
 			}
 		}
 	}
-	// Stores that held this workload and get nothing now lose its files.
-	for ref := range holders {
-		if _, ok := updates[ref]; !ok {
-			updates[ref] = statestore.Update{Workload: key}
+	// Kratix's canaries for every destination of a store go with whatever
+	// is written there (only where they are missing).
+	for ref, us := range updates {
+		if len(plan.Canaries[ref]) > 0 && len(us[0].Shared) == 0 {
+			us[0].Shared = plan.Canaries[ref]
 		}
 	}
+	// The mass-deletion breaker, on what the records say each store holds.
+	md, err := e.breaker(ld.Platform, views, recs, updates, wf.Action == renderer.Delete)
+	if err != nil {
+		return nil, ph.check(err)
+	}
+	if report.MassDeletion, err = e.checkBreaker(md); err != nil {
+		return nil, ph.check(err)
+	}
 	msg := message(wf, e.opts.Version)
+	for ref, us := range updates {
+		for i := range us {
+			us[i].Message = msg
+			if err := e.commitSettings(ld.Platform, ref, wf, ld.Object, &us[i]); err != nil {
+				return nil, ph.check(err)
+			}
+		}
+	}
 	// The last point where a stop ends the render with nothing written.
 	// From here each store's publish runs on ctx, which a stop does not
 	// cancel: it finishes, and the report says a stop came meanwhile.
@@ -361,15 +463,17 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	defer release()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for ref, u := range updates {
-		u.Message = msg
-		u.DryRun = e.opts.DryRun
+	for ref, us := range updates {
+		for i := range us {
+			us[i].DryRun = e.opts.DryRun
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			st := stores[ref]
 			t0 := time.Now()
-			res, err := st.Apply(pub, u)
+			res, err := applyAll(pub, st, us)
+			logFetched(e.log, st)
 			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
 			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
 			mu.Lock()
@@ -379,6 +483,9 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	}
 	wg.Wait()
 	sort.Slice(report.Stores, func(i, j int) bool { return report.Stores[i].Store.String() < report.Stores[j].Store.String() })
+	if wf.Action == renderer.Delete && deletedNothing(report) {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(wf)))
+	}
 	report.Duration = time.Since(start)
 	report.Stopped = stopAsked(ctx)
 	ph.done()
@@ -426,29 +533,52 @@ func (e *Engine) open(p *inputs.Platform, refs []renderer.StoreRef) (map[rendere
 	return out, nil
 }
 
-// legacyObjects gathers what other workloads recorded writing, by
-// workload, from stores that predate the placement index (the others
-// answer through claims: see statestore.CheckClaims).
-func legacyObjects(views map[renderer.StoreRef]*storeView, key string) map[string][]fluxcheck.Object {
+// otherObjects gathers what other workloads recorded writing, by
+// workload, from the records the render read: every record of a store that
+// predates the placement index (the others answer through claims: see
+// statestore.CheckClaims).
+func otherObjects(recs map[renderer.StoreRef][]statestore.Record, key string) map[string][]fluxcheck.Object {
 	out := map[string][]fluxcheck.Object{}
-	for _, v := range views {
-		for _, r := range v.facts.All {
-			if r.Workload == key {
-				continue
+	for _, rs := range recs {
+		for _, r := range rs {
+			if r.Workload != key {
+				out[r.Workload] = append(out[r.Workload], r.Objects...)
 			}
-			out[r.Workload] = append(out[r.Workload], r.Objects...)
 		}
 	}
 	return out
 }
 
-func sortedRefs[V any](m map[renderer.StoreRef]V) []renderer.StoreRef {
-	refs := make([]renderer.StoreRef, 0, len(m))
-	for ref := range m {
-		refs = append(refs, ref)
+// viewRecords is every record the views read, once each, by store.
+func viewRecords(views map[renderer.StoreRef]*storeView) map[renderer.StoreRef][]statestore.Record {
+	out := map[renderer.StoreRef][]statestore.Record{}
+	for ref, v := range views {
+		seen := map[string]bool{}
+		add := func(r statestore.Record) {
+			if !seen[r.Workload] {
+				seen[r.Workload] = true
+				out[ref] = append(out[ref], r)
+			}
+		}
+		if v.facts.Own != nil {
+			add(*v.facts.Own)
+		}
+		for _, rs := range [][]statestore.Record{v.facts.Promise, v.facts.Siblings, v.facts.All} {
+			for _, r := range rs {
+				add(r)
+			}
+		}
 	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
-	return refs
+	return out
+}
+
+// viewSnaps is each store's snapshot.
+func viewSnaps(views map[renderer.StoreRef]*storeView) map[renderer.StoreRef]statestore.Snapshot {
+	out := map[renderer.StoreRef]statestore.Snapshot{}
+	for ref, v := range views {
+		out[ref] = v.snap
+	}
+	return out
 }
 
 func secretName(p *inputs.Platform, ref renderer.StoreRef) string {
@@ -544,7 +674,7 @@ func readView(ctx context.Context, s statestore.Store, key, promise string, hint
 // stores would write: what the render will most likely look at. (The index
 // folders a spread choice weighs are not in it: a render that keeps its
 // placement never reads them.)
-func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Object, key string) map[renderer.StoreRef]statestore.Hint {
+func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Object, p *inputs.Platform, key string) map[renderer.StoreRef]statestore.Hint {
 	out := map[renderer.StoreRef]statestore.Hint{}
 	for _, w := range early.Writes {
 		r := &statestore.Record{Type: string(in.Workflow.Type), Flavour: in.Flavour, Placements: early.Placements()}
@@ -554,6 +684,27 @@ func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Obj
 			}
 		}
 		out[w.Store] = statestore.UpdateHint(statestore.Update{Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates, Record: r})
+	}
+	// A new resource reads the load of the destinations its spread choice
+	// weighs, and looks for a folder Kratix may have placed it in: the
+	// folders on the way to both (not the load's entries themselves: a
+	// resource that keeps its placement never reads them) come along.
+	if in.Workflow.Type == renderer.ResourceWorkflow && in.Workflow.Action == renderer.Configure {
+		cands := map[string]bool{}
+		for _, d := range renderer.LoadCandidates(in, early) {
+			cands[d] = true
+		}
+		nested := workOf(in.Workflow, in.Workflow.Pipeline, false).nested
+		for _, d := range p.Destinations {
+			h := out[d.Store]
+			if cands[d.Name] {
+				h.Paths = append(h.Paths, path.Join(statestore.IndexDir, d.Name, "resource"))
+			}
+			if d.Mode == renderer.NestedByMetadata {
+				h.Paths = append(h.Paths, path.Join(d.Path, nested))
+			}
+			out[d.Store] = h
+		}
 	}
 	return out
 }
@@ -712,27 +863,62 @@ func message(w renderer.Workflow, version string) statestore.Message {
 	return m
 }
 
-// splitByDestination groups a store's diff by destination folder.
+// splitByDestination groups a store's diff by destination folder. Paths in
+// no destination the platform names (one it no longer lists) are grouped
+// by statestore.DestinationFolder, named by their folder.
 func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.Diff) []DestinationDiff {
 	var out []DestinationDiff
+	var dests []string
+	names := map[string]string{}
 	for _, dest := range p.Destinations {
-		if dest.Store != ref {
-			continue
+		if dest.Store == ref {
+			dests = append(dests, dest.Path)
+			names[dest.Path] = dest.Name
 		}
-		dd := DestinationDiff{Destination: dest.Name, Path: dest.Path}
-		pick := func(list []string) []string {
-			var r []string
-			for _, f := range list {
-				if strings.HasPrefix(f, dest.Path+"/") {
-					r = append(r, strings.TrimPrefix(f, dest.Path+"/"))
+	}
+	byFolder := map[string]*DestinationDiff{}
+	var order []string
+	place := func(list []string, pick func(*DestinationDiff) *[]string) {
+		for _, f := range list {
+			folder := statestore.DestinationFolder(f, dests)
+			dd := byFolder[folder]
+			if dd == nil {
+				name := names[folder]
+				if name == "" {
+					name = folder
 				}
+				dd = &DestinationDiff{Destination: name, Path: folder}
+				byFolder[folder] = dd
+				order = append(order, folder)
 			}
-			return r
+			l := pick(dd)
+			*l = append(*l, strings.TrimPrefix(f, folder+"/"))
 		}
-		dd.Added, dd.Changed, dd.Deleted = pick(d.Added), pick(d.Changed), pick(d.Deleted)
-		if len(dd.Added)+len(dd.Changed)+len(dd.Deleted) > 0 {
-			out = append(out, dd)
+	}
+	place(d.Added, func(dd *DestinationDiff) *[]string { return &dd.Added })
+	place(d.Changed, func(dd *DestinationDiff) *[]string { return &dd.Changed })
+	place(d.Deleted, func(dd *DestinationDiff) *[]string { return &dd.Deleted })
+	// Platform order first, then folders the platform no longer names.
+	for _, dest := range p.Destinations {
+		if dd := byFolder[dest.Path]; dd != nil && dest.Store == ref {
+			out = append(out, *dd)
+			delete(byFolder, dest.Path)
+		}
+	}
+	for _, folder := range order {
+		if dd := byFolder[folder]; dd != nil {
+			out = append(out, *dd)
 		}
 	}
 	return out
+}
+
+// logFetched logs, at debug level, what a git store fetched from its
+// server so far (requests, objects fetched one by one, bytes), and whether
+// it read the store partially.
+func logFetched(log *slog.Logger, st statestore.Store) {
+	if f, ok := st.(interface{ FetchStats() gitstore.FetchStats }); ok {
+		fs := f.FetchStats()
+		log.Debug("fetched", "store", st.String(), "requests", fs.Requests, "objects", fs.Objects, "bytes", fs.Bytes, "partial", fs.Partial)
+	}
 }

@@ -229,6 +229,9 @@ func TestSplitByDestination(t *testing.T) {
 		"prod(prod) +[a.yaml] ~[] -[old.yaml]",
 		"prod-eu(prod-eu) +[b.yaml] ~[x/y.yaml] -[]",
 		"nested(regions/eu) +[c.yaml] ~[] -[]",
+		// A folder no destination names now (one the platform lost) is
+		// listed too, by its folder, so a dry run shows what leaves it.
+		"regions/other(regions/other) +[] ~[] -[z.yaml]",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))

@@ -65,11 +65,16 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 		if gs.InsecureSkipTLSVerify {
 			e.log.Warn("TLS verification is off for this store (insecureSkipTLSVerify: true)", "store", ref.String())
 		}
+		signer, signKey, err := e.gitSigner(p, gs, where)
+		if err != nil {
+			return nil, "", err
+		}
+		cfg.Signer = signer
 		s, err := gitstore.New(cfg)
 		if err != nil {
 			return nil, "", &renderer.InputError{File: gs.File, Where: where, Msg: err.Error()}
 		}
-		return s, gitKey(gs) + secretDigest(secretOrNil(p, gs.SecretRef)), nil
+		return s, gitKey(gs) + secretDigest(secretOrNil(p, gs.SecretRef)) + signKey, nil
 	case "BucketStateStore":
 		bs := p.BucketStores[ref.Name]
 		return e.openBucket(p, ref, bs)

@@ -93,7 +93,7 @@ func CheckPlan(ctx context.Context, plan *renderer.Plan) ([]Object, error) {
 func outputSources(plan *renderer.Plan) map[string]string {
 	m := map[string]string{}
 	for _, g := range plan.Groups {
-		prefix := nestedPrefix(plan.Workflow, g.ID)
+		prefix := renderer.NestedPrefix(plan.Workflow, g.ID)
 		for _, f := range g.Files {
 			m[path.Join(prefix, f)] = f
 			if _, taken := m[f]; !taken {
@@ -102,13 +102,4 @@ func outputSources(plan *renderer.Plan) map[string]string {
 		}
 	}
 	return m
-}
-
-// nestedPrefix is Kratix's nestedByMetadata folder of a group (the same as
-// the renderer's).
-func nestedPrefix(w renderer.Workflow, id string) string {
-	if w.Type == renderer.PromiseWorkflow {
-		return path.Join(Dependencies, w.Promise, w.Pipeline, id)
-	}
-	return path.Join(Resources, w.Namespace, w.Promise, w.Name, w.Pipeline, id)
 }

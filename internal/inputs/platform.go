@@ -72,6 +72,55 @@ type GitStateStore struct {
 	// AllowInsecureHTTP lets basicAuth send its password over plain
 	// http:// to a host that is not this machine (refused otherwise).
 	AllowInsecureHTTP bool `yaml:"allowInsecureHTTP"`
+	// MassDeletion sets the store's mass-deletion breaker.
+	MassDeletion MassDeletion `yaml:"massDeletion"`
+	// Signing, when set, signs every commit render makes.
+	Signing *Signing `yaml:"signing"`
+	// Commit sets the commit message and author.
+	Commit *Commit `yaml:"commit"`
+}
+
+// Commit is how a GitStateStore's commits are written: a Go text/template
+// for the subject (first line) and body, the annotations of object.yaml it
+// may read, and the annotation naming the git author ("Name <email>").
+// render's trailers always follow the template's text.
+type Commit struct {
+	Template         string   `yaml:"template"`
+	Annotations      []string `yaml:"annotations"`
+	AuthorAnnotation string   `yaml:"authorAnnotation"`
+}
+
+// Signing is how a GitStateStore signs its commits: the key is the
+// signingKey of the secret secretRef names (default: the store's own
+// secretRef), with an optional signingKeyPassphrase.
+type Signing struct {
+	// Format is git's gpg.format: ssh or openpgp.
+	Format    string     `yaml:"format"`
+	SecretRef *SecretRef `yaml:"secretRef"`
+}
+
+// MassDeletion is a store's mass-deletion breaker (statestore.Check): a
+// write that would leave a destination with no workload files, or delete
+// more than these shares, is refused unless Allow is set.
+type MassDeletion struct {
+	// Allow lets every write through (as --allow-mass-deletion does).
+	Allow bool `yaml:"allow"`
+	// MaxDestinationPercent (1-100) refuses a write deleting more than this
+	// share of a destination's workload files; 0 is no such limit.
+	MaxDestinationPercent int `yaml:"maxDestinationPercent"`
+	// MaxStorePercent (1-100) refuses a write deleting more than this share
+	// of the store's workload files; 0 is no such limit.
+	MaxStorePercent int `yaml:"maxStorePercent"`
+}
+
+func (m MassDeletion) check() error {
+	if m.MaxDestinationPercent < 0 || m.MaxDestinationPercent > 100 {
+		return fmt.Errorf("spec.massDeletion.maxDestinationPercent %d: use 0 (no limit) to 100", m.MaxDestinationPercent)
+	}
+	if m.MaxStorePercent < 0 || m.MaxStorePercent > 100 {
+		return fmt.Errorf("spec.massDeletion.maxStorePercent %d: use 0 (no limit) to 100", m.MaxStorePercent)
+	}
+	return nil
 }
 
 // BucketStateStore is Kratix's BucketStateStore spec, plus region and bucket creation.
@@ -86,6 +135,8 @@ type BucketStateStore struct {
 	AuthMethod   string     `yaml:"authMethod"`
 	SecretRef    *SecretRef `yaml:"secretRef"`
 	CreateBucket bool       `yaml:"createBucket"`
+	// MassDeletion sets the store's mass-deletion breaker.
+	MassDeletion MassDeletion `yaml:"massDeletion"`
 }
 
 // OCIStateStore is render's own kind (Kratix has no OCI store): a base
@@ -113,9 +164,10 @@ type OCIStateStore struct {
 const OCIAPIVersion = "render.dev/v1alpha1"
 
 type meta struct {
-	Name      string            `yaml:"name"`
-	Namespace string            `yaml:"namespace"`
-	Labels    map[string]string `yaml:"labels"`
+	Name        string            `yaml:"name"`
+	Namespace   string            `yaml:"namespace"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
 }
 
 type document struct {
@@ -143,6 +195,11 @@ type destinationSpec struct {
 		Mode     string `yaml:"mode"`
 		Filename string `yaml:"filename"`
 	} `yaml:"filepath"`
+	// InitWorkloads is Kratix's: enabled (the default) writes the canary
+	// files to the destination.
+	InitWorkloads struct {
+		Enabled *bool `yaml:"enabled"`
+	} `yaml:"initWorkloads"`
 }
 
 type promiseSpec struct {
@@ -402,9 +459,13 @@ func (p *Platform) add(file, where string, doc *document) error {
 			Store:             renderer.StoreRef{Kind: spec.StateStoreRef.Kind, Name: spec.StateStoreRef.Name},
 			StrictMatchLabels: spec.StrictMatchLabels, Unschedulable: spec.Unschedulable,
 			Mode: renderer.FilepathMode(spec.Filepath.Mode), Filename: spec.Filepath.Filename,
+			NoInitWorkloads: spec.InitWorkloads.Enabled != nil && !*spec.InitWorkloads.Enabled,
 		}
 		if d.Path == "" {
 			d.Path = name
+		}
+		if p := strings.Trim(d.Path, "/"); p == "" || p == "." {
+			return bad("spec.path %q: a destination at the store's root is refused: render keeps its records in %s beside the destinations, and a root destination would hold every other one; give the destination a folder, or move the store's spec.path into it", d.Path, layout.MetaDir)
 		}
 		d.Path = strings.Trim(d.Path, "/")
 		if d.Mode == "" {
@@ -469,6 +530,26 @@ func (p *Platform) add(file, where string, doc *document) error {
 		default:
 			return bad("spec.authMethod %q is unknown: use basicAuth or ssh", s.AuthMethod)
 		}
+		if err := s.MassDeletion.check(); err != nil {
+			return bad("%v", err)
+		}
+		if c := s.Commit; c != nil && c.Template != "" {
+			if _, err := ParseCommitTemplate(c.Template); err != nil {
+				return bad("spec.commit.template: %v", err)
+			}
+		}
+		if sg := s.Signing; sg != nil {
+			switch sg.Format {
+			case "ssh", "openpgp":
+			case "":
+				return bad("spec.signing.format is missing: use ssh or openpgp")
+			default:
+				return bad("spec.signing.format %q is unknown: use ssh or openpgp", sg.Format)
+			}
+			if sg.SecretRef == nil && s.SecretRef == nil {
+				return bad("spec.signing needs a secretRef (or the store's spec.secretRef) holding signingKey")
+			}
+		}
 		p.GitStores[name] = s
 	case "BucketStateStore":
 		s := &BucketStateStore{Name: name, File: file}
@@ -492,6 +573,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		default:
 			return bad("spec.authMethod %q is unknown: use accessKey or IAM", s.AuthMethod)
 		}
+		if err := s.MassDeletion.check(); err != nil {
+			return bad("%v", err)
+		}
 		p.BucketStores[name] = s
 	case "OCIStateStore":
 		s := &OCIStateStore{Name: name, File: file}
@@ -514,6 +598,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 			return err
 		}
 		pr := &renderer.Promise{Name: name, DestinationSelectors: spec.DestinationSelectors}
+		if err := readPromiseExtras(pr, &spec); err != nil {
+			return bad("%v", err)
+		}
 		for i, s := range spec.DestinationSelectors {
 			if _, err := renderer.CheckSelector(s); err != nil {
 				return bad("spec.destinationSelectors[%d]: %v", i, err)
@@ -653,7 +740,7 @@ func (p *Platform) validate() error {
 					return bad("spec.path %q is also used by Destination %s in the same state store", d.Path, o.d.Name)
 				}
 				if nested(o.d.Path, d.Path) {
-					return bad("spec.path %q overlaps the path %q of Destination %s in the same state store", d.Path, o.d.Path, o.d.Name)
+					return bad("spec.path %q overlaps the path %q of Destination %s in the same state store: the outer destination would take the inner one's files as its own (read whole by Flux or Argo CD in aggregatedYAML and none modes, listed by a Bucket source's prefix, covered by its completeness marker), so one worker could apply, or prune, another's workloads", d.Path, o.d.Path, o.d.Name)
 				}
 				continue
 			}

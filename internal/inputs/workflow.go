@@ -160,6 +160,8 @@ type Object struct {
 	Name      string
 	Namespace string
 	Labels    map[string]string
+	// Annotations are object.yaml's metadata.annotations.
+	Annotations map[string]string
 }
 
 // LoadObject reads <input>/object.yaml; a missing file (or input folder)
@@ -196,7 +198,7 @@ func LoadObject(inputDir string) (*Object, error) {
 			return nil, &renderer.InputError{File: file, Msg: "invalid YAML: " + yamlMsg(err)}
 		}
 	}
-	return &Object{File: file, Name: doc.Metadata.Name, Namespace: doc.Metadata.Namespace, Labels: doc.Metadata.Labels}, nil
+	return &Object{File: file, Name: doc.Metadata.Name, Namespace: doc.Metadata.Namespace, Labels: doc.Metadata.Labels, Annotations: doc.Metadata.Annotations}, nil
 }
 
 // Identity fills the workflow identity from the variables Kratix sets in
@@ -231,7 +233,9 @@ func Identity(getenv func(string) string, flags map[string]string, obj *Object) 
 			w.Namespace = obj.Namespace
 		}
 		if w.Namespace == "" && w.Name != "" {
-			w.Namespace = "default"
+			// A cluster-scoped resource: Kratix files it under its own
+			// namespace.
+			w.Namespace = renderer.ClusterScopedNamespace
 		}
 	}
 	return w

@@ -35,11 +35,15 @@ const MarkerName = ".render-complete.json"
 // IsMeta reports whether the store-relative path p is one of render's own.
 func IsMeta(p string) bool { return p == MetaDir || strings.HasPrefix(p, MetaDir+"/") }
 
-// The canary files render keeps in every destination (Kratix's), relative
-// to the destination, and the folders that hold them.
+// The canary files Kratix keeps in every destination, by name, and their
+// paths relative to a nestedByMetadata destination (in the folders Flux's
+// two Kustomizations read). In aggregatedYAML and none destinations they
+// sit at the destination's root, under their names.
 const (
-	CanaryDependencies = "dependencies/kratix-canary-namespace.yaml"
-	CanaryResources    = "resources/kratix-canary-configmap.yaml"
+	CanaryNamespaceFile = "kratix-canary-namespace.yaml"
+	CanaryConfigMapFile = "kratix-canary-configmap.yaml"
+	CanaryDependencies  = "dependencies/" + CanaryNamespaceFile
+	CanaryResources     = "resources/" + CanaryConfigMapFile
 )
 
 // Limits every store can hold: S3 refuses a key longer than 1024 bytes,
@@ -165,7 +169,9 @@ func reserved(p string) error {
 	case first == MetaDir:
 		return fmt.Errorf("the folder %s is reserved for render's own records", MetaDir)
 	case p == CanaryDependencies || p == CanaryResources:
-		return fmt.Errorf("%s is render's canary file in every destination", p)
+		return fmt.Errorf("%s is Kratix's canary file in every nestedByMetadata destination", p)
+	case p == CanaryNamespaceFile || p == CanaryConfigMapFile:
+		return fmt.Errorf("%s is Kratix's canary file at the root of every aggregatedYAML and none destination", p)
 	case p == path.Dir(CanaryDependencies) || p == path.Dir(CanaryResources):
 		return fmt.Errorf("a file named %s would take the place of the folder that holds render's canary file", p)
 	}

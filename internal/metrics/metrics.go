@@ -13,6 +13,7 @@ import (
 
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
 )
 
 // Result is how a render ended, as the render_renders_total label says it.
@@ -28,6 +29,8 @@ const (
 	BadInput Result = "bad_input"
 	// Unscheduled: stores were written but some group matched no destination.
 	Unscheduled Result = "unscheduled"
+	// Refused: the mass-deletion breaker refused the write; nothing was written.
+	Refused Result = "refused"
 )
 
 // Store write results, as the render_store_writes_total label says them.
@@ -44,6 +47,8 @@ func Classify(rep *engine.Report, err error) Result {
 	switch {
 	case errors.As(err, &ie):
 		return BadInput
+	case errors.As(err, new(*statestore.MassDeletionError)):
+		return Refused
 	case err != nil || rep == nil:
 		return Failed
 	case len(rep.BadInput()) > 0:

@@ -114,8 +114,10 @@ func Files(s Spec) (map[string][]byte, error) {
 }
 
 // WriteGit writes files below prefix as the one commit of branch in a new
-// bare repository at dir, as a single packfile. dir must not exist.
-func WriteGit(dir, branch, prefix string, files map[string][]byte) error {
+// bare repository at dir, as a single packfile. dir must not exist. large
+// marks the commit as render marks a large store's commits, so renders
+// read it partially (see statestore/gitstore's lazy.go).
+func WriteGit(dir, branch, prefix string, files map[string][]byte, large bool) error {
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("%s exists", dir)
 	}
@@ -209,7 +211,13 @@ func WriteGit(dir, branch, prefix string, files map[string][]byte) error {
 		return err
 	}
 	sig := object.Signature{Name: "storegen", Email: "storegen@localhost"}
-	c := &object.Commit{Author: sig, Committer: sig, Message: fmt.Sprintf("storegen: %d files\n", len(files)), TreeHash: tree}
+	// The trailer render's writers leave in a large store (see
+	// statestore/gitstore/lazy.go), so renders read it partially.
+	msg := fmt.Sprintf("storegen: %d files\n", len(files))
+	if large {
+		msg += "\nRender-Store-Size: large\n"
+	}
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: tree}
 	co := mem.NewEncodedObject()
 	if err := c.Encode(co); err != nil {
 		return err

@@ -28,7 +28,7 @@ func TestWriteGit(t *testing.T) {
 		t.Fatalf("no record for %s", Workload(spec, 7))
 	}
 	dir := filepath.Join(t.TempDir(), "store.git")
-	if err := WriteGit(dir, "main", "state", files); err != nil {
+	if err := WriteGit(dir, "main", "state", files, false); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("git", "-C", dir, "fsck", "--strict").CombinedOutput(); err != nil {

@@ -53,6 +53,10 @@ type Config struct {
 	// bounds waits for an unreachable remote and for a busy branch alike.
 	// A sidecar wants minutes; an engineer at a terminal wants seconds.
 	RetryDeadline time.Duration
+	// Signer, when set, signs every commit render puts on the branch (its
+	// own and those it folds for other writers); a signing failure fails
+	// the write before anything is pushed.
+	Signer Signer
 	// Now returns the commit time (default time.Now); tests pin it.
 	Now func() time.Time
 	// Warn, when set, is told about waits the user should know of, such as a
@@ -67,9 +71,6 @@ type Store struct {
 	cfg    Config
 	prefix string
 	repo   repository
-	// records caches decoded records by blob id: a kept Store (watch mode)
-	// decodes only the records that changed since its last render.
-	records map[plumbing.Hash]statestore.Record
 }
 
 // repository is how a Store reads and moves one branch: in place for a
@@ -148,48 +149,19 @@ func (s *Store) wrap(op string, err error) error {
 	return &statestore.StoreError{Store: s.String(), Op: op, Err: err}
 }
 
-// Records reads every workload record on the branch's newest tip. Records
-// whose blob is unchanged since the last call are not decoded again.
+// Records reads every workload record on the branch's newest tip. It
+// reads the whole store: renders look records up by path instead (see
+// statestore.ReadFacts); tools and tests use this.
 func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	tip, objs, err := s.repo.head(ctx, true)
+	snap, err := s.Snapshot(ctx)
 	if err != nil {
-		return nil, s.wrap("read", err)
+		return nil, err
 	}
-	root, err := rootTree(objs, tip)
-	if err != nil {
-		return nil, s.wrap("read", err)
-	}
-	snap := newTreeSnap(objs, root, s.prefix)
-	paths, err := snap.List(statestore.RecordsDir)
+	recs, err := statestore.ReadRecords(snap)
 	if err != nil {
 		return nil, s.wrap("read records", err)
 	}
-	seen := make(map[plumbing.Hash]statestore.Record, len(paths))
-	out := make([]statestore.Record, 0, len(paths))
-	for _, p := range paths {
-		if !strings.HasSuffix(p, ".json") {
-			continue
-		}
-		e, err := snap.entry(snap.full(p))
-		if err != nil || e == nil {
-			return nil, s.wrap("read records", fmt.Errorf("%s: %v", p, err))
-		}
-		rec, ok := s.records[e.Hash]
-		if !ok {
-			data, err := readBlob(objs, e.Hash)
-			if err != nil {
-				return nil, s.wrap("read records", err)
-			}
-			if rec, err = statestore.DecodeRecord(p, data); err != nil {
-				return nil, s.wrap("read records", err)
-			}
-		}
-		seen[e.Hash] = rec
-		out = append(out, rec)
-	}
-	s.records = seen
-	return out, nil
+	return recs, nil
 }
 
 // Snapshot returns a read-only view of the branch's newest tip.
@@ -274,7 +246,11 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 				return res, s.wrap("write", err)
 			}
 		}
-		commit, err := s.commit(ov, tip, newRoot, us[0].Message, s.signature())
+		msg, err := us[0].MessageFor(res.Diff)
+		if err != nil {
+			return res, s.wrap("commit message", err)
+		}
+		commit, err := s.commit(ov, tip, newRoot, msg, s.author(us[0]))
 		if err != nil {
 			return res, s.wrap("commit", err)
 		}
@@ -301,14 +277,32 @@ func (s *Store) signature() object.Signature {
 	return object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: s.cfg.Now()}
 }
 
+// author is u's author, or this store's identity; now.
+func (s *Store) author(u statestore.Update) object.Signature {
+	sig := s.signature()
+	if u.Author != nil {
+		sig.Name, sig.Email = u.Author.Name, u.Author.Email
+	}
+	return sig
+}
+
 // commit writes a commit of tree on parent, by author; this store commits it.
 func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Hash, msg statestore.Message, author object.Signature) (plumbing.Hash, error) {
+	if r, ok := s.repo.(*remoteRepo); ok && r.large {
+		// Tell the next writer to read this store partially (lazy.go).
+		msg.Trailers = append(append([]statestore.Trailer(nil), msg.Trailers...), statestore.Trailer{Key: largeTrailer, Value: largeValue})
+	}
 	c := &object.Commit{Author: author, Committer: s.signature(), Message: msg.String(), TreeHash: tree}
 	if c.Message == "\n" {
 		c.Message = "render: update\n"
 	}
 	if !parent.IsZero() {
 		c.ParentHashes = []plumbing.Hash{parent}
+	}
+	if s.cfg.Signer != nil {
+		if err := sign(s.cfg.Signer, c); err != nil {
+			return plumbing.ZeroHash, err
+		}
 	}
 	obj := objs.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {

@@ -77,7 +77,12 @@ func (s *Store) applyGrouped(ctx context.Context, r *remoteRepo, u statestore.Up
 			if snap, err = snap.apply(plan.Ops); err != nil {
 				return fail("write", err)
 			}
-			if head, err = s.commit(ov, head, snap.rootOrEmpty(ov), u.Message, s.signature()); err != nil {
+			// The message as this plan makes it; a request published
+			// later carries it too.
+			if u.Message, err = u.MessageFor(plan.Diff); err != nil {
+				return fail("commit message", err)
+			}
+			if head, err = s.commit(ov, head, snap.rootOrEmpty(ov), u.Message, s.author(u)); err != nil {
 				return fail("commit", err)
 			}
 			res.Revision = head.String()
@@ -259,7 +264,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 // for this workload already waits (another render of it).
 func (s *Store) request(ctx context.Context, r *remoteRepo, u statestore.Update, ref plumbing.ReferenceName) (plumbing.Hash, error) {
 	ov := newOverlay(r.st)
-	h, err := writeRequest(ov, u, s.signature())
+	h, err := writeRequest(ov, u, s.author(u))
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}

@@ -9,12 +9,14 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
+	"github.com/go-git/go-git/v5/storage/memory"
 )
 
 // A remote clone is partial when the server allows it (git's partial
@@ -26,6 +28,109 @@ import (
 // size of the repository: in a store of 100,000 workloads it reads a few
 // dozen trees. A server without these capabilities is cloned as before:
 // the tip, whole, at depth 1.
+
+// A store is large when a whole fetch of its tip brings more than
+// largeStore objects. A writer that finds its store large says so in a
+// trailer of the commits it makes (largeTrailer), and the next writer,
+// which fetches the tip commit alone first to read it, then reads the
+// store partially. A small store is fetched whole, as before: one request
+// instead of one per folder level. A store written by other tools (no
+// trailer) is fetched whole until render's first commit marks it.
+const (
+	largeStore   = 10_000
+	largeTrailer = "Render-Store-Size"
+	largeValue   = "large"
+)
+
+type fetchMode int
+
+const (
+	modeUndecided fetchMode = iota
+	modeWhole
+	modePartial
+)
+
+// probe decides how to fetch: it fetches the branch tip's commit alone (on
+// a server that allows partial clones) into a scratch store, and reads its
+// trailer.
+func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
+	mode := modeWhole
+	err := r.retry(ctx, func() error {
+		sess, adv, done, err := r.advertise(ctx)
+		if err != nil || adv == nil {
+			return err
+		}
+		defer done()
+		r.caps = adv.Capabilities
+		r.partial = partialAllowed(adv.Capabilities)
+		all, err := adv.AllReferences()
+		if err != nil {
+			return err
+		}
+		tip, ok := all[r.branch]
+		if !ok || !r.partial || tip.Type() != plumbing.HashReference {
+			return nil
+		}
+		scratch := memory.NewStorage()
+		req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
+		req.Wants = []plumbing.Hash{tip.Hash()}
+		req.Depth = packp.DepthCommits(1)
+		req.Filter = r.topFilter()
+		_ = req.Capabilities.Set(capability.Shallow)
+		_ = req.Capabilities.Set(capability.Filter)
+		if err := r.receiveInto(ctx, sess, req, scratch); err != nil {
+			return err
+		}
+		r.requests++
+		c, err := object.GetCommit(scratch, tip.Hash())
+		if err != nil {
+			return err
+		}
+		if !markedLarge(c.Message) {
+			return nil
+		}
+		// A large store: what the probe fetched is the start of the
+		// partial clone, and the requests waiting come now.
+		mode = modePartial
+		r.large = true
+		for h, o := range scratch.ObjectStorage.Objects {
+			if r.st.HasEncodedObject(h) != nil {
+				if _, err := r.st.SetEncodedObject(o); err != nil {
+					return err
+				}
+			}
+		}
+		if err := r.takeAdvertised(ctx, sess, adv); err != nil {
+			return err
+		}
+		r.fetched = true
+		return nil
+	})
+	return mode, err
+}
+
+// topFilter is the filter of a partial clone's tip fetch: the commit and
+// the trees of the store's top (the root, the folders down to the store's
+// path, and the store's folder itself: one entry per destination and
+// .render), which every render looks through.
+func (r *remoteRepo) topFilter() packp.Filter {
+	depth := 2
+	if p := strings.Trim(r.cfg.Path, "/"); p != "" && p != "." {
+		depth += len(strings.Split(p, "/"))
+	}
+	return packp.FilterTreeDepth(uint64(depth))
+}
+
+// markedLarge reports whether a commit message carries the large-store
+// trailer.
+func markedLarge(msg string) bool {
+	for _, l := range strings.Split(msg, "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == largeTrailer && strings.TrimSpace(v) == largeValue {
+			return true
+		}
+	}
+	return false
+}
 
 // maxKeptObjects and maxKeptBytes bound what a kept clone (watch mode)
 // holds: past either, the next fetch starts again from an empty store, and
@@ -61,7 +166,7 @@ type lazyObjects struct {
 
 func (l *lazyObjects) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
 	o, err := l.EncodedObjectStorer.EncodedObject(t, h)
-	if !errors.Is(err, plumbing.ErrObjectNotFound) || !l.r.partial {
+	if !errors.Is(err, plumbing.ErrObjectNotFound) || l.r.mode != modePartial {
 		return o, err
 	}
 	if err := l.r.fetchObjects(l.ctx, []plumbing.Hash{h}); err != nil {
@@ -72,7 +177,7 @@ func (l *lazyObjects) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plu
 
 // fetchMissing fetches, in one request, those of hs the clone lacks.
 func (l *lazyObjects) fetchMissing(hs []plumbing.Hash) error {
-	if !l.r.partial {
+	if l.r.mode != modePartial {
 		return nil
 	}
 	var want []plumbing.Hash
@@ -148,6 +253,11 @@ func (r *remoteRepo) fetchObjects(ctx context.Context, want []plumbing.Hash) err
 
 // receive sends req and stores the packfile that answers it.
 func (r *remoteRepo) receive(ctx context.Context, sess transport.UploadPackSession, req *packp.UploadPackRequest) error {
+	return r.receiveInto(ctx, sess, req, r.st)
+}
+
+// receiveInto sends req and stores the packfile that answers it in st.
+func (r *remoteRepo) receiveInto(ctx context.Context, sess transport.UploadPackSession, req *packp.UploadPackRequest, st storer.Storer) error {
 	req.Capabilities.Delete(capability.MultiACK)
 	req.Capabilities.Delete(capability.MultiACKDetailed)
 	_ = req.Capabilities.Set(capability.NoProgress)
@@ -167,7 +277,7 @@ func (r *remoteRepo) receive(ctx context.Context, sess transport.UploadPackSessi
 		rd = sideband.NewDemuxer(sideband.Sideband, resp)
 	}
 	cr := &countingReader{r: rd}
-	err = packfile.UpdateObjectStorage(r.st, cr)
+	err = packfile.UpdateObjectStorage(st, cr)
 	r.bytesFetched += cr.n
 	return err
 }
@@ -197,24 +307,52 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 		r.reset()
 	}
 	return r.retry(ctx, func() error {
-		sess, err := r.uploadSession()
+		sess, adv, done, err := r.advertise(ctx)
 		if err != nil {
 			return err
 		}
-		if r.up == nil {
-			defer sess.Close()
-		}
-		adv, err := sess.AdvertisedReferencesContext(ctx)
-		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		if adv == nil {
 			if r.sawRefs() {
 				return errNoAdvertisement
 			}
 			r.setRefs(nil)
 			return nil
 		}
-		if err != nil {
-			return err
+		defer done()
+		return r.takeAdvertised(ctx, sess, adv)
+	})
+}
+
+// advertise opens an upload session and reads the server's refs. An empty
+// repository is a nil advertisement, not an error. done closes a session
+// that is not kept (see uploadSession).
+func (r *remoteRepo) advertise(ctx context.Context) (transport.UploadPackSession, *packp.AdvRefs, func(), error) {
+	sess, err := r.uploadSession()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	done := func() {
+		if r.up == nil {
+			sess.Close()
 		}
+	}
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		done()
+		return nil, nil, nil, nil
+	}
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return sess, adv, done, nil
+}
+
+// takeAdvertised fetches what an advertisement shows that the clone lacks
+// (the tip's commit and top trees, the requests whole) and takes its refs.
+func (r *remoteRepo) takeAdvertised(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs) error {
+	{
+		var err error
 		r.caps = adv.Capabilities
 		r.partial = partialAllowed(adv.Capabilities)
 		all, err := adv.AllReferences()
@@ -260,7 +398,7 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 			req.Depth = packp.DepthCommits(1)
 			_ = req.Capabilities.Set(capability.Shallow)
 			if r.partial && i == 0 {
-				req.Filter = packp.FilterTreeDepth(0)
+				req.Filter = r.topFilter()
 				_ = req.Capabilities.Set(capability.Filter)
 			}
 			if err := r.receive(ctx, sess, req); err != nil {
@@ -273,7 +411,7 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 			r.everSawRefs = true
 		}
 		return nil
-	})
+	}
 }
 
 // setRefs makes the clone's refs those of the server: the branch tip
@@ -308,7 +446,7 @@ type FetchStats struct {
 	Requests int
 	Objects  int
 	Bytes    int64
-	// Partial is whether the server allowed a partial clone.
+	// Partial is whether the store was read as a partial clone.
 	Partial bool
 }
 
@@ -318,5 +456,5 @@ func (s *Store) FetchStats() FetchStats {
 	if !ok {
 		return FetchStats{}
 	}
-	return FetchStats{Requests: r.requests, Objects: r.objectsFetched, Bytes: r.bytesFetched, Partial: r.partial}
+	return FetchStats{Requests: r.requests, Objects: r.objectsFetched, Bytes: r.bytesFetched, Partial: r.mode == modePartial}
 }

@@ -15,17 +15,17 @@ import (
 
 // seedGitea pushes a generated store of n workloads to a new Gitea
 // repository, below the store path "clusters".
-func seedGitea(t *testing.T, g *testenv.GiteaServer, spec storegen.Spec) string {
+func seedGitea(t *testing.T, g *testenv.GiteaServer, spec storegen.Spec, large bool) string {
 	t.Helper()
 	files, err := storegen.Files(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "seed.git")
-	if err := storegen.WriteGit(dir, "main", "clusters", files); err != nil {
+	if err := storegen.WriteGit(dir, "main", "clusters", files, large); err != nil {
 		t.Fatal(err)
 	}
-	u := g.CreateRepo(t, fmt.Sprintf("partial-%d", spec.Workloads))
+	u := g.CreateRepo(t, fmt.Sprintf("partial-%d-%v", spec.Workloads, large))
 	if out, err := exec.Command("git", "-C", dir, "push", "--quiet", g.AdminAuthURL(u), "main").CombinedOutput(); err != nil {
 		t.Fatalf("git push: %v\n%s", err, gitstore.RedactURL(string(out)))
 	}
@@ -48,7 +48,7 @@ func TestPartialFetchIsPartial(t *testing.T) {
 	}
 	render := func(n int) cost {
 		spec := storegen.Spec{Workloads: n, Destinations: 3}
-		u := seedGitea(t, g, spec)
+		u := seedGitea(t, g, spec, true)
 		s := giteaStore(t, g, u, g.AdminUser(), g.AdminPassword())
 		defer s.Close()
 		ctx := context.Background()
@@ -106,5 +106,50 @@ func TestPartialFetchIsPartial(t *testing.T) {
 		if large.load.Total[d] != 1000 || small.load.Total[d] != 10 {
 			t.Errorf("load on %s: %d and %d, want 1000 and 10", d, large.load.Total[d], small.load.Total[d])
 		}
+	}
+}
+
+// A store whose tip commit does not say it is large is fetched whole, as
+// before (one request, not one per folder level). A writer that finds it
+// large (more than 10,000 objects) marks its commit, and the next writer
+// reads the store partially.
+func TestLargeStoresAreMarked(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("the git CLI is needed to seed the repository")
+	}
+	g := testenv.Gitea(t)
+	open := func(u string) *gitstore.Store { return giteaStore(t, g, u, g.AdminUser(), g.AdminPassword()) }
+	apply := func(s *gitstore.Store, spec storegen.Spec, i int) {
+		u := storegen.Update(spec, i)
+		u.Message = statestore.Message{Subject: fmt.Sprintf("request %d", i)}
+		if _, err := s.Apply(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	small := storegen.Spec{Workloads: 20, Destinations: 3}
+	u := seedGitea(t, g, small, false)
+	s := open(u)
+	apply(s, small, 20)
+	if st := s.FetchStats(); st.Partial {
+		t.Errorf("a small store was read partially: %+v", st)
+	}
+	s.Close()
+	if st := func() gitstore.FetchStats { s := open(u); defer s.Close(); apply(s, small, 21); return s.FetchStats() }(); st.Partial {
+		t.Errorf("a small store was marked large: %+v", st)
+	}
+
+	big := storegen.Spec{Workloads: 3000, Destinations: 3}
+	u = seedGitea(t, g, big, false) // not marked: fetched whole once
+	s = open(u)
+	apply(s, big, 3000)
+	if st := s.FetchStats(); st.Partial {
+		t.Errorf("an unmarked store was read partially: %+v", st)
+	}
+	s.Close()
+	s = open(u)
+	defer s.Close()
+	apply(s, big, 3001)
+	if st := s.FetchStats(); !st.Partial || st.Objects > 60 {
+		t.Errorf("the store the last writer found large was not read partially: %+v", st)
 	}
 }

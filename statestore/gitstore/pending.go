@@ -60,12 +60,14 @@ func pendingRef(space, workload string) plumbing.ReferenceName {
 type request struct {
 	Workload     string               `json:"workload"`
 	Subject      string               `json:"subject"`
+	Body         string               `json:"body,omitempty"`
 	Trailers     []statestore.Trailer `json:"trailers,omitempty"`
 	Files        map[string]string    `json:"files,omitempty"`  // path → blob id
 	Shared       map[string]string    `json:"shared,omitempty"` // path → blob id
 	Aggregates   []requestAggregate   `json:"aggregates,omitempty"`
 	Record       json.RawMessage      `json:"record,omitempty"`
 	Destinations []string             `json:"destinations,omitempty"`
+	Adopt        *statestore.Adoption `json:"adopt,omitempty"`
 }
 
 type requestAggregate struct {
@@ -84,7 +86,7 @@ func writeRequest(objs storer.EncodedObjectStorer, u statestore.Update, sig obje
 		blobs[h] = true
 		return h.String(), nil
 	}
-	req := request{Workload: u.Workload, Subject: u.Message.Subject, Trailers: u.Message.Trailers, Destinations: u.Destinations}
+	req := request{Workload: u.Workload, Subject: u.Message.Subject, Body: u.Message.Body, Trailers: u.Message.Trailers, Destinations: u.Destinations, Adopt: u.Adopt}
 	var err error
 	for _, m := range []struct {
 		from map[string][]byte
@@ -189,8 +191,9 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 	}
 	u = statestore.Update{
 		Workload:     req.Workload,
-		Message:      statestore.Message{Subject: req.Subject, Trailers: req.Trailers},
+		Message:      statestore.Message{Subject: req.Subject, Body: req.Body, Trailers: req.Trailers},
 		Destinations: req.Destinations,
+		Adopt:        req.Adopt,
 	}
 	for _, m := range []struct {
 		from map[string]string

@@ -40,10 +40,13 @@ type remoteRepo struct {
 	space string
 
 	// The partial clone (see lazy.go): the server's capabilities, whether
-	// it serves objects one by one, and a kept http session.
+	// it serves objects one by one, and a kept http session; how this
+	// clone fetches, and whether the store is large (see lazy.go).
 	caps    *capability.List
 	partial bool
 	up      transport.UploadPackSession
+	mode    fetchMode
+	large   bool
 	// What fetching cost, for tests and the benchmark.
 	requests       int
 	objectsFetched int
@@ -56,6 +59,7 @@ type remoteRepo struct {
 // reset forgets everything the clone holds (a kept clone that grew past
 // maxKeptObjects); the next fetch starts again.
 func (r *remoteRepo) reset() {
+	r.mode = modeUndecided
 	r.st = memory.NewStorage()
 	r.remote = git.NewRemote(r.st, &config.RemoteConfig{Name: "origin", URLs: []string{r.cfg.URL}})
 	r.fetched = false
@@ -91,12 +95,73 @@ func (r *remoteRepo) tip() plumbing.Hash {
 	return ref.Hash()
 }
 
-// fetch brings the branch tip and the requests waiting on it (fetchTips).
+// fetch brings the branch tip and the requests waiting on it: partially
+// (fetchTips) in a store its last commit marks as large, whole at depth 1
+// otherwise (fetchWhole). A clone decides once; a kept one keeps its way.
 func (r *remoteRepo) fetch(ctx context.Context) error {
-	if err := r.fetchTips(ctx); err != nil {
+	if r.mode == modeUndecided {
+		m, err := r.probe(ctx)
+		if err != nil {
+			return err
+		}
+		r.mode = m
+		if m == modePartial {
+			return nil // the probe fetched the tip and the requests
+		}
+	}
+	var err error
+	if r.mode == modePartial {
+		err = r.fetchTips(ctx)
+	} else {
+		err = r.fetchWhole(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	r.fetched = true
+	return nil
+}
+
+// fetchWhole brings the branch tip (depth 1, everything in it) and the
+// requests waiting on it, and forgets requests the server no longer has;
+// a kept clone fetches only what is new. A missing branch or an empty
+// repository is an empty tip, not an error: the first push creates it.
+func (r *remoteRepo) fetchWhole(ctx context.Context) error {
+	specs := []config.RefSpec{config.RefSpec(fmt.Sprintf("+%s:%s", r.branch, r.tracked))}
+	if r.space != "" {
+		specs = append(specs, config.RefSpec(fmt.Sprintf("+%s*:%s*", r.space, r.space)))
+	}
+	err := r.retry(ctx, func() error {
+		return r.remote.FetchContext(ctx, &git.FetchOptions{
+			RefSpecs:        specs,
+			Depth:           1,
+			Auth:            r.cfg.Auth,
+			CABundle:        r.cfg.CABundle,
+			InsecureSkipTLS: r.cfg.InsecureSkipTLS,
+			Tags:            git.NoTags,
+			Force:           true,
+			Prune:           true,
+		})
+	})
+	var noMatch git.NoMatchingRefSpecError
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+	case errors.Is(err, transport.ErrEmptyRemoteRepository) && r.sawRefs():
+		return errNoAdvertisement
+	case errors.Is(err, transport.ErrEmptyRemoteRepository), errors.As(err, &noMatch):
+		// No branch yet. Requests (if any) are read from the
+		// advertisement when this writer next pushes.
+		_ = r.st.RemoveReference(r.tracked)
+	default:
+		return err
+	}
+	if !r.tip().IsZero() {
+		r.everSawRefs = true
+	}
+	r.requests++
+	if len(r.st.ObjectStorage.Objects) > largeStore {
+		r.large = true
+	}
 	return nil
 }
 

@@ -226,11 +226,13 @@ func TestRequestCounts(t *testing.T) {
 	cfg.Transport = cnt
 	run := func(u statestore.Update) statestore.Result { return applyOK(t, open(t, cfg), u) }
 
-	// First render: one LIST (an empty listing), then 50 files, the record
-	// and the marker. No GET: there is no record and the marker is new.
+	// First render: one LIST (an empty listing), then 50 files, the record,
+	// the placement index's marker (.render/index.json: the first write to
+	// a store) and the destination marker. No GET: there is no record and
+	// the marker is new.
 	res := run(render(50, nil))
 	n, puts := cnt.take()
-	wantCounts(t, "first render", n, map[string]int{"LIST": 1, "PUT": 52})
+	wantCounts(t, "first render", n, map[string]int{"LIST": 1, "PUT": 53})
 	if len(res.Added) != 50 || !slices.Contains(puts, ".render/workloads/promise/p/configure.json") || !slices.Contains(puts, "dev/"+MarkerName) {
 		t.Fatalf("first render: %d added, puts %v", len(res.Added), puts)
 	}

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
+)
+
+// breaker runs the mass-deletion check on one render's or drain's writes,
+// per store, from the records read before planning: nil when no write
+// passes a limit. A write allowed by --allow-mass-deletion or by its
+// store's field is listed with what allowed it, and not refused.
+func (e *Engine) breaker(p *inputs.Platform, views map[renderer.StoreRef]*storeView, recs map[renderer.StoreRef][]statestore.Record, updates map[renderer.StoreRef][]statestore.Update, deleteAction bool) (*statestore.MassDeletionError, error) {
+	refs := make([]renderer.StoreRef, 0, len(updates))
+	for ref := range updates {
+		refs = append(refs, ref)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	var out statestore.MassDeletionError
+	for _, ref := range refs {
+		md, field := massDeletion(p, ref)
+		var dests []string
+		names := map[string]string{}
+		for _, d := range p.Destinations {
+			if d.Store == ref {
+				dests = append(dests, d.Path)
+				names[d.Path] = d.Name
+			}
+		}
+		before := statestore.IndexRecords(recs[ref])
+		if v := views[ref]; v != nil && v.facts.All == nil {
+			// A store with the placement index: the other workloads'
+			// files are not read; each of their placements on the
+			// destinations this write touches counts as one file.
+			var touched []string
+			for _, d := range p.Destinations {
+				if d.Store == ref && (md.MaxStorePercent > 0 || holdsFiles(before, d.Path)) {
+					touched = append(touched, d.Name)
+				}
+			}
+			if err := statestore.AddPlacements(before, v.snap, touched, names, recs[ref]); err != nil {
+				return nil, &statestore.StoreError{Store: v.name, Op: "read placements", Err: err}
+			}
+		}
+		perDest, total := statestore.CountDeletions(before, updates[ref], dests)
+		policy := statestore.BreakerPolicy{MaxDestinationPercent: md.MaxDestinationPercent, MaxStorePercent: md.MaxStorePercent, DeleteAction: deleteAction}
+		if trips := statestore.Check(policy, perDest, total, names); len(trips) > 0 {
+			st := statestore.StoreTrips{Store: ref.String(), Field: field, Trips: trips}
+			switch {
+			case e.opts.AllowMassDeletion:
+				st.AllowedBy = "--allow-mass-deletion"
+			case md.Allow:
+				st.AllowedBy = "spec.massDeletion.allow"
+			}
+			out.Stores = append(out.Stores, st)
+		}
+	}
+	if len(out.Stores) == 0 {
+		return nil, nil
+	}
+	out.DryRun = e.opts.DryRun
+	return &out, nil
+}
+
+// holdsFiles reports whether some workload of idx has a file below dir.
+func holdsFiles(idx statestore.FileIndex, dir string) bool {
+	for _, files := range idx {
+		for _, f := range files {
+			if strings.HasPrefix(f, dir+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// massDeletion is a store's breaker settings and the field that allows
+// mass deletion, for messages.
+func massDeletion(p *inputs.Platform, ref renderer.StoreRef) (inputs.MassDeletion, string) {
+	field := "spec.massDeletion.allow: true in " + ref.Kind + " " + ref.Name
+	switch ref.Kind {
+	case "GitStateStore":
+		if s := p.GitStores[ref.Name]; s != nil {
+			return s.MassDeletion, field + " (" + s.File + ")"
+		}
+	case "BucketStateStore":
+		if s := p.BucketStores[ref.Name]; s != nil {
+			return s.MassDeletion, field + " (" + s.File + ")"
+		}
+	}
+	return inputs.MassDeletion{}, field
+}
+
+// checkBreaker applies the breaker's verdict: a refusal is returned as the
+// error of a real render (nothing is written); a dry run carries it in its
+// report; an allowed mass deletion is logged.
+func (e *Engine) checkBreaker(md *statestore.MassDeletionError) (*statestore.MassDeletionError, error) {
+	if md == nil {
+		return nil, nil
+	}
+	if md.Refused() && !e.opts.DryRun {
+		return nil, md
+	}
+	if !e.opts.DryRun {
+		for _, s := range md.Stores {
+			for _, t := range s.Trips {
+				e.log.Warn("mass deletion allowed", "store", s.Store, "allowed_by", s.AllowedBy, "deletion", t.String())
+			}
+		}
+	}
+	return md, nil
+}

@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore/gitstore"
+)
+
+// gitSigner reads a GitStateStore's signing key (spec.signing) from its
+// secret: signingKey, and signingKeyPassphrase when the key is encrypted.
+// Every problem is an InputError naming the store and the field, known
+// before anything is written; no key material is ever in a message. It
+// also returns a digest of the secret, so a kept client notices a rotated
+// key.
+func (e *Engine) gitSigner(p *inputs.Platform, gs *inputs.GitStateStore, where string) (gitstore.Signer, string, error) {
+	sg := gs.Signing
+	if sg == nil {
+		return nil, "", nil
+	}
+	ref, field := sg.SecretRef, "spec.signing.secretRef"
+	if ref == nil {
+		ref, field = gs.SecretRef, "spec.secretRef"
+	}
+	secret, err := e.secret(p, gs.File, where, ref, true)
+	if err != nil {
+		return nil, "", err
+	}
+	bad := func(format string, args ...any) error {
+		return &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("spec.signing: secret %s (%s) "+format, append([]any{ref.Name, field}, args...)...)}
+	}
+	key := secret["signingKey"]
+	if len(key) == 0 {
+		return nil, "", bad("has no key \"signingKey\"")
+	}
+	s, err := gitstore.NewSigner(sg.Format, key, secret["signingKeyPassphrase"])
+	if err != nil {
+		return nil, "", bad("signingKey (format %s): %v", sg.Format, err)
+	}
+	return s, "|sign:" + sg.Format + ":" + secretDigest(secret), nil
+}
