@@ -90,6 +90,10 @@ func massDeletion(p *inputs.Platform, ref renderer.StoreRef) (inputs.MassDeletio
 		if s := p.BucketStores[ref.Name]; s != nil {
 			return s.MassDeletion, field + " (" + s.File + ")"
 		}
+	case "OCIStateStore":
+		if s := p.OCIStores[ref.Name]; s != nil {
+			return s.MassDeletion, field + " (" + s.File + ")"
+		}
 	}
 	return inputs.MassDeletion{}, field
 }

@@ -38,6 +38,16 @@ func TestOCIStateStore(t *testing.T) {
 		!s.Insecure || !s.Create || s.SecretRef == nil || s.SecretRef.Name != "reg-creds" || s.Author == "" || s.Source == "" {
 		t.Fatalf("OCIStateStore read as %+v", s)
 	}
+	if s.MassDeletion != (inputs.MassDeletion{}) {
+		t.Fatalf("massDeletion read as %+v with none set", s.MassDeletion)
+	}
+	write(t, filepath.Join(dir, "p.yaml"), strings.Replace(ociStore, "  insecure: true\n", "  insecure: true\n  massDeletion: {allow: true, maxDestinationPercent: 50}\n", 1)+"---\n"+ociDest("dev", "clusters/dev"))
+	if p, err = inputs.LoadPlatform([]string{dir}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if md := p.OCIStores["reg"].MassDeletion; !md.Allow || md.MaxDestinationPercent != 50 {
+		t.Fatalf("massDeletion read as %+v", md)
+	}
 	if len(p.Destinations) != 1 || p.Destinations[0].Store.Kind != "OCIStateStore" {
 		t.Fatalf("destinations %+v", p.Destinations)
 	}
@@ -56,15 +66,17 @@ func TestOCIStateStoreErrors(t *testing.T) {
 		{"no repository", strings.Replace(ociStore, "  repository: fleet/state\n", "", 1),
 			[]string{"spec.registry and spec.repository are required"}},
 		{"uppercase repository", strings.Replace(ociStore, "fleet/state", "Fleet/State", 1),
-			[]string{"repository \"Fleet/State\" is not a valid OCI repository name"}},
+			[]string{"(OCIStateStore reg): spec.repository \"Fleet/State\" is not a valid OCI repository name"}},
 		{"repository with a scheme", strings.Replace(ociStore, "registry.example.com:5000", "https://registry.example.com", 1),
-			[]string{"must be host[:port]"}},
+			[]string{"(OCIStateStore reg): spec.registry \"https://registry.example.com\" must be host[:port]"}},
 		{"tag too long", strings.Replace(ociStore, "tag: stable", "tag: "+long, 1),
-			[]string{"is longer than 128 characters"}},
+			[]string{"(OCIStateStore reg): spec.tag \"tttttttttttttttttttt...\" is longer than 128 characters"}},
 		{"bad tag", strings.Replace(ociStore, "tag: stable", "tag: -x", 1),
-			[]string{"tag \"-x\" is not a valid OCI tag"}},
+			[]string{"(OCIStateStore reg): spec.tag \"-x\" is not a valid OCI tag"}},
 		{"destination path no artifact can have", ociStore + "---\n" + ociDest("dev", "Clusters/Dev"),
 			[]string{"Destination dev: spec.path \"Clusters/Dev\" cannot name an artifact of OCIStateStore reg"}},
+		{"mass-deletion share", strings.Replace(ociStore, "  insecure: true\n", "  insecure: true\n  massDeletion: {maxStorePercent: 101}\n", 1),
+			[]string{"(OCIStateStore reg): spec.massDeletion.maxStorePercent 101"}},
 		{"undefined store", strings.Replace(ociDest("dev", "dev"), "name: reg}", "name: other}", 1),
 			[]string{"spec.stateStoreRef names OCIStateStore other, which is not defined"}},
 	} {

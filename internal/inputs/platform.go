@@ -158,6 +158,8 @@ type OCIStateStore struct {
 	Source string `yaml:"source"`
 	// Author is added to each write's provenance.
 	Author string `yaml:"author"`
+	// MassDeletion sets the store's mass-deletion breaker.
+	MassDeletion MassDeletion `yaml:"massDeletion"`
 }
 
 // OCIAPIVersion is the apiVersion of render's own kinds.
@@ -589,6 +591,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 			return bad("spec.registry and spec.repository are required")
 		}
 		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag}); err != nil {
+			return bad("spec.%v", err) // CheckConfig's errors start with the field's name
+		}
+		if err := s.MassDeletion.check(); err != nil {
 			return bad("%v", err)
 		}
 		p.OCIStores[name] = s

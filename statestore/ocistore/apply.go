@@ -233,8 +233,16 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan
 	// held), which the state remembers as folders with no layer.
 	slices.Sort(changed)
 
+	msg, err := u.MessageFor(plan.Diff)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := s.ensureBlob(ctx, s.base, ocispec.DescriptorEmptyJSON, ocispec.DescriptorEmptyJSON.Data); err != nil {
 		return nil, nil, err
+	}
+	authors := s.cfg.Author
+	if u.Author != nil {
+		authors = fmt.Sprintf("%s <%s>", u.Author.Name, u.Author.Email)
 	}
 	m := ocispec.Manifest{
 		Versioned:    specsVersioned,
@@ -244,15 +252,16 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan
 		Annotations: map[string]string{
 			annotationGeneration:        strconv.Itoa(next.generation),
 			ocispec.AnnotationCreated:   time.Now().UTC().Format(time.RFC3339),
-			annotationSubject:           u.Message.Subject,
+			annotationSubject:           msg.Subject,
+			annotationBody:              msg.Body,
 			ocispec.AnnotationSource:    s.cfg.Source,
-			ocispec.AnnotationAuthors:   s.cfg.Author,
+			ocispec.AnnotationAuthors:   authors,
 			"dev.render.workload":       u.Workload,
 			"dev.render.previous.state": old.desc.Digest.String(),
 		},
 	}
-	if len(u.Message.Trailers) > 0 {
-		t, _ := json.Marshal(u.Message.Trailers)
+	if len(msg.Trailers) > 0 {
+		t, _ := json.Marshal(msg.Trailers)
 		m.Annotations[annotationTrailers] = string(t)
 	}
 	for k, v := range m.Annotations {

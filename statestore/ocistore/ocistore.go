@@ -77,6 +77,7 @@ const (
 	annotationGeneration = "dev.render.generation"
 	annotationArtifact   = "dev.render.artifact" // on a state layer: its destination manifest's digest
 	annotationSubject    = "dev.render.subject"
+	annotationBody       = "dev.render.body"
 	annotationTrailers   = "dev.render.trailers"
 )
 
@@ -133,7 +134,10 @@ type Store struct {
 }
 
 // CheckConfig refuses a configuration that cannot name a store: an empty
-// registry, or a repository name or tag the OCI spec forbids.
+// registry, or a repository name or tag the OCI spec forbids. Each error
+// starts with the name of the field at fault as an OCIStateStore's spec
+// spells it (registry, repository, tag, token), so that callers can name
+// the field.
 func CheckConfig(cfg Config) error {
 	if cfg.Registry == "" {
 		return errors.New("registry is empty")
@@ -154,7 +158,7 @@ func CheckConfig(cfg Config) error {
 		}
 	}
 	if cfg.Token != "" && (cfg.Username != "" || cfg.Password != "") {
-		return errors.New("give a token or a username and password, not both")
+		return errors.New("token: give a token or a username and password, not both")
 	}
 	return nil
 }
