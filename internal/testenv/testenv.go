@@ -23,6 +23,9 @@
 // should use PrivateGitea / PrivateMinIO, which start a dedicated server for
 // the test (about 1-3 s) and stop it when the test ends.
 //
+// The registry helpers run the oras CLI (RunORAS, Pull, Tags, Repositories)
+// and can count a client's requests through a proxy (Proxy).
+//
 // This package depends only on the standard library and minio-go.
 package testenv
 

@@ -2,15 +2,10 @@ package ocistore_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/render-dev/render/internal/testenv"
 	"github.com/render-dev/render/statestore"
@@ -103,73 +98,18 @@ func TestPullWithORAS(t *testing.T) {
 
 func resolve(t *testing.T, r *testenv.RegistryServer, cfg ocistore.Config, d, tag string) string {
 	t.Helper()
-	return strings.TrimSpace(string(oras(context.Background(), t, r, "resolve", cfg.Registry+"/"+cfg.Repository+"/"+d+":"+tag)))
+	return strings.TrimSpace(string(r.RunORAS(t, "resolve", cfg.Registry+"/"+cfg.Repository+"/"+d+":"+tag)))
 }
 
-// oras runs the oras CLI against the test registry and returns its
-// standard output.
-func oras(ctx context.Context, t *testing.T, r *testenv.RegistryServer, args ...string) []byte {
-	t.Helper()
-	args = append(args[:len(args):len(args)], "--plain-http", "-u", r.User(), "--password-stdin")
-	cmd := exec.CommandContext(ctx, r.ORAS(), args...)
-	cmd.Stdin = strings.NewReader(r.Password())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("oras %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return out
-}
-
-// orasPull pulls ref's layer with oras and returns the files it extracted.
+// orasPull pulls ref with the oras CLI, checks that it is what Flux and
+// Argo CD take (Flux's config, one tar+gzip layer), and returns its files.
 func orasPull(t *testing.T, r *testenv.RegistryServer, ref string) map[string]string {
 	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// oras pull only writes layers that carry a file name (a title); a
-	// Flux artifact's layer has none. Fetch the manifest, check it is what
-	// Flux and Argo CD take, then fetch its layer and extract it as they do.
-	out := oras(ctx, t, r, "manifest", "fetch", ref)
-	var m struct {
-		Config struct{ MediaType string } `json:"config"`
-		Layers []struct {
-			MediaType string
-			Digest    string
-		} `json:"layers"`
+	a := r.Pull(t, ref)
+	if a.ConfigMediaType != ocistore.FluxConfigMediaType || !reflect.DeepEqual(a.LayerMediaTypes, []string{ocistore.LayerMediaType}) {
+		t.Fatalf("%s is not a Flux artifact with one tar+gzip layer: config %s, layers %v", ref, a.ConfigMediaType, a.LayerMediaTypes)
 	}
-	if err := jsonUnmarshal(out, &m); err != nil {
-		t.Fatalf("manifest of %s: %v\n%s", ref, err, out)
-	}
-	if m.Config.MediaType != ocistore.FluxConfigMediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != ocistore.LayerMediaType {
-		t.Fatalf("manifest of %s is not a Flux artifact with one tar+gzip layer:\n%s", ref, out)
-	}
-	repo, _, _ := strings.Cut(ref, ":latest")
-	repo, _, _ = strings.Cut(repo, ":render-")
-	blob := filepath.Join(dir, "layer.tar.gz")
-	oras(ctx, t, r, "blob", "fetch", "-o", blob, repo+"@"+m.Layers[0].Digest)
-	files := filepath.Join(dir, "files")
-	if err := os.MkdirAll(files, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.CommandContext(ctx, "tar", "-xzf", blob, "-C", files).CombinedOutput(); err != nil {
-		t.Fatalf("tar: %v\n%s", err, out)
-	}
-	got := map[string]string{}
-	err := filepath.WalkDir(files, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(files, p)
-		got[filepath.ToSlash(rel)] = string(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return a.Files
 }
 
 // TestBadCredentials: refused credentials wrap ErrAuth, name the store and
@@ -194,4 +134,3 @@ func TestBadCredentials(t *testing.T) {
 	}
 }
 
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
