@@ -133,4 +133,3 @@ func TestBadCredentials(t *testing.T) {
 		t.Fatalf("Apply with a wrong password: got %v, want ErrAuth", err)
 	}
 }
-
