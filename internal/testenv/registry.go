@@ -260,6 +260,13 @@ func (p *RegistryProxy) Requests() []string {
 	return append([]string(nil), p.reqs...)
 }
 
+// Reset forgets the requests seen so far.
+func (p *RegistryProxy) Reset() {
+	p.mu.Lock()
+	p.reqs = nil
+	p.mu.Unlock()
+}
+
 // Writes returns the requests seen so far that may change the registry
 // (every method but GET and HEAD).
 func (p *RegistryProxy) Writes() []string {
