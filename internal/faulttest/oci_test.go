@@ -295,3 +295,84 @@ func containsValue(m map[string]string, s string) bool {
 	}
 	return false
 }
+
+// Bad input for an OCIStateStore through the render binary: a repository
+// name the OCI spec forbids and a tag over 128 characters are exit 2, one
+// line naming the file, the store and the field, and the registry is not
+// even asked; wrong credentials are exit 1, one line naming the store and
+// its secret, no password shown, and nothing published.
+func TestOCIBadInput(t *testing.T) {
+	o := newOCIWorld(t)
+	oneLine := func(t *testing.T, r result, want ...string) {
+		t.Helper()
+		line := strings.TrimSpace(r.stderr)
+		t.Logf("exit %d: %s", r.code, line)
+		if strings.Contains(line, "\n") {
+			t.Errorf("want one line, got:\n%s", r.stderr)
+		}
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				t.Errorf("the message does not name %q: %s", w, line)
+			}
+		}
+		for _, secret := range []string{o.r.Password(), "wrong-registry-password-7"} {
+			if strings.Contains(r.stdout+r.stderr, secret) {
+				t.Errorf("output shows a password:\n%s", r)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name, spec string
+		want       []string
+	}{
+		{"uppercase repository", "", []string{"platform.yaml", "OCIStateStore reg", "spec.repository", "Render-E2E/State", "not a valid OCI repository name"}},
+		{"tag over 128 characters", "tag: " + strings.Repeat("t", 129), []string{"platform.yaml", "OCIStateStore reg", "spec.tag", "longer than 128 characters"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := o.repo
+			if tc.spec == "" {
+				repo = o.repo + "/Render-E2E/State"
+			}
+			var spec []string
+			if tc.spec != "" {
+				spec = append(spec, tc.spec)
+			}
+			docs := []string{ociStore("reg", o.proxy.Addr(), repo, o.r.User(), o.r.Password(), spec...)}
+			for _, d := range ociDests {
+				docs = append(docs, destination(d, "OCIStateStore", "reg"))
+			}
+			o.promise.setPlatform(t, docs...)
+			o.proxy.Reset()
+			r := mustRender(t, o.promise, 2)
+			oneLine(t, r, tc.want...)
+			if reqs := o.proxy.Requests(); len(reqs) > 0 {
+				t.Errorf("the registry was asked %v", reqs)
+			}
+			if repos := o.r.Repositories(t, o.ref("", "")); len(repos) > 0 {
+				t.Errorf("repositories were created: %v", repos)
+			}
+		})
+	}
+
+	// Wrong credentials, on a store that holds a render: nothing moves.
+	o.setPlatform(t, o.r.Password())
+	mustRender(t, o.promise, 0)
+	before := o.registryState(t)
+	o.promise.docs(t, 0, 3, "v2")
+	o.setPlatform(t, "wrong-registry-password-7")
+	o.proxy.Reset()
+	r := mustRender(t, o.promise, 1, "--retry-deadline", "3s")
+	oneLine(t, r, "OCIStateStore/reg", "reg-credentials")
+	if writes := o.proxy.Writes(); len(writes) > 0 {
+		t.Errorf("with wrong credentials render sent writes: %v", writes)
+	}
+	if after := o.registryState(t); !reflect.DeepEqual(after, before) {
+		t.Errorf("with wrong credentials the tags changed:\nbefore %v\nafter  %v", before, after)
+	}
+	// With the right ones the same render goes through.
+	o.setPlatform(t, o.r.Password())
+	mustRender(t, o.promise, 0)
+	if got := o.r.Pull(t, o.ref("dev-a", "latest")).Files; !containsValue(got, `version: "v2"`) {
+		t.Errorf("dev-a after the render with the right password: %v", got)
+	}
+}
