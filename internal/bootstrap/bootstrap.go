@@ -504,10 +504,10 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 	header := []string{
 		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
 		"Sync waves order Applications that an app of apps creates; applied by hand, apply the dependencies one first.",
-		"The artifact's layer is application/vnd.oci.image.layer.v1.tar+gzip, which Argo CD's repo server accepts by default.",
+		"The artifact has one layer, application/vnd.oci.image.layer.v1.tar+gzip, which Argo CD's repo server accepts by default (no ARGOCD_REPO_SERVER_OCI_LAYER_MEDIA_TYPES needed).",
 	}
 	if s.SecretRef != nil && s.SecretRef.Name != "" || s.Insecure {
-		note := fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository, type: oci, url: %s) in namespace %s", s.Registry, strings.TrimPrefix(ociURL(s, t.dest), "oci://"), o.Namespace)
+		note := fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository, type: oci, url: %s, the Applications' repoURL) in namespace %s", s.Registry, ociURL(s, t.dest), o.Namespace)
 		if s.SecretRef != nil && s.SecretRef.Name != "" {
 			note += fmt.Sprintf(", with the worker's read-only counterpart of Secret %s (username, password)", s.SecretRef.Name)
 		}

@@ -88,7 +88,13 @@ func TestBootstrapArgoCDOCI(t *testing.T) {
 			t.Fatalf("application %d:\n%s", i, out.YAML)
 		}
 	}
-	if !strings.Contains(string(out.YAML), "insecureOCIForceHttp") {
-		t.Fatalf("no note on plain HTTP:\n%s", out.YAML)
+	for _, want := range []string{
+		"insecureOCIForceHttp",
+		// Argo CD matches a type: oci repository Secret on the repoURL, scheme included.
+		"type: oci, url: oci://registry.example.com:5000/fleet/state/clusters/dev,",
+	} {
+		if !strings.Contains(string(out.YAML), want) {
+			t.Fatalf("no %q in the notes:\n%s", want, out.YAML)
+		}
 	}
 }
