@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -181,6 +182,20 @@ func (o *ociWorld) checkArtifacts(t *testing.T) map[string][]fluxcheck.Object {
 	return out
 }
 
+// pullObjects pulls destination d's artifact and builds it as Flux does.
+func (o *ociWorld) pullObjects(t *testing.T, d string) []fluxcheck.Object {
+	t.Helper()
+	files := map[string][]byte{}
+	for p, c := range o.r.Pull(t, o.ref(d, "latest")).Files {
+		files[p] = []byte(c)
+	}
+	objs, err := fluxcheck.CheckDestination(files)
+	if err != nil {
+		t.Fatalf("%s: the pulled artifact does not build as Flux builds it: %v", d, err)
+	}
+	return objs
+}
+
 // names lists "section/namespace/name" of objs of one kind.
 func names(objs []fluxcheck.Object, kind string) []string {
 	var out []string
@@ -222,6 +237,36 @@ func TestOCIEndToEnd(t *testing.T) {
 	if placed == "" {
 		t.Fatalf("the resource is on no destination: %v", objs)
 	}
+	other := ociDests[0]
+	if other == placed {
+		other = ociDests[1]
+	}
+
+	// The placement index lives in the registry too: a second resource
+	// goes to the destination with fewer (spread), and a promise writing
+	// an object another workload holds is refused with nothing sent.
+	inv := newWorkflow(t, "db")
+	inv.typ, inv.ns, inv.name = "resource", "team", "invoices"
+	inv.writeFile(t, "input/object.yaml", "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: invoices\n  namespace: team\n")
+	inv.writeFile(t, "output/invoices.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: invoices\n  namespace: team\n")
+	inv.writeFile(t, "platform/platform.yaml", readFile(t, o.res.path("platform/platform.yaml")))
+	mustRender(t, inv, 0)
+	if got := names(o.pullObjects(t, other), "ConfigMap"); !slices.Contains(got, "resources/team/invoices") {
+		t.Errorf("the second resource is not on %s, the destination with fewer: %v", other, got)
+	}
+	inv.extra = []string{"--action", "delete"}
+	mustRender(t, inv, 0)
+	dup := newWorkflow(t, "cache")
+	dup.writeFile(t, "output/cm.yaml", configMap("db", 0, "v1"))
+	dup.writeFile(t, "platform/platform.yaml", readFile(t, o.res.path("platform/platform.yaml")))
+	o.proxy.Reset()
+	r = mustRender(t, dup, 2)
+	if !strings.Contains(r.stderr, "promise/db/configure") || !strings.Contains(r.stderr, "db-00000") {
+		t.Errorf("duplicate object: the message does not name the object and the workload holding it:\n%s", r)
+	}
+	if writes := o.proxy.Writes(); len(writes) > 0 {
+		t.Errorf("a refused render sent writes: %v", writes)
+	}
 
 	// Unchanged re-renders: not one write request, no tag added or moved.
 	before := o.registryState(t)
@@ -254,10 +299,6 @@ func TestOCIEndToEnd(t *testing.T) {
 	}
 
 	// Drain: the resource moves to the other destination's artifact.
-	other := ociDests[0]
-	if other == placed {
-		other = ociDests[1]
-	}
 	o.setPlatform(t, o.r.Password(), placed)
 	dr := runBin(t, o.res.dir, "drain", placed, "--platform", o.res.path("platform"))
 	if dr.code != 0 {
@@ -375,4 +416,13 @@ func TestOCIBadInput(t *testing.T) {
 	if got := o.r.Pull(t, o.ref("dev-a", "latest")).Files; !containsValue(got, `version: "v2"`) {
 		t.Errorf("dev-a after the render with the right password: %v", got)
 	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
