@@ -25,6 +25,12 @@ type snapshot struct {
 	st  *state
 }
 
+var (
+	_ statestore.Store      = (*Store)(nil)
+	_ statestore.Snapshot   = (*snapshot)(nil)
+	_ statestore.Prefetcher = (*snapshot)(nil)
+)
+
 func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
 	st, err := s.readState(ctx)
 	if err != nil {
