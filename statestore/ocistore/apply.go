@@ -27,9 +27,24 @@ var specsVersioned = specs.Versioned{SchemaVersion: 2}
 // Apply plans u against the state and, when it changes anything, commits
 // it under the writers' lock (see the package documentation).
 func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
+	return s.ApplyAll(ctx, []statestore.Update{u})
+}
+
+var _ statestore.BatchApplier = (*Store)(nil)
+
+// ApplyAll writes several workloads' updates as one new state (one lock,
+// one generation, each destination published once), each planned on top of
+// the ones before it. The provenance is the first update's; DryRun is taken
+// from the first update.
+func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
 	var res statestore.Result
-	if err := checkUpdate(u); err != nil {
-		return res, s.wrap("plan", err)
+	if len(us) == 0 {
+		return res, nil
+	}
+	for _, u := range us {
+		if err := checkUpdate(u); err != nil {
+			return res, s.wrap("plan", err)
+		}
 	}
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	res.Attempts = 1
@@ -37,20 +52,20 @@ func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Resu
 	if err != nil {
 		return res, s.wrap("read", err)
 	}
-	plan, err := statestore.PlanUpdate(snap, u)
+	plan, err := planAll(snap, us)
 	if err != nil {
 		return res, s.wrap("plan", err)
 	}
 	res.Diff = plan.Diff
 	res.Revision = snap.st.desc.Digest.String()
-	if u.DryRun {
+	if us[0].DryRun {
 		res.Updated = plan.Changed()
 		return res, nil
 	}
 	if !plan.Changed() {
 		// Nothing to write, unless a writer died between its commit and
 		// its destinations' tags: then the lock is needed to repair them.
-		stale, err := s.staleDestinations(ctx, snap.st, s.foldersOf(snap.st, u))
+		stale, err := s.staleDestinations(ctx, snap.st, s.foldersOf(snap.st, us))
 		if err != nil {
 			return res, s.wrap("read", err)
 		}
@@ -60,7 +75,7 @@ func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Resu
 	}
 	for {
 		res.Attempts++
-		out, err := s.locked(ctx, u)
+		out, err := s.locked(ctx, us)
 		if errors.Is(err, errLeaseExpired) {
 			continue // nothing was committed: plan again under a new lease
 		}
@@ -72,22 +87,60 @@ func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Resu
 	}
 }
 
-// foldersOf returns the published folders an update touches in st.
-func (s *Store) foldersOf(st *state, u statestore.Update) []string {
+// planAll plans us in turn, each on top of the ones before it, and returns
+// their operations and diffs in order as one plan.
+func planAll(snap *snapshot, us []statestore.Update) (statestore.Plan, error) {
+	if len(us) == 1 {
+		return statestore.PlanUpdate(snap, us[0])
+	}
+	var all statestore.Plan
+	ov := &overlay{base: snap, files: map[string][]byte{}, deleted: map[string]bool{}}
+	for _, u := range us {
+		plan, err := statestore.PlanUpdate(ov, u)
+		if err != nil {
+			return all, fmt.Errorf("%s: %w", u.Workload, err)
+		}
+		all.Ops = append(all.Ops, plan.Ops...)
+		all.Diff.Added = append(all.Diff.Added, plan.Diff.Added...)
+		all.Diff.Changed = append(all.Diff.Changed, plan.Diff.Changed...)
+		all.Diff.Deleted = append(all.Diff.Deleted, plan.Diff.Deleted...)
+		ov.apply(plan.Ops)
+	}
+	return all, nil
+}
+
+// batch is the update a batch commits as: the first one's provenance, and
+// every update's destinations.
+func batch(us []statestore.Update) statestore.Update {
+	u := us[0]
 	set := map[string]bool{}
-	for _, d := range u.Destinations {
-		if d = strings.Trim(d, "/"); d != "" {
+	for _, x := range us {
+		for _, d := range x.Destinations {
 			set[d] = true
 		}
 	}
-	for p := range u.Files {
-		set[st.folderFor(p, u.Destinations)] = true
-	}
-	for p := range u.Shared {
-		set[st.folderFor(p, u.Destinations)] = true
-	}
-	for _, a := range u.Aggregates {
-		set[st.folderFor(a.Target, u.Destinations)] = true
+	u.Destinations = slices.Sorted(maps.Keys(set))
+	return u
+}
+
+// foldersOf returns the published folders updates touch in st.
+func (s *Store) foldersOf(st *state, us []statestore.Update) []string {
+	set := map[string]bool{}
+	for _, u := range us {
+		for _, d := range u.Destinations {
+			if d = strings.Trim(d, "/"); d != "" {
+				set[d] = true
+			}
+		}
+		for p := range u.Files {
+			set[st.folderFor(p, u.Destinations)] = true
+		}
+		for p := range u.Shared {
+			set[st.folderFor(p, u.Destinations)] = true
+		}
+		for _, a := range u.Aggregates {
+			set[st.folderFor(a.Target, u.Destinations)] = true
+		}
 	}
 	var out []string
 	for f := range set {
@@ -99,8 +152,8 @@ func (s *Store) foldersOf(st *state, u statestore.Update) []string {
 	return out
 }
 
-// locked reads, plans, commits and publishes u holding the lock.
-func (s *Store) locked(ctx context.Context, u statestore.Update) (statestore.Result, error) {
+// locked reads, plans, commits and publishes us holding the lock.
+func (s *Store) locked(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
 	var res statestore.Result
 	l, err := s.acquire(ctx)
 	if err != nil {
@@ -111,7 +164,7 @@ func (s *Store) locked(ctx context.Context, u statestore.Update) (statestore.Res
 	if err != nil {
 		return res, s.wrap("read", err)
 	}
-	plan, err := statestore.PlanUpdate(snap, u)
+	plan, err := planAll(snap, us)
 	if err != nil {
 		return res, s.wrap("plan", err)
 	}
@@ -123,7 +176,7 @@ func (s *Store) locked(ctx context.Context, u statestore.Update) (statestore.Res
 		if err := l.valid(); err != nil {
 			return res, err
 		}
-		if st, changed, err = s.commit(ctx, snap, plan, u); err != nil {
+		if st, changed, err = s.commit(ctx, snap, plan, batch(us)); err != nil {
 			return res, s.wrap("commit", err)
 		}
 		res.Updated = true

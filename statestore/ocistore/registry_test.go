@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,4 +133,90 @@ func TestBadCredentials(t *testing.T) {
 	if !errors.Is(err, statestore.ErrAuth) {
 		t.Fatalf("Apply with a wrong password: got %v, want ErrAuth", err)
 	}
+}
+
+// TestApplyAll: a batch is one new state (one generation, each destination
+// tagged once), each update planned on top of the ones before it; a batch
+// whose updates fight over a file writes nothing; an unchanged batch
+// pushes nothing.
+func TestApplyAll(t *testing.T) {
+	r := testenv.Registry(t)
+	cfg := config(r, repoName("batch"))
+	s := open(t, cfg)
+	ctx := context.Background()
+	upd := func(w string, files map[string]string) statestore.Update {
+		u := statestore.Update{Workload: w, Files: map[string][]byte{}, Record: &statestore.Record{Type: "promise", Promise: "p", Pipeline: w}}
+		for p, c := range files {
+			u.Files[p] = []byte(c)
+			d, _, _ := strings.Cut(p, "/")
+			if !slices.Contains(u.Destinations, d) {
+				u.Destinations = append(u.Destinations, d)
+			}
+		}
+		return u
+	}
+	if _, err := s.Apply(ctx, upd("promise/p/w1", map[string]string{"d1/w1.yaml": "w1\n"})); err != nil {
+		t.Fatal(err)
+	}
+	batch := []statestore.Update{
+		upd("promise/p/w2", map[string]string{"d1/w2.yaml": "w2\n"}),
+		upd("promise/p/w3", map[string]string{"d2/w3.yaml": "w3\n", "d1/w3.yaml": "w3\n"}),
+		{Workload: "promise/p/w1"}, // removed
+	}
+	res, err := s.ApplyAll(ctx, batch)
+	if err != nil || !res.Updated {
+		t.Fatalf("ApplyAll: %+v, %v", res, err)
+	}
+	if got := sorted(res.Added); !reflect.DeepEqual(got, []string{"d1/w2.yaml", "d1/w3.yaml", "d2/w3.yaml"}) || !reflect.DeepEqual(res.Deleted, []string{"d1/w1.yaml"}) {
+		t.Fatalf("diff %+v", res.Diff)
+	}
+	for d, want := range map[string]map[string]string{
+		"d1": {"w2.yaml": "w2\n", "w3.yaml": "w3\n"},
+		"d2": {"w3.yaml": "w3\n"},
+	} {
+		if got := orasPull(t, r, cfg.Registry+"/"+cfg.Repository+"/"+d+":latest"); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s holds %v, want %v", d, got, want)
+		}
+		// One generation for the whole batch: render-2, no render-3.
+		tags := r.Tags(t, cfg.Registry+"/"+cfg.Repository+"/"+d)
+		if !slices.Contains(tags, "render-2") || slices.Contains(tags, "render-3") {
+			t.Errorf("%s's tags after one batch: %v", d, tags)
+		}
+	}
+	recs, err := s.Records(ctx)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records after the batch: %v, %v", recs, err)
+	}
+
+	// A later update of the batch cannot take a file an earlier one wrote.
+	before := r.Tags(t, cfg.Registry+"/"+cfg.Repository)
+	state := resolveRef(t, r, cfg.Registry+"/"+cfg.Repository+":"+ocistore.StateTag)
+	_, err = s.ApplyAll(ctx, []statestore.Update{
+		upd("promise/p/w4", map[string]string{"d2/new.yaml": "w4\n"}),
+		upd("promise/p/w5", map[string]string{"d2/new.yaml": "w5\n"}),
+	})
+	if err == nil {
+		t.Fatal("a batch whose updates write one file: no error")
+	}
+	if got := resolveRef(t, r, cfg.Registry+"/"+cfg.Repository+":"+ocistore.StateTag); got != state {
+		t.Fatalf("a refused batch moved the state from %s to %s", state, got)
+	}
+	// An unchanged batch pushes nothing, not even a tag.
+	if res, err := s.ApplyAll(ctx, batch[:2]); err != nil || res.Updated {
+		t.Fatalf("unchanged batch: %+v, %v", res, err)
+	}
+	if after := r.Tags(t, cfg.Registry+"/"+cfg.Repository); !reflect.DeepEqual(after, before) {
+		t.Fatalf("tags moved: %v -> %v", before, after)
+	}
+}
+
+func resolveRef(t *testing.T, r *testenv.RegistryServer, ref string) string {
+	t.Helper()
+	return strings.TrimSpace(string(r.RunORAS(t, "resolve", ref)))
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }
