@@ -22,7 +22,10 @@
 //  4. S3: a first write of 1,000 objects, an unchanged re-render and a
 //     one-object change, with requests counted;
 //  5. concurrency: 16 renders at once on one branch and one bucket;
-//  6. memory: peak RSS of a render of 10,000 documents.
+//  6. memory: peak RSS of a render of 10,000 documents;
+//  7. store size: a cold render of one new request into Gitea stores of 0,
+//     10,000 and 100,000 workloads, generated once and kept per machine;
+//  8. store size (S3): the same into MinIO stores, with requests counted.
 package main
 
 import (
@@ -93,6 +96,7 @@ func main() {
 		{"5", "concurrency", concurrency},
 		{"6", "memory", memory},
 		{"7", "store size", storeSize},
+		{"8", "store size (S3)", storeSizeS3},
 	}
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
