@@ -230,10 +230,14 @@ func before(prefix, key string) string {
 	return full[:len(full)-1] + string(r-1)
 }
 
-// add records a listed object; the first listing that showed p wins, so
-// every answer of one snapshot about p agrees. The caller holds sn.mu.
+// add records a listed object. The first listing that covered p wins,
+// whether it showed p or showed that p did not exist, so that every answer
+// of one snapshot about p agrees: a later, wider listing (the planner's look
+// at every record) must not make a path it already answered about appear,
+// or a commit would be conditioned on a version the plan never read. The
+// caller holds sn.mu and adds the listing's own coverage only afterwards.
 func (sn *snapshot) add(p string, o object) {
-	if _, seen := sn.objs[p]; seen {
+	if _, seen := sn.objs[p]; seen || sn.covered(p) {
 		return
 	}
 	o.tomb = isTombstone(p, o.size)

@@ -406,3 +406,30 @@ func TestSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotAnswersOnce checks that a snapshot keeps its first answer
+// about a path: once a listing showed a record absent, a later, wider
+// listing that finds it (written meanwhile by another render of the same
+// workload) must not make it appear, or the commit would be conditioned on
+// a record the plan never read (three renders of one workload then left a
+// mix of two of them).
+func TestSnapshotAnswersOnce(t *testing.T) {
+	sn := (&Store{}).newSnapshot(context.Background())
+	const rec = ".render/workloads/w/same.json"
+	sn.mu.Lock()
+	sn.spans[".render/workloads/w"] = append(sn.spans[".render/workloads/w"], span{after: "same.jsom", toEnd: true})
+	// The planner's later look at every record shows it, and another.
+	sn.add(rec, object{etag: "ce38", size: 232})
+	sn.add(".render/workloads/w/other.json", object{etag: "ab12", size: 200})
+	sn.deep = append(sn.deep, ".render/workloads")
+	sn.mu.Unlock()
+	if o, ok, err := sn.lookup(rec); err != nil || ok {
+		t.Fatalf("lookup(%s) = %+v, %v, %v; want absent, as the first listing said", rec, o, ok, err)
+	}
+	if got := sn.etag(rec); got != "" {
+		t.Fatalf("etag(%s) = %q, want none: a commit must be conditioned on what the plan read", rec, got)
+	}
+	if _, ok, _ := sn.lookup(".render/workloads/w/other.json"); !ok {
+		t.Fatal("a path no earlier listing covered must come from the later listing")
+	}
+}
