@@ -23,7 +23,10 @@
 //     one-object change, with requests counted;
 //  5. concurrency: 16 renders at once on one branch and one bucket;
 //  6. memory: peak RSS of a render of 10,000 documents;
-//  8. OCI: scenario 4's three steps against an OCI registry (ocistore.Apply).
+//  7. store size: a cold render of one new request into Gitea stores of 0,
+//     10,000 and 100,000 workloads, generated once and kept per machine;
+//  8. store size (S3): the same into MinIO stores, with requests counted;
+//  9. OCI: scenario 4's three steps against an OCI registry (ocistore.Apply).
 package main
 
 import (
@@ -94,7 +97,8 @@ func main() {
 		{"5", "concurrency", concurrency},
 		{"6", "memory", memory},
 		{"7", "store size", storeSize},
-		{"8", "OCI", ociScenario},
+		{"8", "store size (S3)", storeSizeS3},
+		{"9", "OCI", ociScenario},
 	}
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {

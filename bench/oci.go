@@ -11,7 +11,7 @@ import (
 	"github.com/render-dev/render/statestore/ocistore"
 )
 
-// Scenario 8: OCI. The S3 scenario's three steps against the registry of
+// Scenario 9: OCI. The S3 scenario's three steps against the registry of
 // scripts/testservers.sh, with ocistore.Apply (1,000 documents to one
 // destination): the first write, an unchanged re-render and a one-file
 // change, timed, with the registry requests of each counted in

@@ -70,7 +70,7 @@ func TestRenderToMinIO(t *testing.T) {
 		"clusters/edge/resources/team/pg/orders/configure/5058f/backup/job.yaml",
 		"clusters/edge/resources/kratix-canary-configmap.yaml",
 		"clusters/edge/dependencies/kratix-canary-namespace.yaml",
-		"clusters/edge/.render-complete.json",
+		"clusters/edge/.render/complete/resource/team/pg/orders/configure.json",
 		"clusters/.render/workloads/resource/team/pg/orders/configure.json",
 	} {
 		if !slicesContains(keys, want) {

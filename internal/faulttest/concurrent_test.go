@@ -49,12 +49,15 @@ func TestSixteenWriters(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps[i] = start(t, w, "-o", "json")
+			// A deadline well past the default: this test checks that every
+			// writer lands, and on a loaded two-core machine sixteen Gitea
+			// pushes in a row can take longer than the default 2 minutes.
+			ps[i] = start(t, w, "-o", "json", "--retry-deadline", "10m")
 		}()
 	}
 	wg.Wait()
 	for i, p := range ps {
-		if res := p.wait(t, 3*time.Minute); res.code != 0 {
+		if res := p.wait(t, 11*time.Minute); res.code != 0 {
 			t.Errorf("writer %d: %s", i, res)
 		}
 	}

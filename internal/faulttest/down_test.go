@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/statestore/s3store"
 )
 
 // downFor is how long a store stays down after the render started.
@@ -93,7 +94,11 @@ func TestMinIODownAtStart(t *testing.T) {
 				t.Fatalf("%s missing after the render landed (it took %v)", p, res.took)
 			}
 		}
-		if _, ok := objs[d+"/.render-complete.json"]; !ok {
+		marked := false
+		for p := range objs {
+			marked = marked || strings.HasPrefix(p, d+"/"+s3store.MarkerDir+"/")
+		}
+		if !marked {
 			t.Fatalf("%s has no completeness marker", d)
 		}
 	}

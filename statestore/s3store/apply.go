@@ -3,10 +3,10 @@ package s3store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,11 +18,12 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
-// Apply lists the store once, plans u against the listing and publishes
-// the plan: files, deletes, aggregated targets, then the record as the
-// commit point, then the destinations' markers. When another writer got
-// there first it lists again and re-plans, up to MaxAttempts times with
-// jittered backoff. See the package documentation for the guarantees.
+// Apply plans u against a lazy snapshot that lists only the folders u
+// touches, and publishes the plan: files, deletes, aggregated targets, then
+// the record as the commit point, then the workload's markers. When another
+// writer got there first it looks again and re-plans, with jittered backoff,
+// until the retry deadline (or MaxAttempts). See the package documentation
+// for the guarantees.
 func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
 	st := &applyState{u: u}
 	dests, err := checkUpdate(u)
@@ -62,17 +63,104 @@ type applyState struct {
 	dirty bool
 }
 
+// prior is what the workload's stored record says beyond the record itself.
+type prior struct {
+	rec *statestore.Record
+	// markers are the destinations the record says hold the workload's
+	// marker; legacy is set when the record does not say (there is no
+	// record, or an older render wrote it).
+	markers []string
+	legacy  bool
+}
+
+// prepare looks up, in as few listings as possible and in parallel, every
+// path the planner will ask snap about for u: the record, the files,
+// shared files, aggregated files and parts, claims and markers, then
+// (knowing the record) the files the workload owned and the markers it
+// had. It returns what the record says.
+func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (prior, error) {
+	if err := s.locate(snap.ctx); err != nil {
+		return prior{}, err
+	}
+	recPath := statestore.RecordPath(u.Workload)
+	paths := []string{recPath}
+	var dirs []string
+	for p := range u.Files {
+		paths = append(paths, p)
+	}
+	for p := range u.Shared {
+		paths = append(paths, p)
+	}
+	for _, a := range u.Aggregates {
+		paths = append(paths, a.Target, statestore.AggregatePath(a.Target, u.Workload))
+		dirs = append(dirs, aggregateDir(a.Target))
+	}
+	if u.Record != nil {
+		for _, o := range u.Record.Objects {
+			paths = append(paths, statestore.ClaimPath(o))
+		}
+	}
+	for _, d := range dests {
+		paths = append(paths, MarkerPath(d, u.Workload))
+	}
+	if err := snap.lookAll(paths, dirs); err != nil {
+		return prior{}, err
+	}
+	var pr prior
+	pr.legacy = true
+	data, err := snap.ReadFile(recPath)
+	switch {
+	case errors.Is(err, statestore.ErrNotFound):
+		return pr, nil
+	case err != nil:
+		return pr, err
+	}
+	rec, err := statestore.DecodeRecord(recPath, data)
+	if err != nil {
+		return pr, err
+	}
+	pr.rec = &rec
+	markers, says := storedMarkers(data)
+	pr.markers, pr.legacy = markers, !says
+	paths, dirs = append(paths[:0], rec.Files...), dirs[:0]
+	for _, f := range rec.Files {
+		if t, ok := strings.CutPrefix(f, layout.MetaDir+"/aggregate/"); ok {
+			if t, ok := strings.CutSuffix(t, "/"+u.Workload+".part"); ok {
+				paths = append(paths, t)
+				dirs = append(dirs, aggregateDir(t))
+			}
+		}
+	}
+	for _, d := range pr.markers {
+		paths = append(paths, MarkerPath(d, u.Workload))
+	}
+	return pr, snap.lookAll(paths, dirs)
+}
+
+func aggregateDir(target string) string { return path.Join(layout.MetaDir, "aggregate", target) }
+
+// lookAll looks up paths and lists dirs recursively, all in parallel.
+func (sn *snapshot) lookAll(paths, dirs []string) error {
+	jobs := []func(context.Context) error{func(context.Context) error { return sn.need(paths) }}
+	for _, d := range dirs {
+		jobs = append(jobs, func(context.Context) error { _, err := sn.List(d); return err })
+	}
+	return parallel(sn.ctx, sn.s.cfg.Concurrency, jobs)
+}
+
 // attempt plans and publishes once. It returns the operation that failed.
 func (s *Store) attempt(ctx context.Context, st *applyState) (string, error) {
 	u := st.u
-	snap, err := s.list(ctx, "")
+	snap := s.newSnapshot(ctx)
+	pr, err := s.prepare(snap, u, st.dests)
 	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
 		if !u.DryRun {
 			if err := s.makeBucket(ctx); err != nil {
 				return "create bucket", err
 			}
 		}
-		snap, err = s.emptySnapshot(ctx), nil
+		snap = s.emptySnapshot(ctx)
+		pr, err = prior{legacy: true}, nil
 	}
 	if err != nil {
 		return "read", err
@@ -81,16 +169,18 @@ func (s *Store) attempt(ctx context.Context, st *applyState) (string, error) {
 	if err != nil {
 		return "plan", err
 	}
-	markers, err := s.staleMarkers(snap, plan, st.dests)
+	st.diff.add(plan.Diff)
+	recPath := statestore.RecordPath(u.Workload)
+	if o, ok, _ := snap.lookup(recPath); ok && !o.tomb {
+		st.res.Revision = o.etag
+	}
+	ms, err := s.planMarkers(snap, plan, u, st.dests, pr)
 	if err != nil {
 		return "read", err
 	}
-	st.diff.add(plan.Diff)
-	recPath := statestore.RecordPath(u.Workload)
-	if o := snap.objs[recPath]; !o.tomb {
-		st.res.Revision = o.etag
-	}
-	if !plan.Changed() && !st.dirty && len(markers) == 0 {
+	commit := plan.Changed() || st.dirty || len(ms.stale) > 0 ||
+		plan.Record != nil && !slices.Equal(pr.markers, st.dests)
+	if !commit && len(ms.write) == 0 {
 		return "", nil
 	}
 	st.res.Updated = true
@@ -98,17 +188,126 @@ func (s *Store) attempt(ctx context.Context, st *applyState) (string, error) {
 		return "", nil
 	}
 	w := &written{etags: map[string]string{}, uncertain: map[string]bool{}}
-	if plan.Changed() || st.dirty {
+	committed := snap.etag(recPath)
+	if commit {
 		st.dirty = true
-		if op, err := s.publish(ctx, snap, plan, u, w); err != nil {
+		if op, err := s.publish(ctx, snap, plan, u, st.dests, ms.stale, w); err != nil {
 			return op, err
 		}
-		st.res.Revision = w.etags[recPath]
+		committed = w.etags[recPath]
+		st.res.Revision = committed
 	}
-	if err := s.writeMarkers(ctx, snap, u, markers, w); err != nil {
+	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, w); err != nil {
 		return "write marker", err
 	}
+	if commit && pr.legacy && len(st.dests) > 0 {
+		// The record was written before per-workload markers: the
+		// destinations' old per-destination markers, which nobody keeps
+		// up to date any more, go (one request for all of them).
+		old := make([]string, 0, len(st.dests))
+		for _, d := range st.dests {
+			old = append(old, d+"/"+MarkerName)
+		}
+		if err := s.remove(ctx, old); err != nil {
+			return "delete", err
+		}
+	}
 	return "", nil
+}
+
+// markerPlan says which of the workload's markers an attempt writes and
+// which it deletes.
+type markerPlan struct {
+	write []string // destinations whose marker is missing or out of date
+	stale []string // marker paths of destinations the workload left
+}
+
+// planMarkers decides the marker work: a marker is written where the plan
+// changes the destination, or where it is missing or does not describe the
+// workload's files as listed (one GET per destination the plan does not
+// change); the markers of destinations the record names and the update
+// does not are deleted.
+func (s *Store) planMarkers(snap *snapshot, plan statestore.Plan, u statestore.Update, dests []string, pr prior) (markerPlan, error) {
+	var mp markerPlan
+	had := pr.markers
+	if u.Record == nil {
+		// A removed workload keeps no marker anywhere.
+		had, dests = append(slices.Clone(had), dests...), nil
+	}
+	for _, d := range dests {
+		touched := false
+		for _, op := range plan.Ops {
+			touched = touched || under(op.Path, d)
+		}
+		if touched {
+			mp.write = append(mp.write, d)
+			continue
+		}
+		p := MarkerPath(d, u.Workload)
+		data, err := snap.ReadFile(p)
+		switch {
+		case errors.Is(err, statestore.ErrNotFound):
+			mp.write = append(mp.write, d)
+			continue
+		case errors.Is(err, errChanged):
+			continue // rewritten since the listing: a writer of this workload is at work
+		case err != nil:
+			return mp, err
+		}
+		files, aggs, shared := markerContent(snap, u, d, nil)
+		if !newMarker(d, files, aggs, shared, u).sameContent(data) {
+			mp.write = append(mp.write, d)
+		}
+	}
+	for _, d := range sortedSet(setOf(had)) {
+		if slices.Contains(dests, d) {
+			continue
+		}
+		p := MarkerPath(d, u.Workload)
+		if o, ok, err := snap.lookup(p); err != nil {
+			return mp, err
+		} else if ok && !o.tomb {
+			mp.stale = append(mp.stale, p)
+		}
+	}
+	return mp, nil
+}
+
+// markerContent returns the ETags of u's files in d, relative to d, as w
+// wrote them or else as snap listed them, and u's aggregated and shared
+// files in d.
+func markerContent(snap *snapshot, u statestore.Update, d string, w *written) (map[string]string, []string, []string) {
+	files := map[string]string{}
+	for p := range u.Files {
+		if !under(p, d) {
+			continue
+		}
+		etag := ""
+		if w != nil {
+			w.mu.Lock()
+			etag = w.etags[p]
+			w.mu.Unlock()
+		}
+		if etag == "" {
+			etag = snap.etag(p)
+		}
+		files[strings.TrimPrefix(p, d+"/")] = etag
+	}
+	var aggs []string
+	for _, a := range u.Aggregates {
+		if under(a.Target, d) && len(a.Contribution) > 0 {
+			aggs = append(aggs, strings.TrimPrefix(a.Target, d+"/"))
+		}
+	}
+	sort.Strings(aggs)
+	var shared []string
+	for p := range u.Shared {
+		if _, mine := u.Files[p]; under(p, d) && !mine {
+			shared = append(shared, strings.TrimPrefix(p, d+"/"))
+		}
+	}
+	sort.Strings(shared)
+	return files, aggs, shared
 }
 
 // written collects what publish wrote: the new ETag of every object put
@@ -128,7 +327,7 @@ func (w *written) set(p, etag string) {
 
 // publish writes a plan in the order the package doc describes, the
 // record last, conditioned on the record's listed ETag.
-func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Plan, u statestore.Update, w *written) (string, error) {
+func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Plan, u statestore.Update, dests, staleMarkers []string, w *written) (string, error) {
 	recPath := statestore.RecordPath(u.Workload)
 	owned := map[string]bool{}
 	if data, err := snap.ReadFile(recPath); err == nil { // already read by the planner
@@ -206,7 +405,9 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return "write", err
 	}
-	// 2. Files the workload no longer wants.
+	// 2. Files the workload no longer wants, and its markers in
+	// destinations it left (before the commit, which forgets them).
+	deletes = append(deletes, staleMarkers...)
 	if err := s.remove(ctx, deletes); err != nil {
 		return "delete", err
 	}
@@ -234,7 +435,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		w.set(t, "")
 		// A contributor that arrived after the listing wrote its part and
 		// then a target that we have just deleted: re-plan to rebuild it.
-		parts, err := s.list(ctx, path.Join(layout.MetaDir, "aggregate", t))
+		parts, err := s.list(ctx, aggregateDir(t))
 		if err != nil {
 			return "read", err
 		}
@@ -245,7 +446,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	// 4. Commit.
 	var data []byte
 	if plan.Record != nil {
-		data = sealRecord(plan.Record.Encode())
+		data = sealRecord(plan.Record.Encode(), dests)
 	} else {
 		data = tombstone()
 	}
@@ -262,10 +463,14 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 type cond struct {
 	exists bool
 	etag   string
+	// unconditional writes whatever is there (Seed only).
+	unconditional bool
 }
 
 // cond returns the precondition that p is still as listed.
 func (sn *snapshot) cond(p string) cond {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
 	o, ok := sn.objs[p]
 	return cond{exists: ok, etag: o.etag}
 }
@@ -278,9 +483,11 @@ func (s *Store) put(ctx context.Context, p string, data []byte, c cond) (string,
 		SendContentMd5:   true,
 		ContentType:      contentType(p),
 	}
-	if c.exists {
+	switch {
+	case c.unconditional:
+	case c.exists:
 		opts.SetMatchETag(c.etag)
-	} else {
+	default:
 		opts.SetMatchETagExcept("*")
 	}
 	var etag string
@@ -370,6 +577,9 @@ func checkUpdate(u statestore.Update) ([]string, error) {
 		if err := layout.CheckStorePath(p); err != nil {
 			return fmt.Errorf("path %q: %w", p, err)
 		}
+		if isMarker(p) {
+			return fmt.Errorf("path %q: the folder %s of a destination is reserved for render's completeness markers", p, MarkerDir)
+		}
 		return nil
 	}
 	for p := range u.Files {
@@ -401,172 +611,56 @@ func checkUpdate(u statestore.Update) ([]string, error) {
 	return sortedSet(set), nil
 }
 
-// markerPath is where destination d's marker lives.
-func markerPath(d string) string { return d + "/" + MarkerName }
-
 // under reports whether p is below folder d.
 func under(p, d string) bool { return strings.HasPrefix(p, d+"/") }
 
-// touchedMarkers returns the update's destinations, and every destination
-// that has a marker and in which the plan writes or deletes a file.
-func (s *Store) touchedMarkers(snap *snapshot, plan statestore.Plan, dests []string) []string {
-	set := map[string]bool{}
-	for _, d := range dests {
-		set[d] = true
-	}
-	for p, o := range snap.objs {
-		if !isMarker(p) || o.tomb || path.Dir(p) == "." {
-			continue
-		}
-		d := path.Dir(p)
-		for _, op := range plan.Ops {
-			if under(op.Path, d) {
-				set[d] = true
-				break
-			}
-		}
-	}
-	return sortedSet(set)
-}
-
-// staleMarkers returns the destinations whose marker must be written: those
-// the plan changes, and those whose marker is missing or does not match
-// the listing (one GET per such destination).
-func (s *Store) staleMarkers(snap *snapshot, plan statestore.Plan, dests []string) ([]string, error) {
-	var out []string
-	for _, d := range s.touchedMarkers(snap, plan, dests) {
-		touched := false
-		for _, op := range plan.Ops {
-			if under(op.Path, d) {
-				touched = true
-				break
-			}
-		}
-		if touched {
-			out = append(out, d)
-			continue
-		}
-		mp := markerPath(d)
-		if _, ok := snap.objs[mp]; !ok {
-			out = append(out, d)
-			continue
-		}
-		data, err := snap.ReadFile(mp)
-		if errors.Is(err, errChanged) {
-			// Rewritten since the listing, by a writer whose marker
-			// describes at least what it listed: leave it to that writer.
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		var m Marker
-		if json.Unmarshal(data, &m) != nil || m.Digest != DestinationDigest(snap.etagsUnder(d)) {
-			out = append(out, d)
-		}
-	}
-	return out, nil
-}
-
-// etagsUnder returns the listed ETags of the objects below folder d, by
-// path relative to d.
-func (sn *snapshot) etagsUnder(d string) map[string]string {
-	out := map[string]string{}
-	for p, o := range sn.objs {
-		if under(p, d) && !o.tomb {
-			out[strings.TrimPrefix(p, d+"/")] = o.etag
-		}
-	}
-	return out
-}
-
-// writeMarkers writes the markers of dests, each describing what the
-// listing and this update's writes left in the destination. A marker
-// written by somebody else since the listing makes it list the destination
-// again and describe what is there now.
-func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.Update, dests []string, w *written) error {
+// writeMarkers writes the workload's markers in dests, after its commit
+// (or, when nothing else changed, after the plan found them missing or out
+// of date), each describing the workload's files in the destination as
+// this render left them. committed is the record's ETag this render
+// committed or planned against. A marker is written conditionally on the
+// version this render saw; when it changed (another render of the same
+// workload), the marker is looked at again, and rewritten only while the
+// record is still the one this render committed: a later commit belongs
+// to a render that writes its own markers.
+func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.Update, dests []string, committed string, w *written) error {
+	recPath := statestore.RecordPath(u.Workload)
 	jobs := make([]func(context.Context) error, 0, len(dests))
 	for _, d := range dests {
 		jobs = append(jobs, func(ctx context.Context) error {
-			etags := snap.etagsUnder(d)
-			fresh := false
-			for p, etag := range w.etags {
-				if !under(p, d) {
-					continue
-				}
-				if etag == "" {
-					delete(etags, strings.TrimPrefix(p, d+"/"))
-				} else {
-					etags[strings.TrimPrefix(p, d+"/")] = etag
-				}
-			}
-			for p := range w.uncertain {
-				fresh = fresh || under(p, d)
-			}
-			c := snap.cond(markerPath(d))
+			p := MarkerPath(d, u.Workload)
+			files, aggs, shared := markerContent(snap, u, d, w)
+			data := encodeMarker(newMarker(d, files, aggs, shared, u))
+			c := snap.cond(p)
 			for attempt := 1; ; attempt++ {
-				if fresh {
-					ds, err := s.list(ctx, d)
-					if err != nil {
-						return err
-					}
-					etags, c = ds.etagsUnder(d), ds.cond(markerPath(d))
-					// The marker converges: once one exists that
-					// describes this listing, and the listing holds
-					// what this render wrote, there is nothing to add.
-					if covers(ds, d, w) && markerDescribes(ds, d, etags) {
-						return nil
-					}
-				}
-				_, err := s.put(ctx, markerPath(d), encodeMarker(newMarker(d, etags, u)), c)
+				_, err := s.put(ctx, p, data, c)
 				if err == nil || !errors.Is(err, errChanged) {
 					return err
 				}
-				lost := fmt.Errorf("%w: other writers kept rewriting the marker", statestore.ErrConflict)
+				lost := fmt.Errorf("%w: other renders of workload %s kept rewriting its marker", statestore.ErrConflict, u.Workload)
 				if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
 					return fmt.Errorf("%w; gave up after %d attempts", lost, attempt)
 				}
 				if err := statestore.Pause(ctx, attempt, retryLimit, lost); err != nil {
 					return err
 				}
-				fresh = true
+				// The marker first, then the record: a render that
+				// commits after this look writes the marker after it too.
+				fresh := s.newSnapshot(ctx)
+				if err := fresh.need([]string{p}); err != nil {
+					return err
+				}
+				if err := fresh.need([]string{recPath}); err != nil {
+					return err
+				}
+				if fresh.etag(recPath) != committed {
+					return nil // a later render of the workload committed: its markers win
+				}
+				c = fresh.cond(p)
 			}
 		})
 	}
 	return parallel(ctx, s.cfg.Concurrency, jobs)
-}
-
-// covers reports whether listing ds holds every write w made below d as w
-// made it (a put with its ETag, a delete as absent).
-func covers(ds *snapshot, d string, w *written) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for p, etag := range w.etags {
-		if !under(p, d) {
-			continue
-		}
-		o, ok := ds.objs[p]
-		if etag == "" {
-			if ok && !o.tomb {
-				return false
-			}
-			continue
-		}
-		if !ok || o.tomb || o.etag != etag {
-			return false
-		}
-	}
-	return true
-}
-
-// markerDescribes reports whether d's marker in ds describes exactly etags.
-func markerDescribes(ds *snapshot, d string, etags map[string]string) bool {
-	data, err := ds.ReadFile(markerPath(d))
-	if err != nil {
-		return false
-	}
-	var m Marker
-	return json.Unmarshal(data, &m) == nil && m.Digest == DestinationDigest(etags)
 }
 
 // diffSet accumulates the diffs of every attempt of one Apply.

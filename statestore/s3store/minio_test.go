@@ -3,7 +3,6 @@ package s3store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -188,31 +187,34 @@ func applyOK(t *testing.T, s statestore.Store, u statestore.Update) statestore.R
 	return res
 }
 
-// checkMarker verifies dest's marker against a fresh listing, as a reader would.
-func checkMarker(t *testing.T, m *testenv.MinIOServer, bucket, dest string) Marker {
+// checkMarker verifies dest against a fresh listing, as a reader would
+// (VerifyDestination): every workload marker matches what is listed, and
+// every object is named by a marker.
+func checkMarker(t *testing.T, m *testenv.MinIOServer, bucket, dest string) DestinationState {
 	t.Helper()
-	c := m.Client(t)
-	etags := map[string]string{}
-	prefix := testPath + "/" + dest + "/"
-	for o := range c.ListObjects(testCtx(t), bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if o.Err != nil {
-			t.Fatal(o.Err)
-		}
-		etags[strings.TrimPrefix(o.Key, prefix)] = o.ETag
-	}
-	obj, err := c.GetObject(testCtx(t), bucket, prefix+MarkerName, minio.GetObjectOptions{})
+	s := open(t, minioConfig(m, bucket))
+	st, err := s.VerifyDestination(testCtx(t), dest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer obj.Close()
-	var mk Marker
-	if err := json.NewDecoder(obj).Decode(&mk); err != nil {
-		t.Fatalf("marker of %s: %v", dest, err)
+	if !st.Complete() {
+		t.Fatalf("destination %s is not complete: mismatched %v, unnamed %v, markers %+v", dest, st.Mismatched, st.Unnamed, st.Markers)
 	}
-	if mk.Digest != DestinationDigest(etags) || mk.Destination != dest || mk.Objects != len(etags)-1 {
-		t.Fatalf("marker of %s does not match the listing: %+v (%d objects listed)", dest, mk, len(etags))
+	for _, mk := range st.Markers {
+		if mk.Destination != dest || mk.Digest != DestinationDigest(mk.Files) || mk.Objects != len(mk.Files) {
+			t.Fatalf("marker of %s in %s: %+v", mk.Workload, dest, mk)
+		}
 	}
-	return mk
+	return st
+}
+
+// onlyMarker returns the one marker of a destination state.
+func onlyMarker(t *testing.T, st DestinationState) Marker {
+	t.Helper()
+	if len(st.Markers) != 1 {
+		t.Fatalf("markers: %+v, want one", st.Markers)
+	}
+	return st.Markers[0]
 }
 
 // TestRequestCounts counts the requests of first, unchanged and changed
@@ -226,28 +228,32 @@ func TestRequestCounts(t *testing.T) {
 	cfg.Transport = cnt
 	run := func(u statestore.Update) statestore.Result { return applyOK(t, open(t, cfg), u) }
 
-	// First render: one LIST (an empty listing), then 50 files, the record,
-	// the placement index's marker (.render/index.json: the first write to
-	// a store) and the destination marker. No GET: there is no record and
-	// the marker is new.
+	// First render: four LISTs (the folders of the record, the files, the
+	// marker and the placement index's marker, all empty) and one of the
+	// records (a store without the index is migrated to it by its first
+	// write: here there is nothing to migrate), then 50 files, the index
+	// marker, the record and the workload's marker, and one DELETE of the
+	// destination's old-format marker (no record said it is gone). No GET:
+	// there is no record and the marker is new.
+	markerPath := MarkerPath("dev", "promise/p/configure")
 	res := run(render(50, nil))
 	n, puts := cnt.take()
-	wantCounts(t, "first render", n, map[string]int{"LIST": 1, "PUT": 53})
-	if len(res.Added) != 50 || !slices.Contains(puts, ".render/workloads/promise/p/configure.json") || !slices.Contains(puts, "dev/"+MarkerName) {
+	wantCounts(t, "first render", n, map[string]int{"LIST": 5, "PUT": 53, "DELETE": 1})
+	if len(res.Added) != 50 || !slices.Contains(puts, ".render/workloads/promise/p/configure.json") || !slices.Contains(puts, markerPath) {
 		t.Fatalf("first render: %d added, puts %v", len(res.Added), puts)
 	}
-	mk := checkMarker(t, m, bucket, "dev")
+	mk := onlyMarker(t, checkMarker(t, m, bucket, "dev"))
 	if mk.Objects != 50 || mk.Workload != "promise/p/configure" || mk.Subject != "render: promise p" || len(mk.Trailers) != 1 {
 		t.Fatalf("marker: %+v", mk)
 	}
 
-	// Unchanged: one LIST (51 objects, one page), one GET of the record
-	// (the planner reads it) and one GET of the marker (is it current?).
-	// Nothing is written.
+	// Unchanged: the four folders' LISTs, one GET of the record (the planner
+	// reads it) and one GET of the marker (is it current?). Nothing is
+	// written.
 	for range 2 {
 		res = run(render(50, nil))
 		n, _ = cnt.take()
-		wantCounts(t, "unchanged render", n, map[string]int{"LIST": 1, "GET": 2})
+		wantCounts(t, "unchanged render", n, map[string]int{"LIST": 4, "GET": 2})
 		if res.Updated {
 			t.Fatalf("unchanged render reported an update: %+v", res)
 		}
@@ -259,15 +265,15 @@ func TestRequestCounts(t *testing.T) {
 	noRegion.Region = ""
 	applyOK(t, open(t, noRegion), render(50, nil))
 	n, _ = cnt.take()
-	wantCounts(t, "unchanged render, no region", n, map[string]int{"LOCATION": 1, "LIST": 1, "GET": 2})
+	wantCounts(t, "unchanged render, no region", n, map[string]int{"LOCATION": 1, "LIST": 4, "GET": 2})
 
 	// One file changed (same size: ETag, not size, tells): exactly one PUT
 	// for it, one for the record (the commit, which always moves) and one
 	// for the marker. The marker is not read: the destination changed.
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "kind: ConfigMap\nmetadata:\n  name: F07\n"}))
 	n, puts = cnt.take()
-	wantCounts(t, "one changed file", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 3})
-	if want := []string{".render/workloads/promise/p/configure.json", "dev/" + MarkerName, "dev/p/f07.yaml"}; !reflect.DeepEqual(puts, want) {
+	wantCounts(t, "one changed file", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 3})
+	if want := []string{".render/workloads/promise/p/configure.json", markerPath, "dev/p/f07.yaml"}; !reflect.DeepEqual(puts, want) {
 		t.Fatalf("one changed file: puts %v, want %v", puts, want)
 	}
 	if !reflect.DeepEqual(res.Changed, []string{"dev/p/f07.yaml"}) || len(res.Added)+len(res.Deleted) != 0 {
@@ -278,8 +284,8 @@ func TestRequestCounts(t *testing.T) {
 	// One file removed: one batch DELETE, the record and the marker.
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
 	n, puts = cnt.take()
-	wantCounts(t, "two removed files", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 2, "DELETE": 1})
-	if want := []string{".render/workloads/promise/p/configure.json", "dev/" + MarkerName}; !reflect.DeepEqual(puts, want) {
+	wantCounts(t, "two removed files", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 2, "DELETE": 1})
+	if want := []string{".render/workloads/promise/p/configure.json", markerPath}; !reflect.DeepEqual(puts, want) {
 		t.Fatalf("removed file: puts %v", puts)
 	}
 	if !reflect.DeepEqual(res.Deleted, []string{"dev/p/f07.yaml", "dev/p/f08.yaml"}) {
@@ -290,14 +296,14 @@ func TestRequestCounts(t *testing.T) {
 	// A marker that does not match (a writer died before writing it) is
 	// repaired by the next render, which writes nothing else.
 	c := m.Client(t)
-	if _, err := c.PutObject(testCtx(t), bucket, testPath+"/dev/"+MarkerName, strings.NewReader("{}"), 2, minio.PutObjectOptions{}); err != nil {
+	if _, err := c.PutObject(testCtx(t), bucket, testPath+"/"+markerPath, strings.NewReader("{}"), 2, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cnt.take()
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
 	n, puts = cnt.take()
-	wantCounts(t, "stale marker", n, map[string]int{"LIST": 1, "GET": 2, "PUT": 1})
-	if !res.Updated || !reflect.DeepEqual(puts, []string{"dev/" + MarkerName}) {
+	wantCounts(t, "stale marker", n, map[string]int{"LIST": 4, "GET": 2, "PUT": 1})
+	if !res.Updated || !reflect.DeepEqual(puts, []string{markerPath}) {
 		t.Fatalf("stale marker: %+v, puts %v", res, puts)
 	}
 	checkMarker(t, m, bucket, "dev")
@@ -307,7 +313,7 @@ func TestRequestCounts(t *testing.T) {
 	u.DryRun = true
 	res = run(u)
 	n, _ = cnt.take()
-	wantCounts(t, "dry run", n, map[string]int{"LIST": 1, "GET": 1})
+	wantCounts(t, "dry run", n, map[string]int{"LIST": 4, "GET": 1})
 	if !res.Updated || len(res.Added) != 2 {
 		t.Fatalf("dry run: %+v", res)
 	}
@@ -350,15 +356,15 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	// object's ETag, which the marker's digest covers, has changed.
 	res := run(render(5, nil))
 	n, puts := cnt.take()
-	wantCounts(t, "first render after a multipart upload", n, map[string]int{"LIST": 1, "GET": 3, "PUT": 1})
-	if !reflect.DeepEqual(puts, []string{"dev/" + MarkerName}) || len(res.Added)+len(res.Changed)+len(res.Deleted) > 0 {
+	wantCounts(t, "first render after a multipart upload", n, map[string]int{"LIST": 4, "GET": 3, "PUT": 1})
+	if !reflect.DeepEqual(puts, []string{MarkerPath("dev", "promise/p/configure")}) || len(res.Added)+len(res.Changed)+len(res.Deleted) > 0 {
 		t.Fatalf("first render after a multipart upload: puts %v, %+v", puts, res)
 	}
 	checkMarker(t, m, bucket, "dev")
 	for i := range 2 {
 		res := run(render(5, nil))
 		n, _ := cnt.take()
-		wantCounts(t, fmt.Sprintf("render %d after a multipart upload", i+2), n, map[string]int{"LIST": 1, "GET": 3})
+		wantCounts(t, fmt.Sprintf("render %d after a multipart upload", i+2), n, map[string]int{"LIST": 4, "GET": 3})
 		if res.Updated {
 			t.Fatalf("render %d rewrote the multipart object: %+v", i+2, res)
 		}
@@ -366,14 +372,14 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	// A different size is a change, known without reading.
 	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
 	n, puts = cnt.take()
-	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 1, "GET": 1, "PUT": 3})
+	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 3})
 	if !slices.Contains(puts, "dev/p/f03.yaml") {
 		t.Fatalf("puts %v", puts)
 	}
 	// Now single-part again: compared by ETag, no GET.
 	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
 	n, _ = cnt.take()
-	wantCounts(t, "back to single-part", n, map[string]int{"LIST": 1, "GET": 2})
+	wantCounts(t, "back to single-part", n, map[string]int{"LIST": 4, "GET": 2})
 }
 
 // TestFailures: refused credentials, a missing bucket, and CreateBucket.
@@ -605,8 +611,14 @@ func TestManyWorkloadsOneDestination(t *testing.T) {
 	if !strings.HasPrefix(got["dev/canary.yaml"], "canary: ") {
 		t.Fatalf("canary %q", got["dev/canary.yaml"])
 	}
-	if mk := checkMarker(t, m, bucket, "dev"); mk.Objects != writers+2 {
-		t.Fatalf("marker: %+v", mk)
+	if st := checkMarker(t, m, bucket, "dev"); len(st.Markers) != writers {
+		t.Fatalf("markers: %+v", st.Markers)
+	} else {
+		for _, mk := range st.Markers {
+			if mk.Objects != 1 || !slices.Equal(mk.Aggregates, []string{"all.yaml"}) || !slices.Equal(mk.Shared, []string{"canary.yaml"}) {
+				t.Fatalf("marker: %+v", mk)
+			}
+		}
 	}
 }
 
@@ -635,7 +647,9 @@ func TestRemovalTombstone(t *testing.T) {
 	if got := contents(t, s); len(got) != 0 {
 		t.Fatalf("contents after removal: %v", got)
 	}
-	checkMarker(t, m, bucket, "dev")
+	if st := checkMarker(t, m, bucket, "dev"); len(st.Markers) != 0 {
+		t.Fatalf("a removed workload left its marker: %+v", st.Markers)
+	}
 	if res := applyOK(t, s, u); len(res.Added) != 2 {
 		t.Fatalf("re-creation: %+v", res)
 	}
@@ -716,4 +730,102 @@ func TestStaleUploadAfterOtherCommit(t *testing.T) {
 		t.Fatalf("records %v, %v", recs, err)
 	}
 	checkMarker(t, m, cfg.Bucket, "d")
+}
+
+// TestOldFormatMigrates: a store written before per-workload markers (a
+// record that names no markers, one marker per destination) keeps working:
+// the workload's next render, although its files are unchanged, writes its
+// own marker, names it in the record and deletes the old marker, which
+// nobody would keep current; the render after that writes nothing.
+func TestOldFormatMigrates(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "migrate")
+	cfg := minioConfig(m, bucket)
+	u := render(3, nil)
+	applyOK(t, open(t, cfg), u)
+	// Make it what the previous version left.
+	c := m.Client(t)
+	recKey := testPath + "/" + statestore.RecordPath(u.Workload)
+	rec := *u.Record
+	rec.Workload = u.Workload
+	rec.Files = slices.Sorted(maps.Keys(u.Files))
+	old := sealRecord(rec.Encode(), nil)
+	legacy := testPath + "/dev/" + MarkerName
+	for key, data := range map[string][]byte{recKey: old, legacy: []byte(`{"format":1,"digest":"sha256:old"}` + "\n")} {
+		if _, err := c.PutObject(testCtx(t), bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.RemoveObject(testCtx(t), bucket, testPath+"/"+MarkerPath("dev", u.Workload), minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	res := applyOK(t, open(t, cfg), u)
+	if !res.Updated || len(res.Added)+len(res.Changed)+len(res.Deleted) > 0 {
+		t.Fatalf("first render after the upgrade: %+v", res)
+	}
+	if _, err := c.StatObject(testCtx(t), bucket, legacy, minio.StatObjectOptions{}); minio.ToErrorResponse(err).Code != "NoSuchKey" {
+		t.Fatalf("the old per-destination marker is still there: %v", err)
+	}
+	data, err := getKey(t, c, bucket, recKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if markers, ok := storedMarkers(data); !ok || !slices.Equal(markers, []string{"dev"}) {
+		t.Fatalf("the record names markers %v (%v)", markers, ok)
+	}
+	onlyMarker(t, checkMarker(t, m, bucket, "dev"))
+	if res := applyOK(t, open(t, cfg), u); res.Updated {
+		t.Fatalf("second render after the upgrade wrote: %+v", res)
+	}
+}
+
+// TestMarkerFollowsDestinations: a workload that moves from one
+// destination to another leaves no marker behind, and its removal deletes
+// the rest, without listing any destination.
+func TestMarkerFollowsDestinations(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "follow")
+	cnt := &listings{counter: newCounter()}
+	cfg := minioConfig(m, bucket)
+	cfg.Transport = cnt
+	at := func(dests ...string) statestore.Update {
+		u := statestore.Update{Workload: "w/mover", Files: map[string][]byte{}, Record: &statestore.Record{}, Destinations: dests}
+		for _, d := range dests {
+			u.Files[d+"/w/x.yaml"] = []byte("x: " + d + "\n")
+		}
+		return u
+	}
+	applyOK(t, open(t, cfg), at("a", "b"))
+	cnt.prefixes() // the first write into a bucket migrates it to the placement index: it lists the records
+	applyOK(t, open(t, cfg), at("b", "c"))
+	for _, d := range []string{"a", "b", "c"} {
+		st := checkMarker(t, m, bucket, d)
+		if want := map[string]int{"a": 0, "b": 1, "c": 1}[d]; len(st.Markers) != want {
+			t.Fatalf("%s holds %d markers, want %d: %+v", d, len(st.Markers), want, st.Markers)
+		}
+	}
+	applyOK(t, open(t, cfg), statestore.Update{Workload: "w/mover"})
+	for _, d := range []string{"a", "b", "c"} {
+		if st := checkMarker(t, m, bucket, d); len(st.Markers) != 0 {
+			t.Fatalf("%s after the removal: %+v", d, st.Markers)
+		}
+	}
+	for _, l := range cnt.prefixes() {
+		if prefix, delim, _ := strings.Cut(l, "|"); delim != "/" {
+			t.Errorf("a render listed %q recursively", prefix)
+		}
+	}
+}
+
+func getKey(t *testing.T, c *minio.Client, bucket, key string) ([]byte, error) {
+	t.Helper()
+	o, err := c.GetObject(testCtx(t), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	var buf bytes.Buffer
+	_, err = buf.ReadFrom(o)
+	return buf.Bytes(), err
 }

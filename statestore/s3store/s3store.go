@@ -14,9 +14,25 @@
 //
 // # Reading
 //
-// A snapshot is ONE recursive listing of the store's prefix (one LIST per
-// 1,000 objects). Whether a file already holds the wanted content is decided
-// from the listing alone: the ETag of a single-part object is the MD5 of its
+// Nothing is listed in full. A snapshot is lazy: asked whether a file
+// exists or what it holds, it lists the folder the file is in, delimited
+// (sub-folders are not descended), starting just before the file's name and
+// stopping at the first name past the last one it was asked about in that
+// folder; asked for a folder's files (List), it lists that folder
+// recursively. What a listing showed is kept for the snapshot's lifetime.
+// Apply first looks up, all at once and in parallel, every path the planner
+// will ask about (the record, the files, shared files, aggregated files and
+// their parts, claims, markers, then the files the record owned), grouped
+// by folder. So a render costs requests in proportion to the folders it
+// touches, never to the objects in the bucket or in a destination: one
+// request per folder, unless more than 1,000 names of other workloads lie
+// between two of the render's own in one folder, which render's own layouts
+// never do. Store.Records still lists every record (one request per 1,000)
+// and reads each (one GET per workload): it is for tools that move
+// workloads (drain) and tests, not for renders.
+//
+// Whether a file already holds the wanted content is decided from the
+// listing alone: the ETag of a single-part object is the MD5 of its
 // content, so Compare does not read files. render always uploads with a
 // single-part PUT (multipart disabled), so its own objects always compare
 // this way. An object uploaded by someone else as a multipart upload has an
@@ -34,17 +50,26 @@
 // versions or not at all (a record is compared by content, which the
 // planner has always read already).
 //
-// Requests per Apply, for a store of fewer than 1,000 objects:
-//   - unchanged: 1 LIST, 1 GET (the workload's record) and 1 GET per
-//     destination (is its marker current?); no PUT, no DELETE;
-//   - changed: 1 LIST, 1 GET (the record), 1 PUT per added or changed file,
-//     1 DeleteObjects request per 1,000 deleted files, 1 PUT for the
-//     record (the commit, always) and 1 PUT per changed destination's
-//     marker;
+// Requests per Apply of a workload whose files share one folder per
+// destination (Kratix's nested layout), whatever the size of the bucket:
+//   - unchanged: 1 LIST per folder looked at (the record's, the files',
+//     each claim's, each marker's, each canary's, each placement-index
+//     entry's, and .render/ for the index's marker), 1 GET (the record)
+//     and 1 GET per destination (is the workload's marker current?); no
+//     PUT, no DELETE;
+//   - changed: the same LISTs, 1 GET (the record), 1 PUT per added or
+//     changed file, 1 DeleteObjects request per 1,000 deleted files, 1 PUT
+//     for the record (the commit, always) and 1 PUT per changed
+//     destination's marker;
+//   - a workload's first render under this version (or ever) also deletes
+//     the old per-destination markers of its destinations: 1 DeleteObjects;
+//   - the first write into a store without the placement index migrates it
+//     (see statestore's index): it lists and reads every record, once;
 //   - with an empty Config.Region, one more request (the bucket's
 //     location) the first time a Store talks to the bucket.
 //
-// Records costs 1 LIST and 1 GET per workload.
+// Snapshot checks that the bucket exists (1 request) and lists nothing else
+// until asked. Records costs 1 LIST per 1,000 records and 1 GET per record.
 //
 // # Writing, and racing writers
 //
@@ -57,8 +82,8 @@
 //     canaries) with If-None-Match: * (losing that race is fine: somebody
 //     else created it first), with at most Config.Concurrency uploads in
 //     flight;
-//  2. deletes the files the workload no longer wants, in batches
-//     (DeleteObjects);
+//  2. deletes the files the workload no longer wants, and its markers in
+//     destinations it no longer writes to, in batches (DeleteObjects);
 //  3. rewrites aggregated targets from their parts, conditioned on the ETag
 //     they were planned against (a target that becomes empty is deleted and
 //     its parts folder listed again, to catch a contributor that arrived
@@ -69,11 +94,11 @@
 //     content does not (which would otherwise let two writers both "win");
 //     a removed workload's record is replaced by a small tombstone object
 //     (S3 has no conditional DELETE), which render reads as "no record";
-//  5. writes the destinations' completeness markers (below).
+//  5. writes the workload's completeness markers (below).
 //
 // Any precondition failure in steps 1-4, or an object changing between the
 // listing and its read, means another writer got there first: Apply waits a
-// jittered backoff, lists again and re-plans against what is there now (the
+// jittered backoff, looks again and re-plans against what is there now (the
 // planner deletes whatever the fresh record lists that this update does not
 // want), up to Config.MaxAttempts times. A writer that has written anything
 // always finishes with a successful commit (even when its new plan is
@@ -104,41 +129,46 @@
 //
 // # Completeness markers
 //
-// For every destination in Update.Destinations (and every destination
-// holding a marker in which the update changed a file), Apply writes, after
-// everything else, a small JSON object named MarkerName in the destination
-// folder, e.g. "clusters/dev/.render-complete.json" (see Marker). Its digest
-// covers every object of the destination as listed (see DestinationDigest),
-// so a reader can check with one LIST that what it sees is complete. A
-// marker is only rewritten when the destination changed or the marker does
-// not match the listing (checking that costs one GET per destination on an
-// otherwise unchanged render). Markers are written conditionally too: when
-// writers of different workloads race on one destination, the loser lists
-// the destination again and rewrites the marker from what is there, so the
-// last marker written describes the destination's final content (as long
-// as every writer of the destination names it in Update.Destinations).
-// The marker converges rather than serialising the writers: a loser whose
-// fresh listing holds its own writes and whose destination's marker already
-// describes that listing stops there, since somebody else's marker covers
-// it. Retries are bounded by the render's retry deadline, never by a count,
-// so a render whose objects landed does not fail because others were busy.
-// A marker looks like this:
+// After its commit, a render writes one small JSON object per destination
+// it writes to: the workload's marker, at MarkerPath, e.g.
+// "clusters/dev/.render/complete/resource/team/pg/orders/configure.json"
+// (see Marker). It names each of the workload's files in the destination
+// with the ETag it was left with, and the aggregated and shared files the
+// workload wants there. A marker is only rewritten when the render changed
+// the destination, or when it is missing or no longer describes the files
+// as listed (checking that costs one GET per destination on an otherwise
+// unchanged render). The destinations holding a workload's markers are
+// named in its stored record (the "s3Markers" field, beside "s3Revision"),
+// so a render that leaves a destination, or a removal, deletes the marker
+// there without listing anything.
 //
-//	{
-//	  "format": 1,
-//	  "destination": "dev",
-//	  "digest": "sha256:9f2c…",
-//	  "objects": 50,
-//	  "workload": "promise/p/configure",
-//	  "subject": "render: promise p",
-//	  "trailers": [{"key": "Render-Run", "value": "42"}]
-//	}
+// Markers are per workload, not per destination, so that no render has to
+// list a destination of 1,000 workloads to describe it, and so that
+// renders of different workloads never contend for one object: only
+// renders of the same workload write the same marker. It is written
+// conditionally on the version the render saw; a render that loses that
+// race looks at the marker and then at the record, and rewrites the marker
+// only while the record is still the one it committed (a later commit
+// belongs to a render that writes its own marker after it). A render whose
+// objects landed never fails because of markers while its retry deadline
+// has not passed.
 //
-// A reader lists the destination, computes DestinationDigest over what it
-// sees and compares: a mismatch means a render is under way (or died before
-// finishing; the next render of any of the destination's workloads repairs
-// the marker). Update paths named MarkerName are refused. Snapshots show
-// markers like any other object.
+// A reader (VerifyDestination, CheckListing) lists the destination, which a
+// Flux Bucket with the destination's prefix does anyway, and reads its
+// markers (one GET per workload): the destination is complete when every
+// file a marker names is listed with the marker's ETag, every aggregated
+// and shared file a marker names is there, and every other object is a
+// marker. A file no marker names is a render under way, or one that died
+// before its marker (the next render of that workload repairs it). Markers
+// live in the destination's .render/ folder, which no workload file may
+// use, outside the dependencies/ and resources/ folders that Flux builds,
+// and they are JSON, never YAML. Update paths in that folder are refused.
+//
+// render before this version kept one marker per destination, at
+// "<destination>/.render-complete.json", with a digest of the whole
+// destination. It is no longer written: the first render of each workload
+// under this version (one whose record names no markers) deletes it in its
+// destinations, and that name stays reserved for files.
 //
 // # Failures
 //
@@ -156,7 +186,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
 	"strings"
 	"time"
 
@@ -218,6 +247,8 @@ type Store struct {
 	prefix string // Config.Path, cleaned, "" for the bucket's root
 	client *minio.Client
 	owned  *http.Transport // the transport New built, closed by Close
+	// located is set once the client knows the bucket's region.
+	located bool
 }
 
 var _ statestore.Store = (*Store)(nil)
@@ -397,23 +428,45 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	}
 }
 
-// Snapshot lists the store once. Contents are read on demand, each exactly
-// in the listed version: a file that changed since the listing fails to read
-// with an error wrapping statestore.ErrConflict.
+// Snapshot returns a lazy view of the store: it checks that the bucket
+// exists (one request) and lists nothing else until it is asked about a
+// path or a folder (see snapshot). Contents are read on demand, each exactly
+// in the listed version: a file that changed since its listing fails to
+// read with an error wrapping statestore.ErrConflict.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	snap, err := s.list(ctx, "")
-	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
-		return s.emptySnapshot(ctx), nil
-	}
-	if err != nil {
+	var ok bool
+	err := s.retry(ctx, func() error {
+		var err error
+		ok, err = s.client.BucketExists(ctx, s.cfg.Bucket)
+		return err
+	})
+	switch {
+	case err != nil:
 		return nil, s.wrap("read", err)
+	case !ok && s.cfg.CreateBucket:
+		return s.emptySnapshot(ctx), nil
+	case !ok:
+		return nil, s.wrap("read", fmt.Errorf("bucket %q does not exist at %s: %w", s.cfg.Bucket, s.cfg.Endpoint, errNoBucket))
 	}
-	return snap, nil
+	return s.newSnapshot(ctx), nil
+}
+
+// locate asks for the bucket's region once, when none is configured, so
+// that the parallel listings that follow do not each ask for it.
+func (s *Store) locate(ctx context.Context) error {
+	if s.cfg.Region != "" || s.located {
+		return nil
+	}
+	err := s.retry(ctx, func() error {
+		_, err := s.client.GetBucketLocation(ctx, s.cfg.Bucket)
+		return err
+	})
+	if err == nil {
+		s.located = true
+	}
+	return err
 }
 
 // retryLimit caps this backend's backoff between attempts.
 const retryLimit = 2 * time.Second
-
-// isMarker reports whether p is a completeness marker.
-func isMarker(p string) bool { return path.Base(p) == MarkerName }

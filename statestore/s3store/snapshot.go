@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/minio/minio-go/v7"
 
@@ -24,22 +26,48 @@ type object struct {
 	tomb bool // a removed workload's record: read as absent
 }
 
-// snapshot is one listing of the store (or of a folder of it). It
-// implements statestore.Snapshot: Compare answers from the listing, ReadFile
-// fetches the listed version of an object (once; contents are cached).
+// snapshot is a lazy view of the store. It implements statestore.Snapshot
+// and lists only what it is asked about: Compare and ReadFile of a path
+// list a range of the folder the path is in (delimited, so sub-folders are
+// not descended), starting at the path; List of a folder lists that folder
+// recursively. What a listing showed is kept for the snapshot's lifetime, so
+// each part of the store is listed at most once, and the requests of a plan
+// grow with the folders it touches, not with the store. Contents are read
+// on demand, each exactly in the listed version, and kept too.
 type snapshot struct {
-	s    *Store
-	ctx  context.Context
-	objs map[string]object // by path relative to the store
+	s   *Store
+	ctx context.Context
+	// empty: the bucket does not exist yet (CreateBucket); nothing is listed.
+	empty bool
 
 	mu    sync.Mutex
+	objs  map[string]object // every object a listing showed, by path relative to the store
+	deep  []string          // folders listed recursively in full ("" is the whole store)
+	spans map[string][]span // per folder ("" is the store's root): name ranges listed in full
 	cache map[string][]byte
+}
+
+// span is a range of names in one folder that a listing showed in full:
+// every object whose name n has after < n and (toEnd or n <= last).
+type span struct {
+	after, last string
+	toEnd       bool
+}
+
+func (sp span) holds(name string) bool {
+	return name > sp.after && (sp.toEnd || name <= sp.last)
 }
 
 var _ statestore.Snapshot = (*snapshot)(nil)
 
+func (s *Store) newSnapshot(ctx context.Context) *snapshot {
+	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, cache: map[string][]byte{}}
+}
+
 func (s *Store) emptySnapshot(ctx context.Context) *snapshot {
-	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, cache: map[string][]byte{}}
+	sn := s.newSnapshot(ctx)
+	sn.empty = true
+	return sn
 }
 
 // listPrefix is the key prefix of every object of the store.
@@ -51,41 +79,13 @@ func (s *Store) listPrefix() string {
 }
 
 // list lists every object below dir ("" for the whole store) with one
-// recursive listing (one request per 1,000 objects).
+// recursive listing (one request per 1,000 objects) into a new snapshot.
 func (s *Store) list(ctx context.Context, dir string) (*snapshot, error) {
-	base := s.listPrefix()
-	q := base
-	if dir != "" {
-		q += dir + "/"
-	}
-	snap := s.emptySnapshot(ctx)
-	fetchOwner := false
-	err := s.retry(ctx, func() error {
-		objs := map[string]object{}
-		var first error
-		// The channel must be drained to its end, errors included.
-		for o := range s.client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: q, Recursive: true, FetchOwner: &fetchOwner}) {
-			if o.Err != nil {
-				if first == nil {
-					first = o.Err
-				}
-				continue
-			}
-			rel := strings.TrimPrefix(o.Key, base)
-			if rel == "" || strings.HasSuffix(rel, "/") {
-				continue // folder placeholders some tools create
-			}
-			objs[rel] = object{etag: trimETag(o.ETag), size: o.Size, tomb: isTombstone(rel, o.Size)}
-		}
-		if first == nil {
-			snap.objs = objs
-		}
-		return first
-	})
-	if err != nil {
+	sn := s.newSnapshot(ctx)
+	if err := sn.listDeep(dir); err != nil {
 		return nil, err
 	}
-	return snap, nil
+	return sn, nil
 }
 
 func trimETag(etag string) string { return strings.ToLower(strings.Trim(etag, `"`)) }
@@ -103,12 +103,208 @@ func isRecordPath(p string) bool {
 	return strings.HasPrefix(p, statestore.RecordsDir+"/") && strings.HasSuffix(p, ".json")
 }
 
+// folder returns p's folder ("" at the store's root) and name.
+func folder(p string) (string, string) {
+	dir, name := path.Split(p)
+	return strings.TrimSuffix(dir, "/"), name
+}
+
+// underDir reports whether p is below dir ("" holds everything).
+func underDir(p, dir string) bool { return dir == "" || strings.HasPrefix(p, dir+"/") }
+
+// covered reports whether a listing already showed whether p exists.
+// The caller holds sn.mu.
+func (sn *snapshot) covered(p string) bool {
+	if sn.empty {
+		return true
+	}
+	for _, d := range sn.deep {
+		if underDir(p, d) {
+			return true
+		}
+	}
+	dir, name := folder(p)
+	for _, sp := range sn.spans[dir] {
+		if sp.holds(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// lookup returns p's listed object, listing first if no listing has shown
+// whether p exists.
+func (sn *snapshot) lookup(p string) (object, bool, error) {
+	if err := sn.need([]string{p}); err != nil {
+		return object{}, false, err
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	o, ok := sn.objs[p]
+	return o, ok, nil
+}
+
+// need makes sure the snapshot knows whether each of paths exists: the
+// paths no listing has covered yet are grouped by folder, and each folder
+// is listed from its first such path on (one request per 1,000 names),
+// folders in parallel, with the store's concurrency.
+func (sn *snapshot) need(paths []string) error {
+	sn.mu.Lock()
+	byDir := map[string][]string{}
+	for _, p := range paths {
+		if !sn.covered(p) {
+			dir, name := folder(p)
+			byDir[dir] = append(byDir[dir], name)
+		}
+	}
+	sn.mu.Unlock()
+	if len(byDir) == 0 {
+		return nil
+	}
+	jobs := make([]func(context.Context) error, 0, len(byDir))
+	for dir, names := range byDir {
+		sort.Strings(names)
+		jobs = append(jobs, func(ctx context.Context) error { return sn.listRange(ctx, dir, names) })
+	}
+	return parallel(sn.ctx, sn.s.cfg.Concurrency, jobs)
+}
+
+// listRange lists folder dir, delimited, from just before names[0] until
+// it has seen every name of names (sorted) or the folder's end: one request
+// unless more than 1,000 other names lie between the first and the last.
+func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) error {
+	base := sn.s.listPrefix()
+	pre := base
+	if dir != "" {
+		pre += dir + "/"
+	}
+	last := names[len(names)-1]
+	fetchOwner := false
+	return sn.s.retry(ctx, func() error {
+		opts := minio.ListObjectsOptions{Prefix: pre, StartAfter: before(pre, names[0]), FetchOwner: &fetchOwner}
+		found := map[string]object{}
+		sp := span{after: strings.TrimPrefix(opts.StartAfter, pre), toEnd: true}
+		for o := range sn.s.client.ListObjectsIter(ctx, sn.s.cfg.Bucket, opts) {
+			if o.Err != nil {
+				return o.Err
+			}
+			name := strings.TrimPrefix(o.Key, pre)
+			if name != "" && !strings.HasSuffix(name, "/") {
+				found[name] = object{etag: trimETag(o.ETag), size: o.Size}
+			} // else a sub-folder, or a folder placeholder some tools create
+			if name > last {
+				// A page holds every name of its range, files first and
+				// then sub-folders, each sorted: every file up to this
+				// name is known.
+				sp = span{after: sp.after, last: name}
+				break
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err // the listing stopped early: it proves nothing
+		}
+		sn.mu.Lock()
+		defer sn.mu.Unlock()
+		for name, o := range found {
+			p := name
+			if dir != "" {
+				p = dir + "/" + name
+			}
+			sn.add(p, o)
+		}
+		sn.spans[dir] = append(sn.spans[dir], sp)
+		return nil
+	})
+}
+
+// before returns a key that sorts just before key, for a listing's
+// start-after to begin at key: key with its last character decremented when
+// that stays printable ASCII, otherwise the folder's prefix itself (the
+// listing then starts at the folder's beginning, which is only slower).
+func before(prefix, key string) string {
+	full := prefix + key
+	r, size := utf8.DecodeLastRuneInString(full)
+	if key == "" || r <= ' ' || r > '~' || size != 1 {
+		return prefix
+	}
+	return full[:len(full)-1] + string(r-1)
+}
+
+// add records a listed object. The first listing that covered p wins,
+// whether it showed p or showed that p did not exist, so that every answer
+// of one snapshot about p agrees: a later, wider listing (the planner's look
+// at every record) must not make a path it already answered about appear,
+// or a commit would be conditioned on a version the plan never read. The
+// caller holds sn.mu and adds the listing's own coverage only afterwards.
+func (sn *snapshot) add(p string, o object) {
+	if _, seen := sn.objs[p]; seen || sn.covered(p) {
+		return
+	}
+	o.tomb = isTombstone(p, o.size)
+	sn.objs[p] = o
+}
+
+// listDeep lists every object below dir ("" for the whole store) with one
+// recursive listing (one request per 1,000 objects), unless a listing
+// already covered it.
+func (sn *snapshot) listDeep(dir string) error {
+	sn.mu.Lock()
+	if sn.empty || sn.deepCovered(dir) {
+		sn.mu.Unlock()
+		return nil
+	}
+	sn.mu.Unlock()
+	base := sn.s.listPrefix()
+	q := base
+	if dir != "" {
+		q += dir + "/"
+	}
+	fetchOwner := false
+	return sn.s.retry(sn.ctx, func() error {
+		found := map[string]object{}
+		for o := range sn.s.client.ListObjectsIter(sn.ctx, sn.s.cfg.Bucket, minio.ListObjectsOptions{Prefix: q, Recursive: true, FetchOwner: &fetchOwner}) {
+			if o.Err != nil {
+				return o.Err
+			}
+			rel := strings.TrimPrefix(o.Key, base)
+			if rel == "" || strings.HasSuffix(rel, "/") {
+				continue // folder placeholders some tools create
+			}
+			found[rel] = object{etag: trimETag(o.ETag), size: o.Size}
+		}
+		if err := sn.ctx.Err(); err != nil {
+			return err // the listing stopped early: it proves nothing
+		}
+		sn.mu.Lock()
+		defer sn.mu.Unlock()
+		for p, o := range found {
+			sn.add(p, o)
+		}
+		sn.deep = append(sn.deep, dir)
+		return nil
+	})
+}
+
+// deepCovered reports whether a recursive listing covered all of dir.
+// The caller holds sn.mu.
+func (sn *snapshot) deepCovered(dir string) bool {
+	for _, d := range sn.deep {
+		if d == dir || underDir(dir, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // Compare answers from the listing: a single-part object's ETag is the MD5
 // of its content. Only a multipart object of the right size is read, and
 // a record, whose stored form carries a revision (see sealRecord) and
 // which the planner has always read before comparing it.
 func (sn *snapshot) Compare(p string, data []byte) (exists, equal bool, err error) {
-	o, ok := sn.objs[p]
+	o, ok, err := sn.lookup(p)
+	if err != nil {
+		return false, false, err
+	}
 	if !ok || o.tomb {
 		return false, false, nil
 	}
@@ -138,7 +334,10 @@ func (sn *snapshot) Compare(p string, data []byte) (exists, equal bool, err erro
 // ReadFile returns the listed version of p. An object that changed or
 // vanished since the listing fails with an error wrapping ErrConflict.
 func (sn *snapshot) ReadFile(p string) ([]byte, error) {
-	o, ok := sn.objs[p]
+	o, ok, err := sn.lookup(p)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
 	if !ok || o.tomb {
 		return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
 	}
@@ -148,7 +347,7 @@ func (sn *snapshot) ReadFile(p string) ([]byte, error) {
 	if ok {
 		return data, nil
 	}
-	data, err := sn.s.get(sn.ctx, p, o.etag)
+	data, err = sn.s.get(sn.ctx, p, o.etag)
 	if errors.Is(err, errNoKey) {
 		err = errChanged
 	}
@@ -163,25 +362,49 @@ func (sn *snapshot) ReadFile(p string) ([]byte, error) {
 
 // prefetch reads paths into the cache, with the store's concurrency.
 func (sn *snapshot) prefetch(paths []string) error {
+	if err := sn.need(paths); err != nil {
+		return err
+	}
 	jobs := make([]func(context.Context) error, 0, len(paths))
 	for _, p := range paths {
 		jobs = append(jobs, func(context.Context) error {
 			_, err := sn.ReadFile(p)
+			if errors.Is(err, statestore.ErrNotFound) {
+				return nil
+			}
 			return err
 		})
 	}
 	return parallel(sn.ctx, sn.s.cfg.Concurrency, jobs)
 }
 
-// List returns every file below dir, sorted. Tombstones are not files.
-func (sn *snapshot) List(dir string) ([]string, error) {
-	pre := ""
-	if dir != "" && dir != "." {
-		pre = strings.TrimSuffix(dir, "/") + "/"
+// Prefetch looks up, in parallel and grouped by folder, everything h names
+// (see statestore.Hint), and reads h.Reads, so that the lookups that follow
+// cost nothing more.
+func (sn *snapshot) Prefetch(h statestore.Hint) error {
+	if err := sn.lookAll(append(append([]string(nil), h.Paths...), h.Reads...), h.Dirs); err != nil {
+		return err
 	}
+	return sn.prefetch(h.Reads)
+}
+
+var _ statestore.Prefetcher = (*snapshot)(nil)
+
+// List returns every file below dir, sorted, listing dir recursively the
+// first time. Tombstones are not files.
+func (sn *snapshot) List(dir string) ([]string, error) {
+	dir = strings.Trim(dir, "/")
+	if dir == "." {
+		dir = ""
+	}
+	if err := sn.listDeep(dir); err != nil {
+		return nil, err
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
 	var out []string
 	for p, o := range sn.objs {
-		if !o.tomb && strings.HasPrefix(p, pre) {
+		if !o.tomb && underDir(p, dir) {
 			out = append(out, p)
 		}
 	}
@@ -189,9 +412,13 @@ func (sn *snapshot) List(dir string) ([]string, error) {
 	return out, nil
 }
 
-// etag returns the listed ETag of p ("" when absent), tombstones included:
-// it is what a conditional write of p is conditioned on.
-func (sn *snapshot) etag(p string) string { return sn.objs[p].etag }
+// etag returns the listed ETag of p ("" when absent or not looked up),
+// tombstones included.
+func (sn *snapshot) etag(p string) string {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	return sn.objs[p].etag
+}
 
 // get reads p, exactly in version etag when etag is not empty.
 func (s *Store) get(ctx context.Context, p, etag string) ([]byte, error) {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,15 +44,26 @@ func unitStore(t *testing.T, cfg Config) *Store {
 func TestSealedRecordRoundTrip(t *testing.T) {
 	rec := statestore.Record{Workload: "promise/p/x", Type: "promise", Promise: "p", Pipeline: "x", Files: []string{"d/a.yaml"}}
 	canonical := rec.Encode()
-	a, b := sealRecord(canonical), sealRecord(canonical)
+	a, b := sealRecord(canonical, nil), sealRecord(canonical, []string{"d", "e/f"})
 	if string(a) == string(b) {
 		t.Fatal("two seals of one record are identical: commits would not change the ETag")
 	}
 	if md5hex(a) == md5hex(b) {
 		t.Fatal("same ETag")
 	}
-	if got := unsealRecord(a); string(got) != string(canonical) {
-		t.Fatalf("unseal:\n%s\nwant\n%s", got, canonical)
+	for _, sealed := range [][]byte{a, b} {
+		if got := unsealRecord(sealed); string(got) != string(canonical) {
+			t.Fatalf("unseal:\n%s\nwant\n%s", got, canonical)
+		}
+	}
+	if m, ok := storedMarkers(b); !ok || !slices.Equal(m, []string{"d", "e/f"}) {
+		t.Fatalf("markers of a sealed record: %v, %v", m, ok)
+	}
+	if m, ok := storedMarkers(a); ok || m != nil {
+		t.Fatalf("a record sealed without markers names some: %v, %v", m, ok)
+	}
+	if _, ok := storedMarkers(canonical); ok {
+		t.Fatal("an unsealed record names markers")
 	}
 	dec, err := statestore.DecodeRecord("r.json", a)
 	if err != nil {
@@ -72,7 +84,7 @@ func TestSealedRecordRoundTrip(t *testing.T) {
 }
 
 func TestTombstoneSmallerThanAnyRecord(t *testing.T) {
-	smallest := int64(len(sealRecord((&statestore.Record{}).Encode())))
+	smallest := int64(len(sealRecord((&statestore.Record{}).Encode(), nil)))
 	if tombstoneSize >= smallest {
 		t.Fatalf("tombstone (%d bytes) is not smaller than the smallest record (%d bytes)", tombstoneSize, smallest)
 	}
@@ -102,16 +114,45 @@ func TestDestinationDigest(t *testing.T) {
 	if got := DestinationDigest(map[string]string{}); got != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
 		t.Fatalf("empty digest %s", got)
 	}
-	m := newMarker("d", map[string]string{"x.yaml": "ab", "n/" + MarkerName: "cd"}, statestore.Update{
+	m := newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, nil, statestore.Update{
 		Workload: "w/a",
 		Message:  statestore.Message{Subject: "s", Trailers: []statestore.Trailer{{Key: "K", Value: "v"}}},
 	})
+	stored := encodeMarker(m)
 	var back Marker
-	if err := json.Unmarshal(encodeMarker(m), &back); err != nil {
+	if err := json.Unmarshal(stored, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Objects != 1 || back.Format != MarkerFormat || back.Trailers[0].Key != "K" || back.Digest != m.Digest {
+	if back.Objects != 1 || back.Format != MarkerFormat || back.Trailers[0].Key != "K" || back.Digest != m.Digest ||
+		back.Files["x.yaml"] != "ab" || !slices.Equal(back.Aggregates, []string{"all.yaml"}) {
 		t.Fatalf("marker: %+v", back)
+	}
+	// Provenance aside, a marker is current when it names the same files
+	// with the same ETags and the same aggregated files.
+	other := newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, nil, statestore.Update{Workload: "w/a", Message: statestore.Message{Subject: "t"}})
+	if !other.sameContent(stored) {
+		t.Fatal("a marker differing only in provenance is not current")
+	}
+	for _, changed := range []Marker{
+		newMarker("d", map[string]string{"x.yaml": "ac"}, []string{"all.yaml"}, nil, statestore.Update{Workload: "w/a"}),
+		newMarker("d", map[string]string{"x.yaml": "ab", "y.yaml": "ab"}, []string{"all.yaml"}, nil, statestore.Update{Workload: "w/a"}),
+		newMarker("d", map[string]string{"x.yaml": "ab"}, nil, nil, statestore.Update{Workload: "w/a"}),
+		newMarker("d", map[string]string{"x.yaml": "ab"}, []string{"all.yaml"}, nil, statestore.Update{Workload: "w/b"}),
+	} {
+		if changed.sameContent(stored) {
+			t.Fatalf("%+v reads as current against %s", changed, stored)
+		}
+	}
+	if MarkerPath("clusters/dev", "resource/ns/p/n/configure") != "clusters/dev/.render/complete/resource/ns/p/n/configure.json" {
+		t.Fatal(MarkerPath("clusters/dev", "resource/ns/p/n/configure"))
+	}
+	for p, want := range map[string]bool{
+		"dev/.render/complete/w/a.json": true, "dev/" + MarkerName: true, MarkerName: true,
+		".render/complete/w/a.json": false, "dev/complete/w.json": false, "dev/.render/x.json": false,
+	} {
+		if isMarker(p) != want {
+			t.Errorf("isMarker(%q) = %v", p, !want)
+		}
 	}
 }
 
@@ -120,6 +161,7 @@ func TestCheckUpdate(t *testing.T) {
 		{},
 		{Workload: "w", Files: map[string][]byte{"d/" + MarkerName: nil}},
 		{Workload: "w", Shared: map[string][]byte{MarkerName: nil}},
+		{Workload: "w", Files: map[string][]byte{"d/.render/complete/w/x.json": nil}},
 		{Workload: "w", Destinations: []string{"../x"}},
 		{Workload: "w", Destinations: []string{".render/x"}},
 	} {
@@ -324,5 +366,70 @@ func TestEvery5xxIsRetryable(t *testing.T) {
 				t.Errorf("HTTP %d %q: translate = %v, want ErrUnreachable (retried)", status, code, err)
 			}
 		}
+	}
+}
+
+// TestBefore: a listing that starts after before(prefix, key) starts at
+// key, and nothing it skips can be key or come after it.
+func TestBefore(t *testing.T) {
+	for _, c := range []struct{ prefix, key, want string }{
+		{"s/d/", "a.yaml", "s/d/a.yamk"},
+		{"s/d/", "x.json", "s/d/x.jsom"},
+		{"s/d/", "a1", "s/d/a0"},
+		{"", "x", "w"},
+		{"s/d/", "ü", "s/d/"},    // not ASCII: from the folder's start
+		{"s/d/", "a ", "s/d/"},   // a space: its predecessor is a control character
+		{"s/d/", "a!", "s/d/a "}, // '!' - 1 is a space, printable
+	} {
+		got := before(c.prefix, c.key)
+		if got != c.want {
+			t.Errorf("before(%q, %q) = %q, want %q", c.prefix, c.key, got, c.want)
+		}
+		if got >= c.prefix+c.key || !strings.HasPrefix(got, c.prefix) {
+			t.Errorf("before(%q, %q) = %q does not sort before the key inside the folder", c.prefix, c.key, got)
+		}
+	}
+}
+
+// TestSpans: what a listing of a range covers, and what it does not.
+func TestSpans(t *testing.T) {
+	sn := unitStore(t, Config{}).newSnapshot(context.Background())
+	sn.spans["d"] = []span{{after: "b", last: "f"}}
+	sn.spans[""] = []span{{after: "", toEnd: true}}
+	sn.deep = []string{"x/y"}
+	for p, want := range map[string]bool{
+		"d/b": false, "d/ba": true, "d/f": true, "d/fa": false, "d/c/e": false,
+		"top.yaml": true, "x/y/z/w": true, "x/yy": false, "x/a": false,
+	} {
+		if got := sn.covered(p); got != want {
+			t.Errorf("covered(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// TestSnapshotAnswersOnce checks that a snapshot keeps its first answer
+// about a path: once a listing showed a record absent, a later, wider
+// listing that finds it (written meanwhile by another render of the same
+// workload) must not make it appear, or the commit would be conditioned on
+// a record the plan never read (three renders of one workload then left a
+// mix of two of them).
+func TestSnapshotAnswersOnce(t *testing.T) {
+	sn := (&Store{}).newSnapshot(context.Background())
+	const rec = ".render/workloads/w/same.json"
+	sn.mu.Lock()
+	sn.spans[".render/workloads/w"] = append(sn.spans[".render/workloads/w"], span{after: "same.jsom", toEnd: true})
+	// The planner's later look at every record shows it, and another.
+	sn.add(rec, object{etag: "ce38", size: 232})
+	sn.add(".render/workloads/w/other.json", object{etag: "ab12", size: 200})
+	sn.deep = append(sn.deep, ".render/workloads")
+	sn.mu.Unlock()
+	if o, ok, err := sn.lookup(rec); err != nil || ok {
+		t.Fatalf("lookup(%s) = %+v, %v, %v; want absent, as the first listing said", rec, o, ok, err)
+	}
+	if got := sn.etag(rec); got != "" {
+		t.Fatalf("etag(%s) = %q, want none: a commit must be conditioned on what the plan read", rec, got)
+	}
+	if _, ok, _ := sn.lookup(".render/workloads/w/other.json"); !ok {
+		t.Fatal("a path no earlier listing covered must come from the later listing")
 	}
 }

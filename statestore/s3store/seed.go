@@ -1,0 +1,60 @@
+package s3store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// Seed writes workloads into the store exactly as Apply would leave them
+// in a store that holds none of their paths (files, claims, shared files,
+// sealed records naming their markers, markers), but without reading
+// anything and without preconditions, with Concurrency PUTs in flight. It
+// exists to build large stores quickly for tests and benchmarks, and must
+// never be pointed at a real store: it overwrites whatever is there and
+// checks no ownership. Updates with aggregated files are refused (their
+// targets depend on other workloads).
+func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	files := map[string][]byte{} // shared files (canaries, the index marker) once
+	put := func(p string, data []byte) { files[p] = data }
+	for _, u := range us {
+		dests, err := checkUpdate(u)
+		if err != nil {
+			return s.wrap("seed", err)
+		}
+		if len(u.Aggregates) > 0 || u.Record == nil {
+			return s.wrap("seed", fmt.Errorf("workload %s: Seed takes no aggregated files and no removals", u.Workload))
+		}
+		plan, err := statestore.PlanUpdate(s.emptySnapshot(ctx), u)
+		if err != nil {
+			return s.wrap("seed", err)
+		}
+		recPath := statestore.RecordPath(u.Workload)
+		for _, op := range plan.Ops {
+			if op.Path != recPath {
+				put(op.Path, op.Data)
+			}
+		}
+		put(recPath, sealRecord(plan.Record.Encode(), dests))
+		for _, d := range dests {
+			files, aggs, shared := markerContent(s.emptySnapshot(ctx), u, d, nil)
+			for p := range files {
+				files[p] = md5hex(u.Files[d+"/"+p])
+			}
+			put(MarkerPath(d, u.Workload), encodeMarker(newMarker(d, files, aggs, shared, u)))
+		}
+	}
+	jobs := make([]func(context.Context) error, 0, len(files))
+	for p, data := range files {
+		jobs = append(jobs, func(ctx context.Context) error {
+			_, err := s.put(ctx, p, data, cond{unconditional: true})
+			return err
+		})
+	}
+	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+		return s.wrap("seed", err)
+	}
+	return nil
+}
