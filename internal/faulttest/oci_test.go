@@ -403,7 +403,7 @@ func TestOCIBadInput(t *testing.T) {
 	o.setPlatform(t, "wrong-registry-password-7")
 	o.proxy.Reset()
 	r := mustRender(t, o.promise, 1, "--retry-deadline", "3s")
-	oneLine(t, r, "OCIStateStore/reg", "reg-credentials")
+	oneLine(t, r, "OCIStateStore/reg", "reg-credentials", "401 Unauthorized: unauthorized: authentication required (credentials")
 	if writes := o.proxy.Writes(); len(writes) > 0 {
 		t.Errorf("with wrong credentials render sent writes: %v", writes)
 	}

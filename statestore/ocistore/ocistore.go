@@ -304,7 +304,13 @@ func (s *Store) translate(err error) error {
 	if errors.As(err, &er) {
 		msg := fmt.Sprintf("%s %s: %d %s", er.Method, er.URL.Path, er.StatusCode, http.StatusText(er.StatusCode))
 		if len(er.Errors) > 0 {
-			msg += ": " + er.Errors.Error()
+			// The registry's words, without their details (a dump of
+			// the access it wanted, on one long line).
+			brief := make(errcode.Errors, len(er.Errors))
+			for i, e := range er.Errors {
+				brief[i] = errcode.Error{Code: e.Code, Message: e.Message}
+			}
+			msg += ": " + brief.Error()
 		}
 		switch {
 		case er.StatusCode == http.StatusUnauthorized || er.StatusCode == http.StatusForbidden:
