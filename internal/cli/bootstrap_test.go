@@ -284,7 +284,7 @@ func TestBootstrapBadInput(t *testing.T) {
 		{"two destinations", []string{"flux", "dev", "edge", "--platform", plat}, []string{"one argument"}},
 		{"no platform", []string{"flux", "dev"}, []string{"--platform"}},
 		{"missing platform", []string{"flux", "dev", "--platform", filepath.Join(plat, "nope.yaml")}, []string{"nope.yaml"}},
-		{"bucket for argocd", []string{"argocd", "dev", "--platform", plat}, []string{"BucketStateStore/minio", "git repositories only"}},
+		{"bucket for argocd", []string{"argocd", "dev", "--platform", plat}, []string{"BucketStateStore/minio", "git repositories and OCI registries only"}},
 		{"bad interval", []string{"flux", "dev", "--platform", plat, "--interval", "soon"}, []string{"interval"}},
 		{"zero interval", []string{"flux", "dev", "--platform", plat, "--interval", "0s"}, []string{"positive"}},
 		{"unknown flag", []string{"flux", "dev", "--platform", plat, "--colour"}, []string{"colour"}},
