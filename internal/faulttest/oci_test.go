@@ -426,3 +426,60 @@ func readFile(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// render drain of a destination holding two resources moves both in one
+// batch: one new state, so each destination gets exactly one new
+// render-<generation> tag, and the pulled artifacts show the move.
+func TestOCIDrainBatch(t *testing.T) {
+	o := newOCIWorld(t)
+	o.setPlatform(t, o.r.Password(), "dev-b") // both resources go to dev-a
+	mustRender(t, o.promise, 0)               // dev-a keeps the promise's files (the breaker)
+	mustRender(t, o.res, 0)
+	inv := newWorkflow(t, "db")
+	inv.typ, inv.ns, inv.name = "resource", "team", "invoices"
+	inv.writeFile(t, "input/object.yaml", "apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: invoices\n  namespace: team\n")
+	inv.writeFile(t, "output/invoices.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: invoices\n  namespace: team\n")
+	inv.writeFile(t, "platform/platform.yaml", readFile(t, o.res.path("platform/platform.yaml")))
+	mustRender(t, inv, 0)
+	both := []string{"resources/team/invoices", "resources/team/orders"}
+	if got := names(o.pullObjects(t, "dev-a"), "ConfigMap"); !slices.Equal(filter(got, "resources/team/"), both) {
+		t.Fatalf("dev-a before the drain: %v", got)
+	}
+	before := map[string][]string{}
+	for _, d := range ociDests {
+		before[d] = o.r.Tags(t, o.ref(d, ""))
+	}
+	o.setPlatform(t, o.r.Password(), "dev-a")
+	if dr := runBin(t, o.res.dir, "drain", "dev-a", "--platform", o.res.path("platform")); dr.code != 0 {
+		t.Fatalf("drain dev-a: %s", dr)
+	}
+	objs := o.checkArtifacts(t)
+	if got := filter(names(objs["dev-b"], "ConfigMap"), "resources/team/"); !slices.Equal(got, both) {
+		t.Errorf("dev-b after the drain: %v, want %v", got, both)
+	}
+	if got := filter(names(objs["dev-a"], "ConfigMap"), "resources/team/"); len(got) > 0 {
+		t.Errorf("dev-a after the drain still holds %v", got)
+	}
+	for _, d := range ociDests {
+		var added []string
+		for _, tag := range o.r.Tags(t, o.ref(d, "")) {
+			if !slices.Contains(before[d], tag) {
+				added = append(added, tag)
+			}
+		}
+		if len(added) != 1 {
+			t.Errorf("%s: the drain added tags %v, want one render-<generation>", d, added)
+		}
+	}
+}
+
+// filter keeps the entries of list with prefix.
+func filter(list []string, prefix string) []string {
+	var out []string
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
