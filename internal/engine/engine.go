@@ -282,11 +282,11 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 
 	// Every store any destination uses: records are read from all of them.
 	refs := storeRefs(ld.Platform)
-	stores, err := e.open(ld.Platform, refs)
+	prs, err := e.pullRequests(ld.Platform, refs)
 	if err != nil {
 		return nil, ph.check(err)
 	}
-	prs, err := e.pullRequests(ld.Platform, refs)
+	stores, err := e.open(ld.Platform, refs)
 	if err != nil {
 		return nil, ph.check(err)
 	}
@@ -494,7 +494,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 				// A dry run of a store in pull-request mode: the diff is
 				// what the pull request would propose, planned on the base.
 				sr.PullRequest = &PullRequestReport{Action: PRDirect, Branch: gitstore.ProposalBranch(key), Base: pr.base}
-				if pr.selects(sr.Destinations) {
+				if pr.selects(splitByDestination(ld.Platform, ref, ownDiff(res.Diff, us))) {
 					sr.PullRequest.Action = PRWould
 				}
 			}

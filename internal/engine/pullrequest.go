@@ -137,6 +137,28 @@ func (s *prSetup) selects(diffs []DestinationDiff) bool {
 	return false
 }
 
+// ownDiff is d without the shared files (the canaries, which go with
+// every write to every destination of the store): what the workloads
+// themselves change.
+func ownDiff(d statestore.Diff, us []statestore.Update) statestore.Diff {
+	shared := map[string]bool{}
+	for _, u := range us {
+		for p := range u.Shared {
+			shared[p] = true
+		}
+	}
+	keep := func(l []string) []string {
+		var out []string
+		for _, p := range l {
+			if !shared[p] {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	return statestore.Diff{Added: keep(d.Added), Changed: keep(d.Changed), Deleted: keep(d.Deleted)}
+}
+
 // publishPR writes one store's updates in pull-request mode: it proposes
 // them on render's branch for the workload, and opens, updates or closes
 // the pull request; then, as the store asks, merges it and waits for the
@@ -169,7 +191,7 @@ func (e *Engine) publishPR(wait, pub context.Context, p *inputs.Platform, ref re
 			sr.Err = e.annotate(ref, err)
 			return sr
 		}
-		if !pr.selects(splitByDestination(p, ref, res.Diff)) {
+		if !pr.selects(splitByDestination(p, ref, ownDiff(res.Diff, us))) {
 			res, err := gs.ApplyAll(pub, us)
 			sr.Result, sr.Err = res, e.annotate(ref, err)
 			sr.Destinations = splitByDestination(p, ref, res.Diff)

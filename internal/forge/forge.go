@@ -197,7 +197,13 @@ func (g *Gitea) find(ctx context.Context, base, branch, state string, maxPages i
 	for page := 1; page <= maxPages; page++ {
 		var prs []PullRequest
 		q := url.Values{"state": {state}, "base_branch": {base}, "sort": {"recentupdate"}, "limit": {"50"}, "page": {fmt.Sprint(page)}}
-		if _, err := g.do(ctx, http.MethodGet, g.repoPath()+"/pulls", q, nil, &prs); err != nil {
+		code, err := g.do(ctx, http.MethodGet, g.repoPath()+"/pulls", q, nil, &prs)
+		if code == http.StatusNotFound && page == 1 {
+			// Gitea lists no pull requests of a repository it still
+			// takes for empty (a branch was just pushed to it).
+			return nil, nil
+		}
+		if err != nil {
 			return nil, err
 		}
 		for i := range prs {
@@ -232,14 +238,29 @@ func (g *Gitea) Get(ctx context.Context, n int64) (*PullRequest, error) {
 	return &pr, nil
 }
 
-// Create opens a pull request from branch into base.
+// Create opens a pull request from branch into base. Right after the
+// first push into a repository, Gitea may still take it for empty and
+// answer 404 for a while: that is tried again, for up to 15 seconds.
 func (g *Gitea) Create(ctx context.Context, base, branch, title, body string) (*PullRequest, error) {
-	var pr PullRequest
 	in := map[string]any{"base": base, "head": branch, "title": title, "body": body}
-	if _, err := g.do(ctx, http.MethodPost, g.repoPath()+"/pulls", nil, in, &pr); err != nil {
-		return nil, err
+	until := time.Now().Add(15 * time.Second)
+	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		var pr PullRequest
+		code, err := g.do(ctx, http.MethodPost, g.repoPath()+"/pulls", nil, in, &pr)
+		if err == nil {
+			return &pr, nil
+		}
+		if code != http.StatusNotFound || time.Now().Add(wait).After(until) {
+			return nil, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
 	}
-	return &pr, nil
 }
 
 // Edit sets a pull request's title and body, and its state when state is

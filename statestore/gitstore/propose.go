@@ -75,6 +75,9 @@ func (s *Store) Propose(ctx context.Context, branch string, us []statestore.Upda
 		return out, s.wrap("propose", fmt.Errorf("%q cannot be the proposal branch", branch))
 	}
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	if err := s.startBranch(ctx, r); err != nil {
+		return out, err
+	}
 	for attempt := 1; ; attempt++ {
 		res, ov, tip, commit, err := s.planCommit(ctx, us, true)
 		res.Attempts = attempt
@@ -122,6 +125,31 @@ func (s *Store) DeleteBranch(ctx context.Context, branch string) error {
 	err = r.publishCommands(ctx, newOverlay(r.st), []*packp.Command{{Name: ref, Old: old, New: plumbing.ZeroHash}})
 	if err != nil && !errors.Is(err, errStale) {
 		return s.wrap("delete "+branch, err)
+	}
+	return nil
+}
+
+// startBranch gives a store with no branch yet one commit of git's empty
+// tree, for pull requests to have a base to go into.
+func (s *Store) startBranch(ctx context.Context, r *remoteRepo) error {
+	tip, objs, err := r.head(ctx, true)
+	if err != nil {
+		return s.wrap("read", err)
+	}
+	if !tip.IsZero() {
+		return nil
+	}
+	ov := newOverlay(objs)
+	tree, err := writeObject(ov, plumbing.TreeObject, nil)
+	if err != nil {
+		return s.wrap("write", err)
+	}
+	commit, err := s.commit(ov, plumbing.ZeroHash, tree, statestore.Message{Subject: "render: start branch " + s.cfg.Branch + " for pull requests"}, s.signature())
+	if err != nil {
+		return s.wrap("commit", err)
+	}
+	if err := r.publish(ctx, ov, plumbing.ZeroHash, commit); err != nil && !errors.Is(err, errStale) {
+		return s.wrap("push", err)
 	}
 	return nil
 }
