@@ -207,6 +207,7 @@ func (e *Engine) publishPR(wait, pub context.Context, p *inputs.Platform, ref re
 		}
 	}
 	prop, err := gs.Propose(pub, rep.Branch, us)
+	e.log.Debug("proposed", "store", ref.String(), "branch", rep.Branch, "updated", prop.Updated, "took", time.Since(t0).String())
 	sr.Result = prop.Result
 	sr.Destinations = splitByDestination(p, ref, prop.Diff)
 	if err != nil {
@@ -258,6 +259,7 @@ func (e *Engine) publishPR(wait, pub context.Context, p *inputs.Platform, ref re
 		}
 		rep.Action, rep.Number, rep.URL = PROpened, got.Number, got.HTMLURL
 	}
+	e.log.Debug("pull request", "store", ref.String(), "action", rep.Action, "number", rep.Number, "took", time.Since(t0).String())
 	if pr.spec.AutoMerge {
 		scheduled, err := e.merge(pub, c, rep.Number, prop.Revision, pr.spec.MergeStyle)
 		if err != nil {

@@ -25,9 +25,10 @@ type Proposal struct {
 }
 
 // ProposalBranch is the branch a workload's pull requests come from:
-// "render/" and the workload key, with every character git refuses in a
-// branch name (and the start of a component that is a dot, and a ".lock"
-// ending) replaced by "_". Workload keys are made of Kubernetes names, so
+// "render/" and the workload key, each of its components with every
+// character other than a letter, a digit, ".", "_" or "-" replaced by "_",
+// and what git refuses of the rest too ("..", a leading or trailing dot, a
+// ".lock" ending). Workload keys are made of Kubernetes names, so
 // the key usually reads as it is: render/resource/team-a/postgres/orders/configure.
 func ProposalBranch(workload string) string {
 	parts := strings.Split(workload, "/")
@@ -51,7 +52,7 @@ func ProposalBranch(workload string) string {
 	return "render/" + strings.Join(parts, "/")
 }
 
-var refUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]|@\{`)
+var refUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]`)
 
 // Propose plans us on the newest tip of the store's branch, commits the
 // result as a child of that tip (signed and with the message a direct
