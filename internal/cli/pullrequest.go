@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/render-dev/render/internal/engine"
@@ -112,4 +113,29 @@ func pullRequestExit(rep *engine.Report) error {
 		return &ExitError{Code: ExitPullRequestOpen, Err: errors.New(strings.Join(open, "\nrender: "))}
 	}
 	return nil
+}
+
+// logPullRequest logs what a store's pull-request mode did (watch mode).
+// A pull request closed without being merged is a warning, logged on each
+// render that finds it; it is not retried.
+func logPullRequest(log *slog.Logger, s engine.StoreReport) {
+	p := s.PullRequest
+	if p == nil || s.Err != nil {
+		return
+	}
+	args := []any{"store", s.Store.String(), "action", p.Action, "branch", p.Branch, "base", p.Base}
+	if p.Number != 0 {
+		args = append(args, "number", p.Number, "url", p.URL)
+	}
+	if p.Merge != "" {
+		args = append(args, "merge", p.Merge)
+	}
+	if p.Outcome != "" {
+		args = append(args, "outcome", p.Outcome)
+	}
+	if p.Action == engine.PRDeclined || p.Outcome == engine.PRClosedByHim {
+		log.Warn("pull request closed without being merged; the same change is not proposed again", args...)
+		return
+	}
+	log.Info("pull request", args...)
 }
