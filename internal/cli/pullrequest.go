@@ -76,7 +76,7 @@ func writeStorePR(w io.Writer, s engine.StoreReport) bool {
 	}
 	switch p.Action {
 	case engine.PROpened, engine.PRUpdated:
-		fmt.Fprintf(w, "%s: proposed %s on %s (the store's branch %s is not moved)\n", s.Store, short(s.Result.Revision), p.Branch, p.Base)
+		fmt.Fprintf(w, "%s: proposed %s on branch %s (planned on %s)\n", s.Store, short(s.Result.Revision), p.Branch, p.Base)
 	case engine.PRClosed, engine.PRNone:
 		fmt.Fprintf(w, "%s: up to date\n", s.Store)
 	case engine.PRDeclined:

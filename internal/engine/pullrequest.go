@@ -315,7 +315,8 @@ func (e *Engine) merge(ctx context.Context, c *forge.Gitea, n int64, head, style
 		if errors.As(err, &se) && se.Code == 409 && strings.Contains(strings.ToLower(se.Msg), "scheduled") {
 			return true, nil // an earlier render scheduled it already
 		}
-		if err == nil || !errors.Is(err, forge.ErrNotAllowed) || time.Now().After(until) {
+		checking := errors.As(err, &se) && se.Code == 405 && strings.Contains(strings.ToLower(se.Msg), "try again later")
+		if err == nil || !checking || time.Now().After(until) {
 			return scheduled, err
 		}
 		if err := statestore.Sleep(ctx, 500*time.Millisecond); err != nil {

@@ -1,6 +1,6 @@
 // Package forge opens, updates, merges and closes pull requests on a git
-// forge through its HTTP API. Gitea (and Forgejo, which keeps its API) is
-// the one implemented: a handful of JSON endpoints over net/http, each
+// forge through its HTTP API. Gitea is the one implemented: a handful of
+// JSON endpoints over net/http, each
 // request bound by the caller's context. Credentials go only into the
 // Authorization header; no error or message carries them, nor the response
 // bodies they could be echoed in.
