@@ -182,7 +182,14 @@ func TestPullRequestOpenUpdateClose(t *testing.T) {
 
 	r.setStore(w, "{}")
 	wf.setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a"), "b.yaml": objNamed("ConfigMap", "b")})
-	res := wf.mustRun(0, env)
+	res := wf.mustRun(0, env, "--dry-run")
+	if !strings.Contains(res.out, "would propose it in a pull request from "+prBranch+" into main") || !strings.Contains(res.out, "+ resources/team/pg/db/configure/5058f/b.yaml") {
+		t.Errorf("dry run: %s", res)
+	}
+	if prs := r.pulls(); len(prs) != 0 || r.files(prBranch) != nil {
+		t.Fatalf("a dry run proposed: %+v", prs)
+	}
+	res = wf.mustRun(0, env)
 	r.noSecrets(res)
 	first := r.onlyPR()
 	if first.State != "open" || first.Head.Ref != prBranch || first.Base.Ref != "main" {
@@ -401,4 +408,41 @@ func TestPullRequestWaitTimeoutBinary(t *testing.T) {
 		t.Errorf("stderr: %s", errb.String())
 	}
 	r.noSecrets(result{out: out.String(), errout: errb.String()})
+}
+
+// TestPullRequestClosedWhileWaiting closes the pull request while render
+// waits for its merge: the wait ends at once, with one line and exit 1.
+func TestPullRequestClosedWhileWaiting(t *testing.T) {
+	w, r := prWorld(t, "wait: 2m")
+	wf := w.workflow("db").setSelectors("- matchLabels: {env: dev}\n").setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")})
+	done := make(chan result, 1)
+	go func() { done <- run(t, resourceEnv("pg", "team", "db", "configure"), wf.args()...) }()
+	var pr apiPR
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if prs := r.pulls(); len(prs) == 1 {
+			pr = prs[0]
+			break
+		}
+		select {
+		case res := <-done:
+			t.Fatalf("render ended before a pull request was opened: %s", res)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no pull request was opened within 90s")
+		}
+		time.Sleep(200 * time.Millisecond) // polling a condition, bounded above
+	}
+	if code := r.g.API(t, http.MethodPatch, fmt.Sprintf("/repos/%s/%s/pulls/%d", r.repo.Owner, r.repo.Name, pr.Number), map[string]any{"state": "closed"}, nil); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("closing the pull request: HTTP %d", code)
+	}
+	select {
+	case res := <-done:
+		if res.code != 1 || !strings.Contains(res.errout, fmt.Sprintf("pull request #%d (%s) was closed without being merged while render waited", pr.Number, prBranch)) {
+			t.Errorf("want exit 1 and one line saying the pull request was closed: %s", res)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("render still waits 60s after the pull request was closed")
+	}
 }
