@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,9 +21,25 @@ import (
 // process must exit 0, and afterwards the branch or bucket must hold every
 // workload's files and record. The figure is the time from the first start
 // to the last exit, against the same N renders run one after another into a
-// fresh branch or bucket; the goal is at most 0.5x that serial time.
+// fresh branch or bucket; the goal is at most 0.5x that serial time. Both
+// runs go through a counting proxy (countingProxy), which reports the
+// pushes (git) and PUTs (S3) each way made.
 func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 	const docs = 20
+	gitAddr, gitc, stopGit, err := countingProxy(strings.TrimPrefix(strings.TrimPrefix(b.giteaURL, "http://"), "https://"))
+	if err != nil {
+		return nil, err
+	}
+	defer stopGit()
+	s3Addr, s3c, stopS3, err := countingProxy(b.minioEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer stopS3()
+	counters := map[string]*counter{"git": gitc, "s3": s3c}
+	addrs := map[string]string{"git": gitAddr, "s3": s3Addr}
+	written := map[string]string{"git": "push", "s3": "PUT"}
+	plural := map[string]string{"git": "pushes", "s3": "PUTs"}
 	sizes := []int{1, 4, 16, 64}
 	if b.quick {
 		sizes = []int{1, 4, 16}
@@ -29,9 +47,10 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 	var rows []*Row
 	for _, kind := range []string{"git", "s3"} {
 		for _, n := range sizes {
-			var ratios, totals, serial, p50s, maxes []float64
+			var ratios, totals, serial, p50s, maxes, writesTogether, writesSerial []float64
+			cnt := counters[kind]
 			for run := range min(b.runs, 2) {
-				plat, check, err := b.concurrencyTarget(ctx, kind, "concurrency")
+				plat, check, err := b.concurrencyTarget(ctx, kind, "concurrency", addrs[kind])
 				if err != nil {
 					return rows, err
 				}
@@ -44,7 +63,9 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 					}
 					ws = append(ws, w)
 				}
+				cnt.take()
 				elapsed, attempts, err := b.together(ctx, ws)
+				wt := cnt.take()
 				if err != nil {
 					return rows, fmt.Errorf("%s, N=%d, run %d: %w", kind, n, run+1, err)
 				}
@@ -52,18 +73,22 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 					return rows, fmt.Errorf("%s, N=%d, run %d: %w", kind, n, run+1, err)
 				}
 				// The same N renders one after another, into a new branch or bucket.
-				splat, _, err := b.concurrencyTarget(ctx, kind, "serial")
+				splat, _, err := b.concurrencyTarget(ctx, kind, "serial", addrs[kind])
 				if err != nil {
 					return rows, err
 				}
+				cnt.take()
 				d, err := b.serialBaseline(ctx, ws, splat)
+				ws1 := cnt.take()
 				if err != nil {
 					return rows, err
 				}
 				slices.Sort(attempts)
-				b.log("concurrency %s N=%d run %d: together %v, one after another %v (%.2fx); attempts p50 %d, max %d",
+				b.log("concurrency %s N=%d run %d: together %v, one after another %v (%.2fx); attempts p50 %d, max %d; requests together %v, one after another %v",
 					kind, n, run+1, elapsed.Round(time.Millisecond), d.Round(time.Millisecond), ms(elapsed)/ms(d),
-					attempts[len(attempts)/2], attempts[len(attempts)-1])
+					attempts[len(attempts)/2], attempts[len(attempts)-1], describeCounts(wt), describeCounts(ws1))
+				writesTogether = append(writesTogether, float64(wt[written[kind]]))
+				writesSerial = append(writesSerial, float64(ws1[written[kind]]))
 				ratios = append(ratios, ms(elapsed)/ms(d))
 				totals = append(totals, ms(elapsed))
 				serial = append(serial, ms(d))
@@ -80,7 +105,9 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 				newRow("", fmt.Sprintf("%s: %d renders at once, all landed", kind, n), "ms", totals),
 				newRow("", fmt.Sprintf("%s: the same %d one after another", kind, n), "ms", serial),
 				newRow("", fmt.Sprintf("%s: attempts per render at N=%d, p50", kind, n), "n", p50s),
-				newRow("", fmt.Sprintf("%s: attempts per render at N=%d, max", kind, n), "n", maxes))
+				newRow("", fmt.Sprintf("%s: attempts per render at N=%d, max", kind, n), "n", maxes),
+				newRow("", fmt.Sprintf("%s: %s at N=%d, all at once", kind, plural[kind], n), "n", writesTogether),
+				newRow("", fmt.Sprintf("%s: %s at N=%d, one after another", kind, plural[kind], n), "n", writesSerial))
 		}
 	}
 	return rows, nil
@@ -89,13 +116,19 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 // concurrencyTarget makes a fresh branch (kind "git") or bucket ("s3") and
 // returns a platform config with one destination on it, and a check that
 // every workload landed there.
-func (b *bench) concurrencyTarget(ctx context.Context, kind, prefix string) (string, func([]*workflow, string) error, error) {
+// via is the address (host:port) of the counting proxy render talks to.
+func (b *bench) concurrencyTarget(ctx context.Context, kind, prefix, via string) (string, func([]*workflow, string) error, error) {
 	if kind == "git" {
 		r, err := b.createRepo(prefix, true)
 		if err != nil {
 			return "", nil, err
 		}
-		plat := b.gitStore("gitea", r.CloneURL) + fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+		u, err := url.Parse(r.CloneURL)
+		if err != nil {
+			return "", nil, err
+		}
+		u.Host = via
+		plat := b.gitStore("gitea", u.String()) + fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
 kind: Destination
 metadata: {name: worker-git, labels: {env: bench}}
 spec: {stateStoreRef: %s}
@@ -106,7 +139,7 @@ spec: {stateStoreRef: %s}
 	if err != nil {
 		return "", nil, err
 	}
-	plat := b.bucketStore("minio", bucket) + fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+	plat := b.bucketStoreAt("minio", via, bucket) + fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
 kind: Destination
 metadata: {name: worker-s3, labels: {env: bench}}
 spec: {stateStoreRef: %s}

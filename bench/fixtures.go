@@ -153,6 +153,12 @@ spec:
 }
 
 func (e *env) bucketStore(name, bucket string) string {
+	return e.bucketStoreAt(name, e.minioEndpoint, bucket)
+}
+
+// bucketStoreAt is bucketStore with another endpoint (host:port) in front
+// of the same MinIO, such as the benchmark's counting proxy.
+func (e *env) bucketStoreAt(name, endpoint, bucket string) string {
 	return fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
 kind: BucketStateStore
 metadata:
@@ -173,7 +179,7 @@ stringData:
   accessKeyID: %q
   secretAccessKey: %q
 ---
-`, name, e.minioEndpoint, bucket, name, name, e.minioAK, e.minioSK)
+`, name, endpoint, bucket, name, name, e.minioAK, e.minioSK)
 }
 
 func gitRef(name string) string    { return "{kind: GitStateStore, name: " + name + "}" }

@@ -16,7 +16,9 @@ import (
 	"github.com/render-dev/render/statestore/s3store"
 )
 
-// counter counts S3 requests by kind.
+// counter counts requests to a store server by kind: S3's methods, LIST
+// and DELETE (a multi-object delete), and git's push (POST
+// git-receive-pack), fetch (POST git-upload-pack) and refs (GET info/refs).
 type counter struct {
 	mu sync.Mutex
 	n  map[string]int
@@ -32,6 +34,12 @@ func (c *counter) add(r *http.Request) {
 	kind := r.Method
 	q := r.URL.Query()
 	switch {
+	case strings.HasSuffix(r.URL.Path, "/git-receive-pack"):
+		kind = "push"
+	case strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
+		kind = "fetch"
+	case strings.HasSuffix(r.URL.Path, "/info/refs"):
+		kind = "refs"
 	case r.Method == "GET" && (q.Has("list-type") || q.Has("prefix") || q.Has("delimiter")):
 		kind = "LIST"
 	case r.Method == "GET" && q.Has("location"):
@@ -51,6 +59,13 @@ func (c *counter) snapshot() map[string]int {
 	for k, v := range c.n {
 		out[k] = v
 	}
+	return out
+}
+
+// take returns the counts so far and starts again from zero.
+func (c *counter) take() map[string]int {
+	out := c.snapshot()
+	c.reset()
 	return out
 }
 
@@ -88,9 +103,10 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// countingProxy forwards to MinIO through a countingTransport, so that the
-// render binary's requests can be counted without changing it. The Host
-// header is passed through unchanged, so request signatures stay valid.
+// countingProxy forwards to a store server (MinIO or Gitea, at target
+// host:port) through a countingTransport, so that the render binary's
+// requests can be counted without changing it. The Host header is passed
+// through unchanged, so request signatures stay valid.
 func countingProxy(target string) (addr string, c *counter, stop func(), err error) {
 	c = &counter{n: map[string]int{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -103,7 +119,8 @@ func countingProxy(target string) (addr string, c *counter, stop func(), err err
 		Director: func(r *http.Request) {
 			r.URL.Scheme, r.URL.Host = "http", target
 		},
-		Transport: &countingTransport{base: base, c: c},
+		Transport:     &countingTransport{base: base, c: c},
+		FlushInterval: -1, // git's sideband progress streams
 	}
 	srv := &http.Server{Handler: rp}
 	go srv.Serve(ln)

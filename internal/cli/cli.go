@@ -250,7 +250,8 @@ workload group to destinations by label, and writes every destination's folder t
 git repository or S3 bucket, where Flux or Argo CD on the worker reconciles it.
 
 Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but some group
-unscheduled, 4 refused by the mass-deletion breaker (nothing written), 130 and 143 stopped by SIGINT or SIGTERM (the last line says whether anything
+unscheduled, 4 refused by the mass-deletion breaker (nothing written), 5 a pull request still open when
+its wait ended, 130 and 143 stopped by SIGINT or SIGTERM (the last line says whether anything
 was written).`,
 		Example: `  # render once, as a pipeline's last container does (KRATIX_* variables set by Kratix)
   render --platform /platform
@@ -375,6 +376,9 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 	}
 	if ee := massDeletionExit(nil, rep.MassDeletion); ee != nil {
 		return ee
+	}
+	if err := pullRequestExit(rep); err != nil {
+		return err
 	}
 	if rep.Plan != nil {
 		if un := rep.Plan.Unscheduled(); len(un) > 0 {

@@ -63,6 +63,7 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 		case s.Err != nil:
 			fmt.Fprintf(w, "%s: FAILED\n", s.Store)
 			continue
+		case !rep.DryRun && writeStorePR(w, s):
 		case rep.DryRun && r.Updated:
 			fmt.Fprintf(w, "%s: would write %d added, %d changed, %d deleted\n", s.Store, len(r.Added), len(r.Changed), len(r.Deleted))
 		case rep.DryRun:
@@ -72,6 +73,7 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 		default:
 			fmt.Fprintf(w, "%s: up to date\n", s.Store)
 		}
+		writePullRequest(w, s)
 		if rep.DryRun {
 			for _, d := range s.Destinations {
 				fmt.Fprintf(w, "  destination %s (%s):\n", d.Destination, d.Path)
@@ -155,6 +157,8 @@ type jsonStore struct {
 	Attempts     int        `json:"attempts,omitempty"`
 	Error        string     `json:"error,omitempty"`
 	Destinations []jsonDest `json:"destinations"`
+	// PullRequest is what pull-request mode did (spec.pullRequest).
+	PullRequest *jsonPullRequest `json:"pullRequest,omitempty"`
 }
 
 type jsonReport struct {
@@ -190,6 +194,7 @@ func storeJSON(s engine.StoreReport, dryRun bool) jsonStore {
 	if s.Err != nil {
 		js.Error = s.Err.Error()
 	}
+	js.PullRequest = pullRequestJSON(s.PullRequest)
 	for _, d := range s.Destinations {
 		js.Destinations = append(js.Destinations, jsonDest{Destination: d.Destination, Path: d.Path,
 			Added: nonNil(d.Added), Changed: nonNil(d.Changed), Deleted: nonNil(d.Deleted)})

@@ -299,6 +299,7 @@ func logRender(log *slog.Logger, out outcome, res metrics.Result) {
 		default:
 			log.Info("store up to date", "store", s.Store.String(), "duration", dur(s.Duration))
 		}
+		logPullRequest(log, s)
 	}
 	log.Info("render done", "result", string(res), "files", rep.Files, "duration", dur(rep.Duration))
 }

@@ -147,6 +147,8 @@ type StoreReport struct {
 	Duration time.Duration
 	// Destinations maps destination name to its share of the diff.
 	Destinations []DestinationDiff
+	// PullRequest is what pull-request mode did (spec.pullRequest), or nil.
+	PullRequest *PullRequestReport
 }
 
 // DestinationDiff is the part of a store's diff inside one destination,
@@ -280,6 +282,10 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 
 	// Every store any destination uses: records are read from all of them.
 	refs := storeRefs(ld.Platform)
+	prs, err := e.pullRequests(ld.Platform, refs)
+	if err != nil {
+		return nil, ph.check(err)
+	}
 	stores, err := e.open(ld.Platform, refs)
 	if err != nil {
 		return nil, ph.check(err)
@@ -471,11 +477,27 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			st := stores[ref]
+			if pr := prs[ref]; pr != nil && !e.opts.DryRun {
+				sr := e.publishPR(ctx, pub, ld.Platform, ref, st, us, key, pr)
+				logFetched(e.log, st)
+				mu.Lock()
+				report.Stores = append(report.Stores, sr)
+				mu.Unlock()
+				return
+			}
 			t0 := time.Now()
 			res, err := applyAll(pub, st, us)
 			logFetched(e.log, st)
 			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
 			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
+			if pr := prs[ref]; pr != nil && err == nil && res.Updated {
+				// A dry run of a store in pull-request mode: the diff is
+				// what the pull request would propose, planned on the base.
+				sr.PullRequest = &PullRequestReport{Action: PRDirect, Branch: gitstore.ProposalBranch(key), Base: pr.base}
+				if pr.selects(splitByDestination(ld.Platform, ref, ownDiff(res.Diff, us))) {
+					sr.PullRequest.Action = PRWould
+				}
+			}
 			mu.Lock()
 			report.Stores = append(report.Stores, sr)
 			mu.Unlock()

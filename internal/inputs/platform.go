@@ -78,6 +78,8 @@ type GitStateStore struct {
 	Signing *Signing `yaml:"signing"`
 	// Commit sets the commit message and author.
 	Commit *Commit `yaml:"commit"`
+	// PullRequest, when set, writes through pull requests (see PullRequest).
+	PullRequest *PullRequest `yaml:"pullRequest"`
 }
 
 // Commit is how a GitStateStore's commits are written: a Go text/template
@@ -551,6 +553,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 			if sg.SecretRef == nil && s.SecretRef == nil {
 				return bad("spec.signing needs a secretRef (or the store's spec.secretRef) holding signingKey")
 			}
+		}
+		if err := s.checkPullRequest(); err != nil {
+			return bad("%v", err)
 		}
 		p.GitStores[name] = s
 	case "BucketStateStore":

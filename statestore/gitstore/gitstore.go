@@ -201,58 +201,16 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 	}
 	refresh := false
 	for attempt := 1; ; attempt++ {
-		res = statestore.Result{Attempts: attempt}
-		tip, objs, err := s.repo.head(ctx, refresh)
-		if err != nil {
-			return res, s.wrap("read", err)
-		}
+		var (
+			ov          *overlay
+			tip, commit plumbing.Hash
+			err         error
+		)
+		res, ov, tip, commit, err = s.planCommit(ctx, us, refresh)
+		res.Attempts = attempt
 		refresh = true
-		root, err := rootTree(objs, tip)
-		if err != nil {
-			return res, s.wrap("read", err)
-		}
-		res.Revision = tip.String()
-		ov := newOverlay(objs)
-		snap := newTreeSnap(ov, root, s.prefix)
-		for _, u := range us {
-			plan, err := statestore.PlanUpdate(snap, u)
-			if err != nil {
-				return res, s.wrap("plan", err)
-			}
-			res.Added = append(res.Added, plan.Diff.Added...)
-			res.Changed = append(res.Changed, plan.Diff.Changed...)
-			res.Deleted = append(res.Deleted, plan.Diff.Deleted...)
-			if !plan.Changed() {
-				continue
-			}
-			res.Updated = true
-			newRoot, err := snap.applyOps(plan.Ops)
-			if err != nil {
-				return res, s.wrap("write", err)
-			}
-			// Later updates in the batch see this one's files.
-			cache := snap.cache
-			snap = newTreeSnap(ov, newRoot, s.prefix)
-			snap.cache = cache
-		}
-		if !res.Updated || us[0].DryRun {
-			return res, nil
-		}
-		newRoot := snap.root
-		if newRoot.IsZero() {
-			// Every file is gone: commit git's empty tree.
-			newRoot, err = writeObject(ov, plumbing.TreeObject, nil)
-			if err != nil {
-				return res, s.wrap("write", err)
-			}
-		}
-		msg, err := us[0].MessageFor(res.Diff)
-		if err != nil {
-			return res, s.wrap("commit message", err)
-		}
-		commit, err := s.commit(ov, tip, newRoot, msg, s.author(us[0]))
-		if err != nil {
-			return res, s.wrap("commit", err)
+		if err != nil || commit.IsZero() {
+			return res, err
 		}
 		err = s.repo.publish(ctx, ov, tip, commit)
 		if err == nil {
@@ -270,6 +228,65 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 			return res, s.wrap("push", err)
 		}
 	}
+}
+
+// planCommit plans us, one on top of the other, on the branch's tip (the
+// newest one when refresh is set) and commits the result as the tip's
+// child. commit is zero when nothing changes, or with DryRun (the first
+// update's); res then says what would.
+func (s *Store) planCommit(ctx context.Context, us []statestore.Update, refresh bool) (res statestore.Result, ov *overlay, tip, commit plumbing.Hash, err error) {
+	tip, objs, err := s.repo.head(ctx, refresh)
+	if err != nil {
+		return res, nil, tip, commit, s.wrap("read", err)
+	}
+	root, err := rootTree(objs, tip)
+	if err != nil {
+		return res, nil, tip, commit, s.wrap("read", err)
+	}
+	res.Revision = tip.String()
+	ov = newOverlay(objs)
+	snap := newTreeSnap(ov, root, s.prefix)
+	for _, u := range us {
+		plan, err := statestore.PlanUpdate(snap, u)
+		if err != nil {
+			return res, ov, tip, commit, s.wrap("plan", err)
+		}
+		res.Added = append(res.Added, plan.Diff.Added...)
+		res.Changed = append(res.Changed, plan.Diff.Changed...)
+		res.Deleted = append(res.Deleted, plan.Diff.Deleted...)
+		if !plan.Changed() {
+			continue
+		}
+		res.Updated = true
+		newRoot, err := snap.applyOps(plan.Ops)
+		if err != nil {
+			return res, ov, tip, commit, s.wrap("write", err)
+		}
+		// Later updates in the batch see this one's files.
+		cache := snap.cache
+		snap = newTreeSnap(ov, newRoot, s.prefix)
+		snap.cache = cache
+	}
+	if !res.Updated || us[0].DryRun {
+		return res, ov, tip, commit, nil
+	}
+	newRoot := snap.root
+	if newRoot.IsZero() {
+		// Every file is gone: commit git's empty tree.
+		newRoot, err = writeObject(ov, plumbing.TreeObject, nil)
+		if err != nil {
+			return res, ov, tip, commit, s.wrap("write", err)
+		}
+	}
+	msg, err := us[0].MessageFor(res.Diff)
+	if err != nil {
+		return res, ov, tip, commit, s.wrap("commit message", err)
+	}
+	commit, err = s.commit(ov, tip, newRoot, msg, s.author(us[0]))
+	if err != nil {
+		return res, ov, tip, commit, s.wrap("commit", err)
+	}
+	return res, ov, tip, commit, nil
 }
 
 // signature is this store's author and committer, now.

@@ -1,0 +1,156 @@
+package gitstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// Proposal is what Propose did.
+type Proposal struct {
+	statestore.Result
+	// Base is the store branch's tip the change was planned on and is a
+	// child of.
+	Base string
+	// Branch is the branch the change was pushed to.
+	Branch string
+}
+
+// ProposalBranch is the branch a workload's pull requests come from:
+// "render/" and the workload key, each of its components with every
+// character other than a letter, a digit, ".", "_" or "-" replaced by "_",
+// and what git refuses of the rest too ("..", a leading or trailing dot, a
+// ".lock" ending). Workload keys are made of Kubernetes names, so
+// the key usually reads as it is: render/resource/team-a/postgres/orders/configure.
+func ProposalBranch(workload string) string {
+	parts := strings.Split(workload, "/")
+	for i, p := range parts {
+		p = refUnsafe.ReplaceAllString(p, "_")
+		p = strings.ReplaceAll(p, "..", "__")
+		if strings.HasPrefix(p, ".") {
+			p = "_" + p[1:]
+		}
+		if strings.HasSuffix(p, ".lock") {
+			p = strings.TrimSuffix(p, ".lock") + "_lock"
+		}
+		if strings.HasSuffix(p, ".") {
+			p = p[:len(p)-1] + "_"
+		}
+		if p == "" {
+			p = "_"
+		}
+		parts[i] = p
+	}
+	return "render/" + strings.Join(parts, "/")
+}
+
+var refUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// Propose plans us on the newest tip of the store's branch, commits the
+// result as a child of that tip (signed and with the message a direct
+// write would have), and force-pushes it to branch, a branch render keeps
+// for one workload's pull request: its earlier commit there is replaced.
+// The store's branch does not move. With nothing to change, nothing is
+// pushed and Result.Updated is false. Only remote repositories have
+// branches to propose from.
+func (s *Store) Propose(ctx context.Context, branch string, us []statestore.Update) (Proposal, error) {
+	var out Proposal
+	out.Branch = branch
+	r, ok := s.repo.(*remoteRepo)
+	if !ok {
+		return out, s.wrap("propose", errors.New("a repository on this machine has no pull requests"))
+	}
+	if len(us) == 0 {
+		return out, nil
+	}
+	ref := plumbing.NewBranchReferenceName(branch)
+	if err := ref.Validate(); err != nil || ref == r.branch {
+		return out, s.wrap("propose", fmt.Errorf("%q cannot be the proposal branch", branch))
+	}
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	if err := s.startBranch(ctx, r); err != nil {
+		return out, err
+	}
+	for attempt := 1; ; attempt++ {
+		res, ov, tip, commit, err := s.planCommit(ctx, us, true)
+		res.Attempts = attempt
+		out.Result, out.Base = res, tip.String()
+		if err != nil || commit.IsZero() {
+			return out, err
+		}
+		// The branch is render's own: whatever it holds is replaced.
+		refs, err := r.list(ctx)
+		if err != nil {
+			return out, s.wrap("read", err)
+		}
+		err = r.publishCommands(ctx, ov, []*packp.Command{{Name: ref, Old: refs[ref], New: commit}})
+		if err == nil {
+			out.Revision = commit.String()
+			return out, nil
+		}
+		if !errors.Is(err, errStale) {
+			return out, s.wrap("push", err)
+		}
+		// Another render of the same workload pushed meanwhile: plan again.
+		lost := fmt.Errorf("%w: %s kept moving", statestore.ErrConflict, branch)
+		if err := statestore.Pause(ctx, attempt, time.Second, lost); err != nil {
+			return out, s.wrap("push", err)
+		}
+	}
+}
+
+// DeleteBranch removes branch from the server, if it is there.
+func (s *Store) DeleteBranch(ctx context.Context, branch string) error {
+	r, ok := s.repo.(*remoteRepo)
+	if !ok {
+		return nil
+	}
+	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ref := plumbing.NewBranchReferenceName(branch)
+	refs, err := r.list(ctx)
+	if err != nil {
+		return s.wrap("read", err)
+	}
+	old, ok := refs[ref]
+	if !ok {
+		return nil
+	}
+	err = r.publishCommands(ctx, newOverlay(r.st), []*packp.Command{{Name: ref, Old: old, New: plumbing.ZeroHash}})
+	if err != nil && !errors.Is(err, errStale) {
+		return s.wrap("delete "+branch, err)
+	}
+	return nil
+}
+
+// startBranch gives a store with no branch yet one commit of git's empty
+// tree, for pull requests to have a base to go into.
+func (s *Store) startBranch(ctx context.Context, r *remoteRepo) error {
+	tip, objs, err := r.head(ctx, true)
+	if err != nil {
+		return s.wrap("read", err)
+	}
+	if !tip.IsZero() {
+		return nil
+	}
+	ov := newOverlay(objs)
+	tree, err := writeObject(ov, plumbing.TreeObject, nil)
+	if err != nil {
+		return s.wrap("write", err)
+	}
+	commit, err := s.commit(ov, plumbing.ZeroHash, tree, statestore.Message{Subject: "render: start branch " + s.cfg.Branch + " for pull requests"}, s.signature())
+	if err != nil {
+		return s.wrap("commit", err)
+	}
+	if err := r.publish(ctx, ov, plumbing.ZeroHash, commit); err != nil && !errors.Is(err, errStale) {
+		return s.wrap("push", err)
+	}
+	return nil
+}
