@@ -23,7 +23,10 @@
 // should use PrivateGitea / PrivateMinIO, which start a dedicated server for
 // the test (about 1-3 s) and stop it when the test ends.
 //
-// This package depends only on the standard library and minio-go.
+// Kube gives the Flux end-to-end tests the API server of the optional Flux
+// stack (scripts/testservers.sh with --flux), read with plain REST calls.
+//
+// This package depends only on the standard library, minio-go and yaml.v3.
 package testenv
 
 import (
