@@ -851,7 +851,10 @@ source_controller_launch() { # DIR
 }
 
 kustomize_controller_launch() { # DIR
-	controller_launch "$1" kustomize-controller "$KUSTOMIZE_CONTROLLER_BIN" --no-remote-bases=true
+	# A Kustomization whose dependsOn is not ready yet is looked at again
+	# after --requeue-dependency (30s by default): 2s keeps the tests quick.
+	controller_launch "$1" kustomize-controller "$KUSTOMIZE_CONTROLLER_BIN" --no-remote-bases=true \
+		--requeue-dependency 2s
 }
 
 flux_first_start() { # DIR
