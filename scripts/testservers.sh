@@ -33,7 +33,10 @@ MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
 KUBE_VERSION="v1.36.3"          # k8s.io/kubernetes, for ./cmd/kube-apiserver
 KUBE_STAGING_VERSION="v0.36.3"  # published k8s.io/* modules its ./staging replaces point at
 ETCD_VERSION="v3.6.8"
-SOURCE_CONTROLLER_VERSION="v1.9.6"
+# source-controller v1.9.4 to v1.9.6 need github.com/fluxcd/pkg/artifact v0.18.2
+# or v0.18.3, whose module zips the proxy here refuses (403, "not available");
+# v1.9.3 (artifact v0.18.1) is the newest whose dependencies all download.
+SOURCE_CONTROLLER_VERSION="v1.9.3"
 KUSTOMIZE_CONTROLLER_VERSION="v1.9.5"
 
 GITEA_USER="render-admin"
