@@ -846,6 +846,7 @@ source_controller_launch() { # DIR
 	local dir=$1 f="$1/flux" sport
 	sport="$(<"$f/source-controller-storage-port")"
 	port_in_use "$sport" && return 2
+	mkdir -p "$f/source-controller/artifacts"
 	# The storage server must advertise a loopback address: the
 	# kustomize-controller downloads artifacts from the URL it advertises.
 	controller_launch "$dir" source-controller "$SOURCE_CONTROLLER_BIN" \
