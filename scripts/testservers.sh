@@ -350,7 +350,7 @@ http_ok() { # url -> 0 if HTTP 2xx
 }
 
 # pid_alive PIDFILE BINARY DIR: the pid in PIDFILE is running BINARY with DIR
-# in its arguments (guards against PID reuse: we never signal anything else).
+# in its arguments or environment (guards against PID reuse: we never signal anything else).
 pid_alive() {
 	local pidfile=$1 bin=$2 dir=$3 pid exe
 	[[ -s "$pidfile" ]] || return 1
@@ -360,7 +360,10 @@ pid_alive() {
 	exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
 	exe="${exe% (deleted)}"
 	[[ "$exe" == "$(readlink -f "$bin")" ]] || return 1
-	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
+	# DIR is in its arguments, or (kustomize-controller, which takes no path
+	# argument) in its environment (KUBECONFIG=DIR/flux/kubeconfig).
+	{ { tr '\0' '\n' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "$dir" ||
+		{ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qF -- "$dir"; } || return 1
 	# zombies are as good as dead
 	[[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != "Z" ]]
 }
