@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# test.sh - run the whole test suite against real Gitea and MinIO.
+# test.sh - run the whole test suite against real Gitea and MinIO, then the
+# Flux end-to-end tests (internal/fluxe2e) against Gitea, MinIO and a Flux
+# stack (etcd, kube-apiserver, source- and kustomize-controller).
 #
 # Builds the servers on first use (cached outside the repository, keyed by
 # version), starts them on loopback ports, runs `go test` with their
 # addresses in the environment, and stops them by PID whatever happens.
+# The Flux stack runs only for its own package, so the other packages' tests
+# do not share two cores with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+flux=github.com/render-dev/render/internal/fluxe2e
+mapfile -t pkgs < <(go list ./... | grep -vxF "$flux")
 # -p 1: one package at a time. The packages that talk to the servers
 # (faulttest, gitstore, s3store, cli) each run their own tests in parallel
 # already; running them side by side as well made one Gitea on two cores
 # the bottleneck, and timing-bound tests (16 writers within 3 minutes, a
 # reader's deadline in TestKillS3) failed for want of CPU, not of
 # correctness.
-exec scripts/testservers.sh with go test -p 1 -count=1 -timeout=30m "$@" ./...
+rc=0
+scripts/testservers.sh with go test -p 1 -count=1 -timeout=30m "$@" "${pkgs[@]}" || rc=$?
+scripts/testservers.sh with --flux go test -count=1 -timeout=30m "$@" "$flux" || rc=$?
+exit $rc

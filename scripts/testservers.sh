@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# testservers.sh - real Gitea, MinIO and OCI registry servers for integration tests.
+# testservers.sh - real Gitea, MinIO and OCI registry servers for integration
+# tests, and on request a Flux stack (etcd, kube-apiserver, source- and kustomize-controller).
 #
 # Binaries are built from the Go module proxy and cached outside the repo under
 # ${RENDER_CACHE_DIR:-$HOME/.cache/render}/bin/<name>-<version>. Servers run on
@@ -7,14 +8,18 @@
 #
 # Usage:
 #   scripts/testservers.sh build                 build + cache binaries (no-op when cached)
-#   scripts/testservers.sh start DIR [WHICH]     start every server (or WHICH=gitea|minio|registry), write DIR/env
-#   scripts/testservers.sh stop DIR              stop every server (by PID)
+#   scripts/testservers.sh start DIR [WHICH]     start the servers (or WHICH=gitea|minio|registry|flux), write DIR/env
+#   scripts/testservers.sh stop DIR              stop every server started in DIR (by PID)
 #   scripts/testservers.sh stop-one NAME DIR     stop gitea|minio|registry, keep data and port
 #   scripts/testservers.sh start-one NAME DIR    restart gitea|minio|registry on the same port/data
 #   scripts/testservers.sh status DIR            print which servers are running
 #   scripts/testservers.sh paths                 print the cached binary paths
-#   scripts/testservers.sh with CMD [ARG...]     build, start all in a fresh DIR, run CMD with
-#                                                DIR/env exported, stop them whatever happens
+#   scripts/testservers.sh with [--flux] CMD [ARG...]
+#                                                build, start all (and Flux) in a fresh DIR, run
+#                                                CMD with DIR/env exported, stop them whatever happens
+#
+# The Flux stack is built and started with `all` only when RENDER_TESTSERVERS_FLUX=1
+# (or `with --flux`), so tests that do not need it do not pay for it.
 #
 # Besides the servers, the oras CLI is built the same way: tests pull what
 # render pushed to the registry with it, as a real consumer would.
@@ -28,6 +33,16 @@ GITEA_VERSION="v1.26.0"
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
 REGISTRY_VERSION="v3.1.2" # github.com/distribution/distribution/v3/cmd/registry
 ORAS_VERSION="v1.3.6"     # oras.land/oras/cmd/oras
+# The Flux stack (only started on request, see FLUX below): a real API server
+# with its etcd, and Flux's source- and kustomize-controllers as processes.
+KUBE_VERSION="v1.36.3"          # k8s.io/kubernetes, for ./cmd/kube-apiserver
+KUBE_STAGING_VERSION="v0.36.3"  # published k8s.io/* modules its ./staging replaces point at
+ETCD_VERSION="v3.6.8"
+# source-controller v1.9.4 to v1.9.6 need github.com/fluxcd/pkg/artifact v0.18.2
+# or v0.18.3, whose module zips the proxy here refuses (403, "not available");
+# v1.9.3 (artifact v0.18.1) is the newest whose dependencies all download.
+SOURCE_CONTROLLER_VERSION="v1.9.3"
+KUSTOMIZE_CONTROLLER_VERSION="v1.9.5"
 
 GITEA_USER="render-admin"
 GITEA_PASSWORD="render-admin-pw-1"
@@ -47,6 +62,12 @@ GITEA_BIN="${BIN_DIR}/gitea-${GITEA_VERSION}"
 MINIO_BIN="${BIN_DIR}/minio-${MINIO_VERSION}"
 REGISTRY_BIN="${BIN_DIR}/registry-${REGISTRY_VERSION}"
 ORAS_BIN="${BIN_DIR}/oras-${ORAS_VERSION}"
+ETCD_BIN="${BIN_DIR}/etcd-${ETCD_VERSION}"
+APISERVER_BIN="${BIN_DIR}/kube-apiserver-${KUBE_VERSION}"
+SOURCE_CONTROLLER_BIN="${BIN_DIR}/source-controller-${SOURCE_CONTROLLER_VERSION}"
+KUSTOMIZE_CONTROLLER_BIN="${BIN_DIR}/kustomize-controller-${KUSTOMIZE_CONTROLLER_VERSION}"
+# The controllers' CRDs, copied from their modules' config/crd/bases.
+FLUX_CRDS_DIR="${BIN_DIR}/flux-crds-${SOURCE_CONTROLLER_VERSION}-${KUSTOMIZE_CONTROLLER_VERSION}"
 SCRIPT_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 
 START_TIMEOUT="${RENDER_TESTSERVERS_START_TIMEOUT:-90}" # seconds per server
@@ -173,7 +194,118 @@ build_oras() {
 	go_install oras "$ORAS_VERSION" oras.land/oras/cmd/oras "$ORAS_BIN" version
 }
 
-all_built() { [[ -x "$GITEA_BIN" && -x "$MINIO_BIN" && -x "$REGISTRY_BIN" && -x "$ORAS_BIN" ]]; }
+# build_go_module NAME MODULE VERSION PKG BIN FIXUP: build PKG of MODULE@VERSION
+# into BIN in a writable copy of the module, after FIXUP (a function run in
+# the copy) has repointed go.mod's local replaces at published modules. The
+# default GOMODCACHE/GOCACHE are shared, so common k8s modules compile once.
+build_go_module() {
+	local name=$1 module=$2 version=$3 pkg=$4 bin=$5 fixup=$6
+	if [[ -x "$bin" ]]; then
+		log "$name ${version}: cached at ${bin}"
+		return 0
+	fi
+	need go
+	local t0=$SECONDS work moddir dl tmpbin
+	work="$(mktemp -d "${CACHE_DIR}/tmp/${name}-build.XXXXXX")"
+	tmpbin="${BIN_DIR}/.${name}-${version}.tmp.$$"
+	# shellcheck disable=SC2064
+	trap "chmod -R u+w '$work' 2>/dev/null; rm -rf '$work' '$tmpbin'" EXIT
+	log "$name ${version}: downloading ${module}@${version}"
+	dl="$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "${module}@${version}" 2>&1)" ||
+		die "$name ${version}: go mod download failed: $dl"
+	moddir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$dl")"
+	[[ -n "$moddir" && -d "$moddir" ]] || die "$name ${version}: go mod download gave no module dir: $dl"
+	cp -R "$moddir" "$work/src"
+	chmod -R u+w "$work/src"
+	(
+		cd "$work/src" || exit 1
+		export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -mod=mod" GOTOOLCHAIN=local GOWORK=off
+		"$fixup" || exit 1
+		log "$name ${version}: go build ./${pkg#./} (several minutes)"
+		nice -n 10 go build -trimpath -ldflags "-s -w" -o "$tmpbin" "$pkg" >&2
+	) || die "$name ${version}: build failed (see output above)"
+	"$tmpbin" --help >/dev/null 2>&1 || die "$name ${version}: built binary does not run"
+	mv -f "$tmpbin" "$bin"
+	log "$name ${version}: built in $((SECONDS - t0))s -> ${bin}"
+}
+
+# drop_local_replaces: remove go.mod replaces that point inside the module's
+# repository (../api, ./api): the module zip lacks those folders, and the
+# require lines already name the published versions.
+drop_local_replaces() {
+	local m
+	for m in $(awk '$0 ~ /=> \.\.?\// { if ($1 == "replace") print $2; else print $1 }' go.mod); do
+		go mod edit -dropreplace="$m"
+	done
+}
+
+# kube_fixup: k8s.io/kubernetes replaces k8s.io/* with ./staging folders its
+# module zip lacks; point them at the published modules of the same release.
+kube_fixup() {
+	local m
+	rm -rf vendor go.work go.work.sum
+	for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }' go.mod); do
+		go mod edit -replace="${m}=${m}@${KUBE_STAGING_VERSION}"
+	done
+	if grep -q '=> \./' go.mod; then
+		log "kube-apiserver: go.mod still has local replaces:"
+		grep '=> \./' go.mod >&2
+		return 1
+	fi
+}
+
+build_etcd() {
+	build_go_module etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" . "$ETCD_BIN" drop_local_replaces
+}
+
+build_apiserver() {
+	build_go_module kube-apiserver k8s.io/kubernetes "$KUBE_VERSION" ./cmd/kube-apiserver "$APISERVER_BIN" kube_fixup
+}
+
+build_source_controller() {
+	build_go_module source-controller github.com/fluxcd/source-controller "$SOURCE_CONTROLLER_VERSION" . \
+		"$SOURCE_CONTROLLER_BIN" drop_local_replaces
+}
+
+build_kustomize_controller() {
+	build_go_module kustomize-controller github.com/fluxcd/kustomize-controller "$KUSTOMIZE_CONTROLLER_VERSION" . \
+		"$KUSTOMIZE_CONTROLLER_BIN" drop_local_replaces
+}
+
+# copy_flux_crds: the CRDs of the two controllers, one file per CRD.
+copy_flux_crds() {
+	[[ -d "$FLUX_CRDS_DIR" ]] && return 0
+	local tmp m v dl dir
+	tmp="${FLUX_CRDS_DIR}.tmp.$$"
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	for m in "github.com/fluxcd/source-controller@${SOURCE_CONTROLLER_VERSION}" \
+		"github.com/fluxcd/kustomize-controller@${KUSTOMIZE_CONTROLLER_VERSION}"; do
+		dl="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "$m" 2>&1)" ||
+			die "flux CRDs: go mod download $m failed: $dl"
+		dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$dl")"
+		[[ -d "$dir/config/crd/bases" ]] || die "flux CRDs: $m has no config/crd/bases"
+		cp "$dir"/config/crd/bases/*.yaml "$tmp/"
+	done
+	chmod -R u+w "$tmp"
+	mv "$tmp" "$FLUX_CRDS_DIR"
+	v="$(find "$FLUX_CRDS_DIR" -name '*.yaml' | wc -l)"
+	log "flux CRDs: $v files in $FLUX_CRDS_DIR"
+}
+
+flux_built() {
+	[[ -x "$ETCD_BIN" && -x "$APISERVER_BIN" && -x "$SOURCE_CONTROLLER_BIN" &&
+		-x "$KUSTOMIZE_CONTROLLER_BIN" && -d "$FLUX_CRDS_DIR" ]]
+}
+
+# want_flux: the Flux stack is wanted (RENDER_TESTSERVERS_FLUX=1 or `--flux`).
+want_flux() { [[ "${RENDER_TESTSERVERS_FLUX:-0}" == 1 ]]; }
+
+all_built() {
+	[[ -x "$GITEA_BIN" && -x "$MINIO_BIN" && -x "$REGISTRY_BIN" && -x "$ORAS_BIN" ]] || return 1
+	want_flux || return 0
+	flux_built
+}
 
 cmd_build() {
 	mkdir -p "$BIN_DIR" "${CACHE_DIR}/tmp"
@@ -193,7 +325,7 @@ cmd_build() {
 	fi
 	# We hold the lock: leftovers from interrupted builds are garbage.
 	chmod -R u+w "${CACHE_DIR}/tmp" 2>/dev/null || true
-	rm -rf "${CACHE_DIR}/tmp/"*-build.* "${BIN_DIR}/".*.tmp.*
+	rm -rf "${CACHE_DIR}/tmp/"*-build.* "${BIN_DIR}/".*.tmp.* "${BIN_DIR}/"flux-crds-*.tmp.*
 	local t0=$SECONDS
 	# Sequential builds: measured cold on 2 cores, gitea then minio took 564s
 	# vs 665s for both in parallel (go build already uses every core).
@@ -202,15 +334,21 @@ cmd_build() {
 	# 130 system), 29.5 min wall at nice 10 on a machine shared by 4 agents.
 	# Each build runs as a background job (not `( ) ||`, which would disable
 	# set -e inside it) so that its EXIT trap removes its temp files.
-	local rc=0
-	build_gitea &
-	wait $! || rc=1
-	local b
-	for b in build_minio build_registry build_oras; do
-		[[ $rc -eq 0 ]] || break
-		$b &
-		wait $! || rc=1
+	local rc=0 b builds=(build_gitea build_minio build_registry build_oras)
+	if want_flux; then
+		# source- and kustomize-controller share most modules (same k8s.io,
+		# controller-runtime): built one after the other, the second reuses
+		# the first one's compiled packages.
+		builds+=(build_etcd build_apiserver build_source_controller build_kustomize_controller)
+	fi
+	for b in "${builds[@]}"; do
+		"$b" &
+		wait $! || { rc=1; break; }
 	done
+	if [[ $rc -eq 0 ]] && want_flux; then
+		copy_flux_crds &
+		wait $! || rc=1
+	fi
 	exec 9>&- # release the lock; do not leak the fd into servers started later
 	[[ $rc -eq 0 ]] || die "building test servers failed"
 	log "build finished in $((SECONDS - t0))s"
@@ -266,7 +404,7 @@ http_ok() { # url -> 0 if HTTP 2xx
 }
 
 # pid_alive PIDFILE BINARY DIR: the pid in PIDFILE is running BINARY with DIR
-# in its arguments (guards against PID reuse: we never signal anything else).
+# in its arguments or environment (guards against PID reuse: we never signal anything else).
 pid_alive() {
 	local pidfile=$1 bin=$2 dir=$3 pid exe
 	[[ -s "$pidfile" ]] || return 1
@@ -276,7 +414,10 @@ pid_alive() {
 	exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
 	exe="${exe% (deleted)}"
 	[[ "$exe" == "$(readlink -f "$bin")" ]] || return 1
-	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$dir" || return 1
+	# DIR is in its arguments, or (kustomize-controller, which takes no path
+	# argument) in its environment (KUBECONFIG=DIR/flux/kubeconfig).
+	{ { tr '\0' '\n' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "$dir" ||
+		{ tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qF -- "$dir"; } || return 1
 	# zombies are as good as dead
 	[[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != "Z" ]]
 }
@@ -675,9 +816,233 @@ registry_first_start() { # DIR
 	done
 }
 
+# ---------------------------------------------------------------- flux
+#
+# etcd, kube-apiserver, source-controller and kustomize-controller, as local
+# processes on loopback ports. No kubelet, scheduler or controller-manager:
+# objects are stored and served, nothing runs them, and a deleted namespace
+# stays Terminating (the namespace controller is in the controller-manager).
+# Flux's controllers reach the API server with a static token in the
+# system:masters group (DIR/flux/kubeconfig); tests use the same token.
+
+flux_pki() { # DIR: CA, serving certificate, service-account key, static token
+	local f="$1/flux" pki="$1/flux/pki"
+	mkdir -p "$pki"
+	(
+		cd "$pki" || exit 1
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 7 \
+			-subj "/CN=render-test-ca" -addext basicConstraints=critical,CA:TRUE \
+			-addext keyUsage=critical,keyCertSign,cRLSign
+		openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver"
+		printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc" \
+			"basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+			"extendedKeyUsage=serverAuth" >apiserver.ext
+		openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 7 \
+			-extfile apiserver.ext -out apiserver.crt
+		openssl genrsa -out sa.key 2048
+		openssl rsa -in sa.key -pubout -out sa.pub
+	) >>"$f/pki.log" 2>&1 || die "flux: generating certificates with openssl failed (see $f/pki.log)"
+	openssl rand -hex 24 >"$f/token"
+	# token,user,uid,"group"
+	printf '%s,render-test,render-test,"system:masters"\n' "$(<"$f/token")" >"$pki/tokens.csv"
+	chmod 600 "$pki"/*.key "$pki/tokens.csv" "$f/token"
+}
+
+flux_kubeconfig() { # DIR
+	local f="$1/flux"
+	cat >"$f/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: render-test
+  cluster:
+    server: https://127.0.0.1:$(<"$f/apiserver-port")
+    certificate-authority: $f/pki/ca.crt
+users:
+- name: render-test
+  user:
+    token: $(<"$f/token")
+contexts:
+- name: render-test
+  context: {cluster: render-test, user: render-test}
+current-context: render-test
+EOF
+	chmod 600 "$f/kubeconfig"
+}
+
+# kube_api DIR METHOD PATH [CURL ARGS...]: a request to the API server as the
+# test user; prints the body, fails on a non-2xx status.
+kube_api() {
+	local dir=$1 method=$2 path=$3 f="$1/flux"
+	shift 3
+	curl -fsS --max-time 10 --cacert "$f/pki/ca.crt" -X "$method" \
+		-H "Authorization: Bearer $(<"$f/token")" "$@" \
+		"https://127.0.0.1:$(<"$f/apiserver-port")$path"
+}
+
+# wait_for NAME PIDFILE LOGFILE CHECK...: wait until CHECK succeeds, or the
+# process exits, or START_TIMEOUT passes.
+wait_for() {
+	local name=$1 pidfile=$2 logfile=$3 i
+	shift 3
+	for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+		if "$@" >/dev/null 2>&1; then
+			log "$name up (pid $(<"$pidfile"))"
+			return 0
+		fi
+		proc_running "$pidfile" || break
+		sleep 0.2
+	done
+	stop_launched "$name" "$pidfile"
+	log "$name failed to come up; last log lines:"
+	tail -n 20 "$logfile" >&2 || true
+	return 1
+}
+
+etcd_launch() { # DIR
+	local dir=$1 f="$1/flux" cport pport
+	cport="$(<"$f/etcd-port")"
+	pport="$(<"$f/etcd-peer-port")"
+	{ port_in_use "$cport" || port_in_use "$pport"; } && return 2
+	mkdir -p "$f/etcd"
+	launch "$dir/etcd.pid" "$f/etcd.log" \
+		"$ETCD_BIN" --name render-test --data-dir "$f/etcd" \
+		--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
+		--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+		--initial-cluster "render-test=http://127.0.0.1:$pport" --log-level warn \
+		--quota-backend-bytes 1073741824 --unsafe-no-fsync
+	wait_for etcd "$dir/etcd.pid" "$f/etcd.log" http_ok "http://127.0.0.1:$cport/health"
+}
+
+apiserver_launch() { # DIR
+	local dir=$1 f="$1/flux" port
+	port="$(<"$f/apiserver-port")"
+	port_in_use "$port" && return 2
+	launch "$dir/kube-apiserver.pid" "$f/kube-apiserver.log" \
+		"$APISERVER_BIN" --etcd-servers "http://127.0.0.1:$(<"$f/etcd-port")" \
+		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
+		--cert-dir "$f/pki" --tls-cert-file "$f/pki/apiserver.crt" --tls-private-key-file "$f/pki/apiserver.key" \
+		--client-ca-file "$f/pki/ca.crt" --token-auth-file "$f/pki/tokens.csv" \
+		--service-account-issuer https://kubernetes.default.svc --api-audiences https://kubernetes.default.svc \
+		--service-account-key-file "$f/pki/sa.pub" --service-account-signing-key-file "$f/pki/sa.key" \
+		--service-cluster-ip-range 10.0.0.0/24 --authorization-mode RBAC \
+		--disable-admission-plugins ServiceAccount --enable-priority-and-fairness=false --profiling=false
+	wait_for kube-apiserver "$dir/kube-apiserver.pid" "$f/kube-apiserver.log" kube_api "$dir" GET /readyz
+}
+
+# flux_crds DIR: install the controllers' CRDs and wait until they serve;
+# create the controllers' namespace.
+flux_crds() {
+	local dir=$1 crd name i
+	for crd in "$FLUX_CRDS_DIR"/*.yaml; do
+		kube_api "$dir" POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions \
+			-H 'Content-Type: application/yaml' --data-binary "@$crd" -o /dev/null ||
+			die "flux: creating the CRD in $crd failed"
+	done
+	kube_api "$dir" POST /api/v1/namespaces -H 'Content-Type: application/json' \
+		-d '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"flux-system"}}' -o /dev/null ||
+		die "flux: creating namespace flux-system failed"
+	for crd in "$FLUX_CRDS_DIR"/*.yaml; do
+		name="$(awk '$1 == "name:" { print $2; exit }' "$crd")"
+		for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+			kube_api "$dir" GET "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$name" |
+				jq -e '.status.conditions[]? | select(.type == "Established" and .status == "True")' \
+					>/dev/null 2>&1 && break
+			sleep 0.2
+		done
+		((i < START_TIMEOUT * 5)) || die "flux: CRD $name was not established within ${START_TIMEOUT}s"
+	done
+	log "flux CRDs established"
+}
+
+# controller_launch DIR NAME BIN ARGS...: a Flux controller as a process,
+# reaching the API server through DIR/flux/kubeconfig.
+controller_launch() {
+	local dir=$1 name=$2 bin=$3 f="$1/flux" hport mport
+	shift 3
+	hport="$(<"$f/$name-health-port")"
+	mport="$(<"$f/$name-metrics-port")"
+	{ port_in_use "$hport" || port_in_use "$mport"; } && return 2
+	mkdir -p "$f/$name"
+	launch "$dir/$name.pid" "$f/$name.log" \
+		env HOME="$f/$name" KUBECONFIG="$f/kubeconfig" RUNTIME_NAMESPACE=flux-system \
+		"$bin" --enable-leader-election=false --watch-all-namespaces=true \
+		--health-addr "127.0.0.1:$hport" --metrics-addr "127.0.0.1:$mport" --events-addr "" \
+		--log-level info "$@"
+	wait_for "$name" "$dir/$name.pid" "$f/$name.log" http_ok "http://127.0.0.1:$hport/readyz"
+}
+
+source_controller_launch() { # DIR
+	local dir=$1 f="$1/flux" sport
+	sport="$(<"$f/source-controller-storage-port")"
+	port_in_use "$sport" && return 2
+	mkdir -p "$f/source-controller/artifacts"
+	# The storage server must advertise a loopback address: the
+	# kustomize-controller downloads artifacts from the URL it advertises.
+	controller_launch "$dir" source-controller "$SOURCE_CONTROLLER_BIN" \
+		--storage-path "$f/source-controller/artifacts" \
+		--storage-addr "127.0.0.1:$sport" --storage-adv-addr "127.0.0.1:$sport"
+}
+
+kustomize_controller_launch() { # DIR
+	# A Kustomization whose dependsOn is not ready yet is looked at again
+	# after --requeue-dependency (30s by default): 2s keeps the tests quick.
+	controller_launch "$1" kustomize-controller "$KUSTOMIZE_CONTROLLER_BIN" --no-remote-bases=true \
+		--requeue-dependency 2s
+}
+
+flux_first_start() { # DIR
+	local dir=$1 f="$1/flux" p attempt rc t0=$SECONDS
+	mkdir -p "$f"
+	need openssl curl jq
+	flux_pki "$dir"
+	for p in etcd-port etcd-peer-port apiserver-port source-controller-storage-port \
+		source-controller-health-port source-controller-metrics-port \
+		kustomize-controller-health-port kustomize-controller-metrics-port; do
+		free_port >"$f/$p"
+	done
+	flux_kubeconfig "$dir"
+	for p in etcd apiserver flux_crds source_controller kustomize_controller; do
+		if [[ $p == flux_crds ]]; then
+			flux_crds "$dir"
+			continue
+		fi
+		for attempt in 1 2 3 4 5; do
+			rc=0
+			"${p}_launch" "$dir" || rc=$?
+			[[ $rc -eq 0 ]] && break
+			[[ $attempt -lt 5 ]] || die "$p did not start (logs: $f)"
+			# A port taken meanwhile (rc 2) or a bind race: new ports.
+			log "retrying $p on other ports"
+			case $p in
+			etcd) free_port >"$f/etcd-port" && free_port >"$f/etcd-peer-port" ;;
+			apiserver) free_port >"$f/apiserver-port" && flux_kubeconfig "$dir" ;;
+			source_controller)
+				free_port >"$f/source-controller-storage-port"
+				free_port >"$f/source-controller-health-port"
+				free_port >"$f/source-controller-metrics-port"
+				;;
+			kustomize_controller)
+				free_port >"$f/kustomize-controller-health-port"
+				free_port >"$f/kustomize-controller-metrics-port"
+				;;
+			esac
+		done
+	done
+	log "flux stack up in $((SECONDS - t0))s"
+}
+
+flux_stop() { # DIR: controllers first, etcd last
+	local dir=$1
+	stop_pid kustomize-controller "$dir/kustomize-controller.pid" "$KUSTOMIZE_CONTROLLER_BIN" "$dir"
+	stop_pid source-controller "$dir/source-controller.pid" "$SOURCE_CONTROLLER_BIN" "$dir"
+	stop_pid kube-apiserver "$dir/kube-apiserver.pid" "$APISERVER_BIN" "$dir"
+	stop_pid etcd "$dir/etcd.pid" "$ETCD_BIN" "$dir"
+}
+
 # ---------------------------------------------------------------- commands
 
-write_env() { # DIR WHICH(all|gitea|minio|registry)
+write_env() { # DIR WHICH(all|gitea|minio|registry|flux)
 	local dir=$1 which=$2 f="$1/env"
 	{
 		echo "# Written by scripts/testservers.sh start; source me."
@@ -703,6 +1068,13 @@ write_env() { # DIR WHICH(all|gitea|minio|registry)
 			echo "export RENDER_TEST_REGISTRY_PIDFILE='$dir/registry.pid'"
 			echo "export RENDER_TEST_ORAS='$ORAS_BIN'"
 		fi
+		if [[ -s "$dir/flux/apiserver-port" ]] && { [[ $which == flux ]] || { [[ $which == all ]] && want_flux; }; }; then
+			echo "export RENDER_TEST_KUBE_URL='https://127.0.0.1:$(<"$dir/flux/apiserver-port")'"
+			echo "export RENDER_TEST_KUBE_TOKEN='$(<"$dir/flux/token")'"
+			echo "export RENDER_TEST_KUBE_CA='$dir/flux/pki/ca.crt'"
+			echo "export RENDER_TEST_KUBECONFIG='$dir/flux/kubeconfig'"
+			echo "export RENDER_TEST_FLUX_LOGS='$dir/flux'"
+		fi
 	} >"$f.tmp"
 	mv -f "$f.tmp" "$f"
 }
@@ -712,14 +1084,15 @@ require_dir() {
 	[[ -d "$1" ]] || die "$1: no such directory"
 }
 
-cmd_start() { # DIR [all|gitea|minio]
+cmd_start() { # DIR [all|gitea|minio|registry|flux]
 	local which=${2:-all} dir
-	[[ -n "${1:-}" ]] || die "usage: $0 start DIR [all|gitea|minio|registry]"
-	case "$which" in all | gitea | minio | registry) ;; *) die "start: unknown server '$which' (all|gitea|minio|registry)" ;; esac
+	[[ -n "${1:-}" ]] || die "usage: $0 start DIR [all|gitea|minio|registry|flux]"
+	case "$which" in all | gitea | minio | registry | flux) ;; *) die "start: unknown server '$which' (all|gitea|minio|registry|flux)" ;; esac
+	[[ $which != flux ]] || export RENDER_TESTSERVERS_FLUX=1
 	need git setsid
 	cmd_build
 	dir="$(abs_dir "$1")"
-	if [[ -e "$dir/gitea.pid" || -e "$dir/minio.pid" || -e "$dir/registry.pid" ]]; then
+	if [[ -e "$dir/gitea.pid" || -e "$dir/minio.pid" || -e "$dir/registry.pid" || -e "$dir/kube-apiserver.pid" ]]; then
 		die "$dir already has pidfiles; run '$0 stop $dir' first or use a fresh directory"
 	fi
 	# Clean up anything we started if we fail half way.
@@ -727,6 +1100,9 @@ cmd_start() { # DIR [all|gitea|minio]
 	[[ $which != all && $which != gitea ]] || gitea_first_start "$dir"
 	[[ $which != all && $which != minio ]] || minio_first_start "$dir"
 	[[ $which != all && $which != registry ]] || registry_first_start "$dir"
+	if [[ $which == flux ]] || { [[ $which == all ]] && want_flux; }; then
+		flux_first_start "$dir"
+	fi
 	write_env "$dir" "$which"
 	trap - EXIT
 	log "servers ready; source $dir/env"
@@ -740,6 +1116,7 @@ cmd_stop() {
 	stop_pid gitea "$dir/gitea.pid" "$GITEA_BIN" "$dir"
 	stop_pid minio "$dir/minio.pid" "$MINIO_BIN" "$dir"
 	stop_pid registry "$dir/registry.pid" "$REGISTRY_BIN" "$dir"
+	flux_stop "$dir"
 }
 
 cmd_stop_one() {
@@ -779,6 +1156,16 @@ cmd_status() {
 	if pid_alive "$dir/gitea.pid" "$GITEA_BIN" "$dir"; then echo "gitea running pid $(<"$dir/gitea.pid")"; else echo "gitea stopped"; rc=1; fi
 	if pid_alive "$dir/minio.pid" "$MINIO_BIN" "$dir"; then echo "minio running pid $(<"$dir/minio.pid")"; else echo "minio stopped"; rc=1; fi
 	if pid_alive "$dir/registry.pid" "$REGISTRY_BIN" "$dir"; then echo "registry running pid $(<"$dir/registry.pid")"; else echo "registry stopped"; rc=1; fi
+	if [[ -e "$dir/flux/apiserver-port" ]]; then
+		local n b
+		for n in etcd kube-apiserver source-controller kustomize-controller; do
+			case $n in
+			etcd) b=$ETCD_BIN ;; kube-apiserver) b=$APISERVER_BIN ;;
+			source-controller) b=$SOURCE_CONTROLLER_BIN ;; kustomize-controller) b=$KUSTOMIZE_CONTROLLER_BIN ;;
+			esac
+			if pid_alive "$dir/$n.pid" "$b" "$dir"; then echo "$n running pid $(<"$dir/$n.pid")"; else echo "$n stopped"; rc=1; fi
+		done
+	fi
 	return $rc
 }
 
@@ -786,6 +1173,10 @@ cmd_status() {
 # both use it. RENDER_TESTSERVERS_DIR picks the folder (default: a new
 # temporary one). It returns the command's exit code.
 cmd_with() {
+	if [[ ${1:-} == --flux ]]; then
+		export RENDER_TESTSERVERS_FLUX=1
+		shift
+	fi
 	[[ $# -gt 0 ]] || die "with: no command given"
 	local dir="${RENDER_TESTSERVERS_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/render-testservers.XXXXXX")}"
 	cmd_build
@@ -811,10 +1202,15 @@ main() {
 	stop-one) cmd_stop_one "$@" ;;
 	start-one) cmd_start_one "$@" ;;
 	status) cmd_status "$@" ;;
-	paths) printf 'gitea %s\nminio %s\nregistry %s\noras %s\n' "$GITEA_BIN" "$MINIO_BIN" "$REGISTRY_BIN" "$ORAS_BIN" ;;
+	paths)
+		printf 'gitea %s\nminio %s\nregistry %s\noras %s\n' "$GITEA_BIN" "$MINIO_BIN" "$REGISTRY_BIN" "$ORAS_BIN"
+		printf 'etcd %s\nkube-apiserver %s\n' "$ETCD_BIN" "$APISERVER_BIN"
+		printf 'source-controller %s\nkustomize-controller %s\nflux-crds %s\n' \
+			"$SOURCE_CONTROLLER_BIN" "$KUSTOMIZE_CONTROLLER_BIN" "$FLUX_CRDS_DIR"
+		;;
 	with) cmd_with "$@" ;;
 	*)
-		sed -n '2,24p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
+		sed -n '2,29p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
 		exit 2
 		;;
 	esac

@@ -26,7 +26,10 @@
 // The registry helpers run the oras CLI (RunORAS, Pull, Tags, Repositories)
 // and can count a client's requests through a proxy (Proxy).
 //
-// This package depends only on the standard library and minio-go.
+// Kube gives the Flux end-to-end tests the API server of the optional Flux
+// stack (scripts/testservers.sh with --flux), read with plain REST calls.
+//
+// This package depends only on the standard library, minio-go and yaml.v3.
 package testenv
 
 import (

@@ -1,0 +1,192 @@
+package fluxe2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/render-dev/render/internal/testenv"
+)
+
+// configured waits until Flux has applied both workflows' objects to a
+// nested destination: the promise's CRD and namespace by
+// <dest>-dependencies, the resource's Widget and ConfigMap by
+// <dest>-resources, and none of the resources before the dependencies (the
+// Widget cannot exist before its CRD; render's dependsOn makes Flux wait
+// rather than fail and retry).
+func (sc *scenario) configured(dest string) {
+	sc.t.Helper()
+	deps := sc.waitApplied(dest+"-dependencies", sc.crd(), sc.namespace())
+	res := sc.waitApplied(dest+"-resources", sc.widget(), sc.configMap())
+	for _, r := range []object{sc.widget(), sc.configMap()} {
+		for _, d := range []object{sc.crd(), sc.namespace()} {
+			if rt, dt := created(sc.t, r, res[r]), created(sc.t, d, deps[d]); rt.Before(dt) {
+				sc.t.Errorf("%s was created at %v, before the dependency %s (%v)", r, rt, d, dt)
+			}
+		}
+	}
+	if spec, _ := testenv.Field(res[sc.widget()], "spec").(map[string]any); spec["size"] != "small" {
+		sc.t.Errorf("%s spec = %v, want the workflow's (size: small)", sc.widget(), spec)
+	}
+}
+
+// deleted runs the resource's delete workflow, then the promise's, and
+// waits for Flux to prune their objects in turn.
+func (sc *scenario) deleted() {
+	sc.t.Helper()
+	sc.resourceWorkflow("delete")
+	sc.reconcileSources()
+	sc.waitPruned(sc.widget(), sc.configMap())
+	if sc.get(sc.crd()) == nil {
+		sc.t.Fatalf("%s was pruned by the resource's delete; only the promise's delete removes it", sc.crd())
+	}
+	sc.promiseWorkflow("delete")
+	sc.reconcileSources()
+	sc.waitPruned(sc.crd(), sc.namespace())
+}
+
+// TestGitRepository: a promise workflow and a resource workflow render into
+// Gitea; the GitRepository and the two Kustomizations `render bootstrap flux`
+// prints, applied as printed, put their objects in the API server,
+// dependencies first; `--action delete` of the resource, then of the
+// promise, has Flux prune them.
+func TestGitRepository(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	kind := sc.gitStore(testenv.Gitea(t))
+	dest := "worker-" + sc.s
+	sc.platform(kind, destination{name: dest, mode: "nestedByMetadata"})
+	sc.promiseWorkflow("configure")
+	sc.resourceWorkflow("configure")
+	printed := sc.bootstrap(dest)
+	for _, want := range []string{"kind: GitRepository", "name: " + dest + "-dependencies", "name: " + dest + "-resources", "dependsOn:"} {
+		if !strings.Contains(printed, want) {
+			t.Fatalf("render bootstrap flux printed no %q:\n%s", want, printed)
+		}
+	}
+	sc.configured(dest)
+	sc.deleted()
+}
+
+// TestBucket: the same into a MinIO bucket, read by the Bucket source with
+// spec.prefix that `render bootstrap flux` prints for a BucketStateStore.
+func TestBucket(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	kind := sc.bucketStore(testenv.MinIO(t))
+	dest := "worker-" + sc.s
+	sc.platform(kind, destination{name: dest, mode: "nestedByMetadata"})
+	sc.promiseWorkflow("configure")
+	sc.resourceWorkflow("configure")
+	printed := sc.bootstrap(dest)
+	for _, want := range []string{"kind: Bucket", "prefix: clusters/" + dest + "/", "dependsOn:"} {
+		if !strings.Contains(printed, want) {
+			t.Fatalf("render bootstrap flux printed no %q:\n%s", want, printed)
+		}
+	}
+	sc.configured(dest)
+	sc.deleted()
+}
+
+// TestDrain: two destinations stand for two workers, each with the pair of
+// Kustomizations bootstrap prints for it. The promise's dependencies go to
+// both and the resource to one; after `render drain` of that one (cordoned
+// first), the resource's objects leave its Kustomization's inventory and
+// ownership for the other worker's, and the dependencies stay on both.
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	kind := sc.gitStore(testenv.Gitea(t))
+	a, b := "worker-a-"+sc.s, "worker-b-"+sc.s
+	sc.platform(kind, destination{name: a, mode: "nestedByMetadata"}, destination{name: b, mode: "nestedByMetadata"})
+	sc.promiseWorkflow("configure")
+	sc.resourceWorkflow("configure")
+	sc.bootstrap(a)
+	sc.bootstrap(b)
+
+	// Where did the resource go? Its Widget is owned by that worker's
+	// resources Kustomization.
+	var from, to string
+	sc.waitFor(sc.widget().String()+" applied by a worker", func() (bool, string) {
+		obj := sc.get(sc.widget())
+		if obj == nil {
+			return false, sc.widget().String() + " does not exist"
+		}
+		switch owner(obj) {
+		case sc.flux + "/" + a + "-resources":
+			from, to = a, b
+		case sc.flux + "/" + b + "-resources":
+			from, to = b, a
+		default:
+			return false, fmt.Sprintf("%s is owned by %q", sc.widget(), owner(obj))
+		}
+		return true, ""
+	})
+	sc.waitApplied(from+"-resources", sc.widget(), sc.configMap())
+	for _, d := range []string{a, b} {
+		sc.waitFor("the CRD in "+d+"-dependencies' inventory", func() (bool, string) {
+			inv := sc.inventory(d + "-dependencies")
+			return slices.Contains(inv, sc.crd().inventoryID()), fmt.Sprintf("inventory %v", inv)
+		})
+	}
+
+	// Cordon the worker, then drain it.
+	dests := []destination{{name: a, mode: "nestedByMetadata"}, {name: b, mode: "nestedByMetadata"}}
+	for i := range dests {
+		dests[i].unschedulable = dests[i].name == from
+	}
+	sc.platform(kind, dests...)
+	r := sc.mustRun(nil, "drain", from, "--platform", sc.dir+"/platform")
+	t.Logf("render drain %s:\n%s%s", from, r.stdout, r.stderr)
+	sc.reconcileSources()
+
+	moved := []object{sc.widget(), sc.configMap()}
+	sc.waitApplied(to+"-resources", moved...)
+	sc.waitFor("the resource's objects out of "+from+"-resources' inventory and in "+to+"-resources'", func() (bool, string) {
+		src, dst := sc.inventory(from+"-resources"), sc.inventory(to+"-resources")
+		for _, o := range moved {
+			if slices.Contains(src, o.inventoryID()) || !slices.Contains(dst, o.inventoryID()) {
+				return false, fmt.Sprintf("%s: %s inventory %v, %s inventory %v", o, from, src, to, dst)
+			}
+		}
+		return true, ""
+	})
+	for _, d := range []string{a, b} {
+		if inv := sc.inventory(d + "-dependencies"); !slices.Contains(inv, sc.crd().inventoryID()) {
+			t.Errorf("after the drain, %s-dependencies' inventory lost the promise's CRD: %v", d, inv)
+		}
+	}
+	if sc.get(sc.crd()) == nil || sc.get(sc.namespace()) == nil {
+		t.Errorf("the drain pruned the promise's dependencies")
+	}
+}
+
+// TestFlatDestinations: aggregatedYAML and none destinations are read by
+// the one Kustomization bootstrap prints for them, on the folder itself;
+// both workflows' objects appear, and a resource delete prunes its objects.
+func TestFlatDestinations(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"aggregatedYAML", "none"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			sc := newScenario(t)
+			kind := sc.gitStore(testenv.Gitea(t))
+			dest := strings.ToLower(mode) + "-" + sc.s
+			sc.platform(kind, destination{name: dest, mode: mode})
+			sc.promiseWorkflow("configure")
+			sc.resourceWorkflow("configure")
+			printed := sc.bootstrap(dest)
+			if strings.Contains(printed, "dependsOn") || strings.Count(printed, "kind: Kustomization") != 1 {
+				t.Fatalf("render bootstrap flux for a %s destination should print one Kustomization:\n%s", mode, printed)
+			}
+			sc.waitApplied(dest, sc.crd(), sc.namespace(), sc.widget(), sc.configMap())
+			sc.resourceWorkflow("delete")
+			sc.reconcileSources()
+			sc.waitPruned(sc.widget(), sc.configMap())
+			if sc.get(sc.crd()) == nil {
+				t.Fatalf("%s was pruned by the resource's delete", sc.crd())
+			}
+		})
+	}
+}
