@@ -230,6 +230,14 @@ func TestPullRequestOpenUpdateClose(t *testing.T) {
 		t.Errorf("the body was not updated:\n%s", second.Body)
 	}
 
+	// The same output again: the branch already holds this proposal, so
+	// nothing is pushed and the head stays (a forge's checks do not restart).
+	wf.mustRun(0, env)
+	same := r.onlyPR()
+	if same.Number != first.Number || same.State != "open" || same.Head.SHA != second.Head.SHA {
+		t.Errorf("unchanged re-render: want pull request #%d open at %s, got #%d %s at %s", first.Number, second.Head.SHA, same.Number, same.State, same.Head.SHA)
+	}
+
 	// Back to what main holds: nothing to propose; the pull request closes.
 	wf.setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")})
 	res = wf.mustRun(0, env)

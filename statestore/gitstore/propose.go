@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 
 	"github.com/render-dev/render/statestore"
@@ -22,6 +24,10 @@ type Proposal struct {
 	Base string
 	// Branch is the branch the change was pushed to.
 	Branch string
+	// Unchanged is set when the branch already held this very proposal
+	// (the same tree on the same base): nothing was pushed, so a forge's
+	// checks on the pull request do not start again.
+	Unchanged bool
 }
 
 // ProposalBranch is the branch a workload's pull requests come from:
@@ -91,6 +97,10 @@ func (s *Store) Propose(ctx context.Context, branch string, us []statestore.Upda
 		if err != nil {
 			return out, s.wrap("read", err)
 		}
+		if old := refs[ref]; !old.IsZero() && r.sameProposal(ctx, ov, old, commit) {
+			out.Revision, out.Unchanged = old.String(), true
+			return out, nil
+		}
 		err = r.publishCommands(ctx, ov, []*packp.Command{{Name: ref, Old: refs[ref], New: commit}})
 		if err == nil {
 			out.Revision = commit.String()
@@ -105,6 +115,29 @@ func (s *Store) Propose(ctx context.Context, branch string, us []statestore.Upda
 			return out, s.wrap("push", err)
 		}
 	}
+}
+
+// sameProposal reports whether commit old (the proposal branch's) has the
+// tree and the parents of commit fresh (in ov): then the branch already
+// holds this proposal, whatever its time stamp says. The old commit is
+// fetched alone when the clone lacks it (without its tree: only its
+// header is compared); when it cannot be read, the answer is no and the
+// branch is pushed as before.
+func (r *remoteRepo) sameProposal(ctx context.Context, ov *overlay, old, fresh plumbing.Hash) bool {
+	newC, err := object.GetCommit(ov, fresh)
+	if err != nil {
+		return false
+	}
+	oldC, err := object.GetCommit(r.st, old)
+	if err != nil {
+		if !partialAllowed(r.caps) || r.fetchObjects(ctx, []plumbing.Hash{old}) != nil {
+			return false
+		}
+		if oldC, err = object.GetCommit(r.st, old); err != nil {
+			return false
+		}
+	}
+	return oldC.TreeHash == newC.TreeHash && slices.Equal(oldC.ParentHashes, newC.ParentHashes)
 }
 
 // DeleteBranch removes branch from the server, if it is there.
