@@ -36,13 +36,7 @@ import (
 // watchBuildRender builds the render binary the way the Dockerfile does.
 func watchBuildRender(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "render")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/render-dev/render/cmd/render")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testenv.RenderBinary(t)
 }
 
 // watchGiteaStore is a GitStateStore on a new Gitea repository with basic auth

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -391,12 +390,7 @@ func TestPullRequestWaitTimeoutBinary(t *testing.T) {
 		t.Skip("builds the binary; skipped with -short")
 	}
 	w, r := prWorld(t, "wait: 2s")
-	bin := filepath.Join(t.TempDir(), "render")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/render-dev/render/cmd/render")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.RenderBinary(t)
 	wf := w.workflow("db").setSelectors("- matchLabels: {env: dev}\n").setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")})
 	cmd := exec.Command(bin, wf.args()...)
 	cmd.Env = []string{"KRATIX_WORKFLOW_TYPE=resource", "KRATIX_PROMISE_NAME=pg", "KRATIX_OBJECT_NAMESPACE=team", "KRATIX_OBJECT_NAME=db", "KRATIX_PIPELINE_NAME=configure", "PATH=" + os.Getenv("PATH")}

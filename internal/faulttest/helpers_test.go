@@ -20,44 +20,18 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/minio/minio-go/v7"
-)
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildBin  string
-	buildErr  error
+	"github.com/render-dev/render/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testenv.RemoveRenderBinary()
 	os.Exit(code)
 }
 
-// renderBin builds cmd/render once per test binary, the way the
-// Dockerfile does, and returns its path.
-func renderBin(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "faulttest-render-")
-		if buildErr != nil {
-			return
-		}
-		buildBin = filepath.Join(buildDir, "render")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", buildBin, "github.com/render-dev/render/cmd/render")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/render: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildBin
-}
+// renderBin is the render binary, built once per test binary.
+func renderBin(t testing.TB) string { return testenv.RenderBinary(t) }
 
 // workflow is a promise (or resource) workflow's folders and a platform
 // configuration, laid out as Kratix mounts them.

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,41 +23,14 @@ import (
 // take a second or two; the margin is for a loaded two-core machine.
 const reconcileTimeout = 3 * time.Minute
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildBin  string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testenv.RemoveRenderBinary()
 	os.Exit(code)
 }
 
-// renderBin builds cmd/render once per test binary and returns its path.
-func renderBin(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "fluxe2e-render-")
-		if buildErr != nil {
-			return
-		}
-		buildBin = filepath.Join(buildDir, "render")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", buildBin, "github.com/render-dev/render/cmd/render")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/render: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildBin
-}
+// renderBin is the render binary, built once per test binary.
+func renderBin(t testing.TB) string { return testenv.RenderBinary(t) }
 
 // suffix is a random name part, so tests share one API server and one Gitea
 // without clashing (and may run with -count=N).

@@ -1,0 +1,14 @@
+package cli
+
+import (
+	"os"
+	"testing"
+
+	"github.com/render-dev/render/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveRenderBinary()
+	os.Exit(code)
+}
