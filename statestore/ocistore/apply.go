@@ -493,17 +493,7 @@ func (s *Store) layerBytes(ctx context.Context, desc ocispec.Descriptor) ([]byte
 			return data, nil
 		}
 	}
-	var data []byte
-	err := s.retry(ctx, func() error {
-		rc, err := s.base.Fetch(ctx, desc)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		data, err = readVerified(rc, desc)
-		return err
-	})
-	return data, err
+	return s.fetchBlob(ctx, desc)
 }
 
 // ensureBlob pushes a blob to r unless r has it.
@@ -554,4 +544,20 @@ func checkUpdate(u statestore.Update) error {
 		}
 	}
 	return nil
+}
+
+// fetchBlob reads the blob desc names from the registry, verified against
+// its digest and size, with the store's retries.
+func (s *Store) fetchBlob(ctx context.Context, desc ocispec.Descriptor) ([]byte, error) {
+	var data []byte
+	err := s.retry(ctx, func() error {
+		rc, err := s.base.Fetch(ctx, desc)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		data, err = readVerified(rc, desc)
+		return err
+	})
+	return data, err
 }

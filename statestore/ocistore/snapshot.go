@@ -58,16 +58,7 @@ func (s *Store) layer(ctx context.Context, desc ocispec.Descriptor) (map[string]
 	if ok {
 		return files, nil
 	}
-	var data []byte
-	err := s.retry(ctx, func() error {
-		rc, err := s.base.Fetch(ctx, desc)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		data, err = readVerified(rc, desc)
-		return err
-	})
+	data, err := s.fetchBlob(ctx, desc)
 	if err != nil {
 		return nil, fmt.Errorf("layer %s (%s): %w", desc.Annotations[ocispec.AnnotationTitle], desc.Digest, err)
 	}
