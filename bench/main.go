@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +53,8 @@ type bench struct {
 	*env
 	runs  int
 	quick bool
+	// sizes, when set, replaces the store sizes of scenarios 7 and 8.
+	sizes []int
 	log   func(format string, args ...any)
 }
 
@@ -64,6 +67,7 @@ func main() {
 	out := flag.String("out", ".bench", "folder for the JSON results")
 	quick := flag.Bool("quick", false, "smaller sizes, to try the program out (figures not comparable)")
 	keep := flag.Bool("keep", false, "keep the scratch folder")
+	sizesFlag := flag.String("sizes", "", "comma-separated store sizes for scenarios 7 and 8 (default 0,10000,100000)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -88,6 +92,16 @@ func main() {
 		fatal(err)
 	}
 	b := &bench{env: e, runs: max(1, *runs), quick: *quick, log: logf}
+	for _, f := range strings.Split(*sizesFlag, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			fatal(fmt.Errorf("-sizes: %q is not a store size", f))
+		}
+		b.sizes = append(b.sizes, n)
+	}
 
 	all := []scenario{
 		{"1", "fan-out", fanout},

@@ -30,6 +30,9 @@ func storeSize(ctx context.Context, b *bench) ([]*Row, error) {
 	if b.quick {
 		sizes = []int{0, 10000}
 	}
+	if len(b.sizes) > 0 {
+		sizes = b.sizes
+	}
 	const dests = 100
 	cache, err := benchCache()
 	if err != nil {
@@ -43,7 +46,7 @@ func storeSize(ctx context.Context, b *bench) ([]*Row, error) {
 			return rows, err
 		}
 		if size > 0 {
-			seed := filepath.Join(cache, fmt.Sprintf("store-git-%d-d%d-v1.git", size, dests))
+			seed := filepath.Join(cache, fmt.Sprintf("store-git-%d-d%d-v2.git", size, dests))
 			if _, err := os.Stat(seed); err != nil {
 				t0 := time.Now()
 				files, err := storegen.Files(storegen.Spec{Workloads: size, Destinations: dests})
@@ -145,6 +148,9 @@ func storeSize(ctx context.Context, b *bench) ([]*Row, error) {
 		what string
 		m    map[int]float64
 	}{{"cold one-shot", wall}, {"cold --dry-run", dryWall}, {"watch", keptWall}} {
+		if _, ok := c.m[0]; !ok || last == 0 {
+			break // -sizes without the empty store: no ratio
+		}
 		ratio := c.m[last] / c.m[0]
 		r := newRow("", fmt.Sprintf("%s: %d workloads / empty", c.what, last), "x", []float64{ratio})
 		r.Note = "ratio of the medians; each render starts once the servers are idle (see quiesce)"

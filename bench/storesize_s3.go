@@ -49,6 +49,9 @@ func storeSizeS3(ctx context.Context, b *bench) ([]*Row, error) {
 	if b.quick {
 		sizes = []int{0, 10000}
 	}
+	if len(b.sizes) > 0 {
+		sizes = b.sizes
+	}
 	srv, err := startStoreSizeMinIO(ctx, b)
 	if err != nil {
 		return nil, err

@@ -192,6 +192,17 @@ func recordsIn(snap Snapshot, dir, workload string) ([]Record, error) {
 	return out, nil
 }
 
+// LoadSummarizer is implemented by snapshots of stores that keep, beside
+// the index, how many entries each destination's index folder holds (a git
+// store; see gitstore's load.go). SummaryLoad returns the entries below
+// .render/placed/<destination>/resource/<flavour folder>/ by destination
+// and flavour folder, for those of dests it can vouch for (a destination
+// it returns no counts for holds none), and the destinations it cannot
+// answer for, whose entries the caller lists instead.
+type LoadSummarizer interface {
+	SummaryLoad(dests []string) (counts map[string]map[string]int, rest []string, err error)
+}
+
 // Load counts the resources placed on each of dests, in total and by
 // flavour, from an indexed store's entries for those destinations. The
 // workload exclude is not counted.
@@ -201,7 +212,9 @@ type Load struct {
 }
 
 // ReadLoad reads the load on dests from snap's index. It reads entry names
-// only, except for exclude's own entries, which it recognises by name.
+// only, except for exclude's own entries, which it recognises by name. A
+// snapshot that keeps a summary of the counts (LoadSummarizer) answers for
+// the destinations it can, and only the others' entries are listed.
 func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
 	l := Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}
 	mine := map[string]bool{}
@@ -215,6 +228,43 @@ func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
 				mine[p] = true
 			}
 		}
+	}
+	if ls, ok := snap.(LoadSummarizer); ok {
+		counts, rest, err := ls.SummaryLoad(dests)
+		if err != nil {
+			return l, err
+		}
+		answered := map[string]bool{}
+		for _, d := range dests {
+			answered[d] = true
+		}
+		for _, d := range rest {
+			answered[d] = false
+		}
+		// The workload's own entries are counted in the summary: its
+		// record names them.
+		for p := range mine {
+			rel, ok := strings.CutPrefix(p, IndexDir+"/")
+			parts := strings.Split(rel, "/")
+			if ok && len(parts) == 4 && parts[1] == "resource" && answered[parts[0]] && counts[parts[0]][parts[2]] > 0 {
+				counts[parts[0]][parts[2]]--
+			}
+		}
+		for d, byFlavour := range counts {
+			for flavour, n := range byFlavour {
+				if n <= 0 {
+					continue
+				}
+				l.Total[d] += n
+				if flavour != noFlavour {
+					if l.ByFlavour[flavour] == nil {
+						l.ByFlavour[flavour] = map[string]int{}
+					}
+					l.ByFlavour[flavour][d] += n
+				}
+			}
+		}
+		dests = rest
 	}
 	var dirs []string
 	for _, d := range dests {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/gitstore"
 )
 
 // Spec describes a generated store.
@@ -114,12 +115,19 @@ func Files(s Spec) (map[string][]byte, error) {
 }
 
 // WriteGit writes files below prefix as the one commit of branch in a new
-// bare repository at dir, as a single packfile. dir must not exist. large
+// bare repository at dir, as a single packfile, with the load summary render
+// keeps in a git store (statestore/gitstore's load.go). dir must not exist. large
 // marks the commit as render marks a large store's commits, so renders
 // read it partially (see statestore/gitstore's lazy.go).
 func WriteGit(dir, branch, prefix string, files map[string][]byte, large bool) error {
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("%s exists", dir)
+	}
+	// The load summary a git store keeps beside the index, as render's
+	// writes keep it.
+	files, err := gitstore.WithLoadSummary(files)
+	if err != nil {
+		return err
 	}
 	tmp := dir + ".tmp"
 	_ = os.RemoveAll(tmp)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/gitstore"
 )
 
 // A generated store is a valid repository holding, for each workload, what
@@ -39,12 +40,26 @@ func TestWriteGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Fields(string(out))
-	if len(got) != len(files) {
-		t.Fatalf("the commit holds %d files, want %d", len(got), len(files))
+	// And the load summary: one entry per destination, whose name counts
+	// its 10 resources (see statestore/gitstore's load.go).
+	if len(got) != len(files)+spec.Destinations {
+		t.Fatalf("the commit holds %d files, want %d", len(got), len(files)+spec.Destinations)
 	}
+	summary := 0
 	for _, p := range got {
+		if rest, ok := strings.CutPrefix(p, "state/"+gitstore.LoadDir+"/"); ok {
+			parts := strings.Split(rest, "@")
+			if len(parts) != 4 || !strings.HasPrefix(parts[0], "dest-") || parts[2] != "10" || parts[3] != "_" {
+				t.Fatalf("summary entry %s: want dest-N@<stamp>@10@_", rest)
+			}
+			summary++
+			continue
+		}
 		if _, ok := files[strings.TrimPrefix(p, "state/")]; !ok || !strings.HasPrefix(p, "state/") {
 			t.Fatalf("unexpected file %s", p)
 		}
+	}
+	if summary != spec.Destinations {
+		t.Fatalf("%d summary entries, want %d", summary, spec.Destinations)
 	}
 }

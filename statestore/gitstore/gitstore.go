@@ -258,14 +258,10 @@ func (s *Store) planCommit(ctx context.Context, us []statestore.Update, refresh 
 			continue
 		}
 		res.Updated = true
-		newRoot, err := snap.applyOps(plan.Ops)
-		if err != nil {
+		// Later updates in the batch see this one's files.
+		if snap, err = snap.apply(plan.Ops); err != nil {
 			return res, ov, tip, commit, s.wrap("write", err)
 		}
-		// Later updates in the batch see this one's files.
-		cache := snap.cache
-		snap = newTreeSnap(ov, newRoot, s.prefix)
-		snap.cache = cache
 	}
 	if !res.Updated || us[0].DryRun {
 		return res, ov, tip, commit, nil

@@ -355,7 +355,20 @@ func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
 	}
 	next := newTreeSnap(t.s, root, t.prefix)
 	next.cache = t.cache
-	return next, nil
+	// The load summary follows the index (see load.go).
+	extra, err := summaryOps(t, next, ops)
+	if err != nil {
+		return nil, fmt.Errorf("load summary: %w", err)
+	}
+	if len(extra) == 0 {
+		return next, nil
+	}
+	if root, err = next.applyOps(extra); err != nil {
+		return nil, err
+	}
+	final := newTreeSnap(t.s, root, t.prefix)
+	final.cache = t.cache
+	return final, nil
 }
 
 // rootOrEmpty is t's root tree, or git's empty tree (written to s) when
