@@ -425,12 +425,25 @@ type Hint struct {
 	Reads []string
 	// Dirs will be listed (List), recursively.
 	Dirs []string
+	// Load names destinations whose load will be read (ReadLoad): each
+	// backend fetches what its way of counting needs.
+	Load []string
+}
+
+// LoadPaths is what reading the load on dests from the index entries looks
+// at, as Hint paths: each destination's resource folder.
+func LoadPaths(dests []string) []string {
+	out := make([]string, 0, len(dests))
+	for _, d := range dests {
+		out = append(out, path.Join(IndexDir, d, "resource"))
+	}
+	return out
 }
 
 // prefetch passes a hint to snap when it takes one. A failed hint is not an
 // error: the lookups that follow fetch what they need and report failures.
 func prefetch(snap Snapshot, h Hint) {
-	if p, ok := snap.(Prefetcher); ok && (len(h.Paths) > 0 || len(h.Reads) > 0 || len(h.Dirs) > 0) {
+	if p, ok := snap.(Prefetcher); ok && (len(h.Paths) > 0 || len(h.Reads) > 0 || len(h.Dirs) > 0 || len(h.Load) > 0) {
 		_ = p.Prefetch(h)
 	}
 }

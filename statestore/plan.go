@@ -292,6 +292,7 @@ func (h Hint) Merge(o Hint) Hint {
 	h.Paths = append(h.Paths, o.Paths...)
 	h.Reads = append(h.Reads, o.Reads...)
 	h.Dirs = append(h.Dirs, o.Dirs...)
+	h.Load = append(h.Load, o.Load...)
 	return h
 }
 

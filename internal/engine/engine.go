@@ -720,7 +720,7 @@ func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Obj
 		for _, d := range p.Destinations {
 			h := out[d.Store]
 			if cands[d.Name] {
-				h.Paths = append(h.Paths, path.Join(statestore.IndexDir, d.Name, "resource"))
+				h.Load = append(h.Load, d.Name)
 			}
 			if d.Mode == renderer.NestedByMetadata {
 				h.Paths = append(h.Paths, path.Join(d.Path, nested))

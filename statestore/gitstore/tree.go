@@ -410,6 +410,10 @@ func (t *treeSnap) Prefetch(h statestore.Hint) error {
 			level = append(level, walk{tree: t.root, parts: parts, read: read, dir: dir})
 		}
 	}
+	if len(h.Load) > 0 {
+		// The load comes from the summary (load.go): two trees.
+		add([]string{statestore.IndexDir, LoadDir}, false, false)
+	}
 	add(h.Paths, false, false)
 	add(h.Reads, true, false)
 	add(h.Dirs, false, true)

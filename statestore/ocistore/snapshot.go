@@ -168,7 +168,7 @@ func overlaps(f, dir string) bool {
 // Prefetch pulls, in parallel, the layers a series of lookups will read.
 func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	need := map[string]bool{}
-	for _, list := range [][]string{h.Paths, h.Reads} {
+	for _, list := range [][]string{h.Paths, h.Reads, statestore.LoadPaths(h.Load)} {
 		for _, p := range list {
 			if f, ok := sn.st.folderOf(p); ok {
 				need[f] = true

@@ -382,7 +382,8 @@ func (sn *snapshot) prefetch(paths []string) error {
 // (see statestore.Hint), and reads h.Reads, so that the lookups that follow
 // cost nothing more.
 func (sn *snapshot) Prefetch(h statestore.Hint) error {
-	if err := sn.lookAll(append(append([]string(nil), h.Paths...), h.Reads...), h.Dirs); err != nil {
+	paths := append(append(append([]string(nil), h.Paths...), h.Reads...), statestore.LoadPaths(h.Load)...)
+	if err := sn.lookAll(paths, h.Dirs); err != nil {
 		return err
 	}
 	return sn.prefetch(h.Reads)
