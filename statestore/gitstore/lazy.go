@@ -111,10 +111,14 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 
 // topFilter is the filter of a partial clone's tip fetch: the commit and
 // the trees of the store's top (the root, the folders down to the store's
-// path, and the store's folder itself: one entry per destination and
-// .render), which every render looks through.
+// path, the store's folder itself: one entry per destination and .render),
+// and one level more: each destination's first folders and .render's
+// (the records', the claims', the index's and the load summary's folders,
+// which are small), which every render looks through. Each level less
+// would be one request more, a round trip to the server that costs more
+// than these few kilobytes.
 func (r *remoteRepo) topFilter() packp.Filter {
-	depth := 2
+	depth := 3
 	if p := strings.Trim(r.cfg.Path, "/"); p != "" && p != "." {
 		depth += len(strings.Split(p, "/"))
 	}
