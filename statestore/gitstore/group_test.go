@@ -2,6 +2,7 @@ package gitstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/internal/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
@@ -31,6 +33,13 @@ func groupUpdate(workload string, files map[string]string) statestore.Update {
 	return u
 }
 
+// resourceUpdate makes u a resource's, placed on dests (one group).
+func resourceUpdate(u statestore.Update, dests ...string) statestore.Update {
+	u.Record.Type = "resource"
+	u.Record.Placements = []layout.Placement{{Group: ".", Destinations: dests}}
+	return u
+}
+
 // TestGroupCommitLandsADeadWritersUpdate: a writer that published its
 // pending update and was killed before it could push still gets its update
 // landed, by the next writer's push, as a commit of its own with its own
@@ -46,7 +55,7 @@ func TestGroupCommitLandsADeadWritersUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := open()
-	if err := gitstore.PublishRequest(ctx, dead, groupUpdate("w/dead", map[string]string{"d1/dead/a.yaml": "dead\n", "d2/dead/b.yaml": "dead b\n"})); err != nil {
+	if err := gitstore.PublishRequest(ctx, dead, resourceUpdate(groupUpdate("w/dead", map[string]string{"d1/dead/a.yaml": "dead\n", "d2/dead/b.yaml": "dead b\n"}), "d1", "d2")); err != nil {
 		t.Fatalf("publish the pending update: %v", err)
 	}
 	if refs := pendingRefs(t, g, url); len(refs) != 1 {
@@ -55,7 +64,7 @@ func TestGroupCommitLandsADeadWritersUpdate(t *testing.T) {
 	dead.Close() // killed: it never pushes the branch
 
 	live := open()
-	res, err := live.Apply(ctx, groupUpdate("w/live", map[string]string{"d1/live/a.yaml": "live\n"}))
+	res, err := live.Apply(ctx, resourceUpdate(groupUpdate("w/live", map[string]string{"d1/live/a.yaml": "live\n"}), "d1"))
 	if err != nil || !res.Updated {
 		t.Fatalf("live writer: %+v, %v", res, err)
 	}
@@ -79,6 +88,12 @@ func TestGroupCommitLandsADeadWritersUpdate(t *testing.T) {
 	}
 	if refs := pendingRefs(t, g, url); len(refs) != 0 {
 		t.Errorf("pending refs after the fold: %v, want none", refs)
+	}
+	// The load summary counts the folded update as well as the leader's:
+	// two resources on d1, one on d2.
+	counts, rest, err := snap.(statestore.LoadSummarizer).SummaryLoad([]string{"d1", "d2"})
+	if err != nil || len(rest) > 0 || fmt.Sprint(counts) != "map[d1:map[_:2] d2:map[_:1]]" {
+		t.Errorf("load summary after the fold: %v (cannot answer for %v, %v), want d1 2, d2 1", counts, rest, err)
 	}
 	// One commit per workload, the dead writer's with its own message.
 	var subjects []string
