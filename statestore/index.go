@@ -362,7 +362,16 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 	for _, o := range u.Record.Objects {
 		paths = append(paths, ClaimPath(o))
 	}
-	prefetch(snap, Hint{Reads: paths})
+	// The index entries of the placement now chosen come along: planning
+	// u looks them up next (on git their folder is one request away; on
+	// S3 ReadLoad listed it already).
+	h := Hint{Reads: paths}
+	r := *u.Record
+	r.Workload = u.Workload
+	for p := range IndexPaths(&r) {
+		h.Paths = append(h.Paths, p)
+	}
+	prefetch(snap, h)
 	seen := map[string]bool{}
 	for _, o := range u.Record.Objects {
 		p := ClaimPath(o)

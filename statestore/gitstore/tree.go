@@ -411,8 +411,12 @@ func (t *treeSnap) Prefetch(h statestore.Hint) error {
 		}
 	}
 	if len(h.Load) > 0 {
-		// The load comes from the summary (load.go): two trees.
+		// The load comes from the summary (load.go): two trees. The
+		// index folders of the destinations weighed come along (small
+		// trees, one or two per destination): the chosen one's is
+		// written, and its flavour folder is then one level away.
 		add([]string{statestore.IndexDir, LoadDir}, false, false)
+		add(statestore.LoadPaths(h.Load), false, false)
 	}
 	add(h.Paths, false, false)
 	add(h.Reads, true, false)
