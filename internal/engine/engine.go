@@ -723,7 +723,9 @@ func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Obj
 				h.Load = append(h.Load, d.Name)
 			}
 			if d.Mode == renderer.NestedByMetadata {
-				h.Paths = append(h.Paths, path.Join(d.Path, nested))
+				// Listed in full by kratixPlacements when it exists: as a
+				// folder (on S3 one listing, not a lookup and a listing).
+				h.Dirs = append(h.Dirs, path.Join(d.Path, nested))
 			}
 			out[d.Store] = h
 		}
