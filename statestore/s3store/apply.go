@@ -25,13 +25,22 @@ import (
 // until the retry deadline (or MaxAttempts). See the package documentation
 // for the guarantees.
 func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
-	st := &applyState{u: u}
+	st := &applyState{u: u, nonce: nonce()}
 	dests, err := checkUpdate(u)
 	if err != nil {
 		return st.res, s.wrap("plan", err)
 	}
 	st.dests = dests
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	defer func() {
+		// Whatever the outcome: the load summaries this Apply changed
+		// are settled, and a write creates the summaries its reads
+		// lacked.
+		s.settle(ctx, st)
+		if st.dirty {
+			s.createSummaries(ctx)
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		st.res.Attempts = attempt
 		op, err := s.attempt(ctx, st)
@@ -61,6 +70,15 @@ type applyState struct {
 	// dirty is set once anything was written: from then on Apply ends
 	// only with a successful commit of the record (see the package doc).
 	dirty bool
+	// nonce names this Apply's pending changes in load summaries, and
+	// announced holds them, by destination and workload (see announce).
+	nonce     string
+	announced map[string]map[string][]string
+	sums      map[string]writtenSummary // as announce wrote them
+	// committed is set once a commit succeeded, and done is the record
+	// it wrote (nil for a removal).
+	committed bool
+	done      *statestore.Record
 }
 
 // prior is what the workload's stored record says beyond the record itself.
@@ -191,11 +209,15 @@ func (s *Store) attempt(ctx context.Context, st *applyState) (string, error) {
 	committed := snap.etag(recPath)
 	if commit {
 		st.dirty = true
+		if err := s.announce(ctx, st, loadChanges(u.Workload, pr.rec, plan)); err != nil {
+			return "write load summary", err
+		}
 		if op, err := s.publish(ctx, snap, plan, u, st.dests, ms.stale, w); err != nil {
 			return op, err
 		}
 		committed = w.etags[recPath]
 		st.res.Revision = committed
+		st.committed, st.done = true, plan.Record
 	}
 	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, w); err != nil {
 		return "write marker", err

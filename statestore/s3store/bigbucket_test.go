@@ -115,11 +115,16 @@ func seedBig(t *testing.T, cfg Config, n int) {
 	t.Logf("seeded %d workloads (about %d objects) in %v", len(us), len(flat.Files)+(len(us)-1)*perWorkload, time.Since(t0).Round(time.Millisecond))
 }
 
+// loadCandidates are the destinations seedBig places workloads on.
+var loadCandidates = []string{"dev", "dest-1", "dest-2", "dest-3", "dest-4", "dest-5", "dest-6", "dest-7", "dest-8", "dest-9"}
+
 // TestRequestsDoNotGrowWithBucket: the renders of one workload (first,
 // unchanged, changed, removed) make exactly as many requests of each kind
 // into a bucket of 20,000 objects in render's own format as into one that
 // holds only a few workloads, and none of them lists the store or a
 // destination: every listing is delimited, or of an aggregated file's parts.
+// Reading the load of every destination, as a new resource's placement
+// does, lists nothing and costs the same in both.
 func TestRequestsDoNotGrowWithBucket(t *testing.T) {
 	m := testenv.MinIO(t)
 	objects := 20000
@@ -163,12 +168,29 @@ func TestRequestsDoNotGrowWithBucket(t *testing.T) {
 			}
 			out = append(out, n)
 		}
-		return out
+		// What the engine reads before it places a new resource: the
+		// load on every candidate, from the load summaries.
+		snap, err := open(t, cfg).Snapshot(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := statestore.ReadLoad(snap, loadCandidates, ""); err != nil {
+			t.Fatalf("load in %s: %v", bucket, err)
+		}
+		n, _ := cnt.take()
+		for _, l := range cnt.prefixes() {
+			t.Errorf("reading the load in %s listed %q", bucket, l)
+		}
+		return append(out, n)
 	}
 
 	small := m.CreateBucket(t, "small")
 	seeder := open(t, minioConfig(m, small))
-	if err := seeder.Seed(testCtx(t), []statestore.Update{resourceUpdate("team", "old", "dev", 1), resourceUpdate("other", "x", "dest-1", 1)}); err != nil {
+	few := []statestore.Update{resourceUpdate("team", "old", "dev", 1)}
+	for _, d := range loadCandidates[1:] {
+		few = append(few, resourceUpdate("other", "x-"+d, d, 1))
+	}
+	if err := seeder.Seed(testCtx(t), few); err != nil {
 		t.Fatal(err)
 	}
 	big := m.CreateBucket(t, "big")
@@ -176,6 +198,7 @@ func TestRequestsDoNotGrowWithBucket(t *testing.T) {
 
 	want := measure(small)
 	got := measure(big)
+	steps = append(steps, step{name: "load of every destination"})
 	for i, st := range steps {
 		t.Logf("%s: %v into a bucket of a few workloads, %v into one of %d objects", st.name, want[i], got[i], objects)
 		if !maps.Equal(got[i], want[i]) {

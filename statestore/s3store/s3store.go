@@ -71,6 +71,67 @@
 // Snapshot checks that the bucket exists (1 request) and lists nothing else
 // until asked. Records costs 1 LIST per 1,000 records and 1 GET per record.
 //
+// # Load summaries
+//
+// The spread strategy weighs the load of every candidate destination: the
+// resource entries of the placement index below
+// .render/placed/<destination>/resource/ (see statestore's index.go).
+// Counting them by listing costs a request per 1,000 entries and, on the
+// server, time in proportion to the entries (about 10 s for 100,000 on a
+// 2-core MinIO). So each destination also has a load summary,
+// .render/load/<destination>.json: its resource entries by name, with
+// their flavour folder (about 30 bytes each), and the changes under way.
+// A render reads one summary per candidate (one GET each, in parallel),
+// whatever the number of workloads.
+//
+// There is no lock between workloads on S3 (each record is its own lock),
+// so a summary is not a counter: a counter incremented beside a commit
+// drifts when a writer dies between the two, and concurrent increments
+// need the summary to be the only source of truth. Instead it is kept
+// exact by a two-phase protocol built on conditional writes of the
+// summary (If-Match, retried on conflict):
+//
+//  1. announce: before writing any index entry, a writer whose plan
+//     changes the workload's resource entries on a destination (places,
+//     moves, re-flavours or removes it) adds to that destination's
+//     summary a pending change, under a random nonce of its Apply: the
+//     workload and every entry name it may add or remove there (the
+//     record's before and after). A missing summary is created from one
+//     listing of the destination's entries, If-None-Match;
+//  2. publish and commit as above;
+//  3. settle, whatever the outcome: it reads the summary, then the
+//     workload's record as it is now, sets the announced names from that
+//     record, drops its own pending change, and writes the summary
+//     conditionally. When the summary is still the version its
+//     announcement wrote and it committed, it writes at once from the
+//     record it committed: any later commit that changes those entries
+//     announces first, which would have changed the summary.
+//
+// A reader counts a summary's entries, except the names of pending
+// changes, which it decides from their workloads' records (one GET per
+// workload with a change under way). The count is right at every moment:
+// a name is pending from before its entry can change until after a fold
+// that read the record after the change; a fold that read an older
+// record loses its conditional write to the announcement or to the fold
+// of the writer that changed it. A writer that dies after announcing
+// leaves its change pending, which costs readers that one GET and nothing
+// else; only the Apply that made an announcement settles it. Renders of
+// different workloads on one destination contend only on its summary,
+// and only renders that place, move or remove a resource there (an
+// unchanged render does not touch it); each costs two writes to it (three
+// requests: a GET and two PUTs, plus a listing the first time).
+//
+// Stores written before summaries, and destinations with none, are
+// counted from a listing of their entries, and the next render that
+// writes creates the summaries of every destination it listed, each
+// If-None-Match: a listing older than that write is still exact, since a
+// writer that keeps summaries creates one before changing any entry. A
+// summary in a format this render does not know is not changed (writes
+// that would change it fail, naming it) and readers list the entries
+// instead. Renders that predate summaries must not write into a store
+// once a newer render has made summaries: their changes to the index
+// would not be counted (delete .render/load/ to have them rebuilt).
+//
 // # Writing, and racing writers
 //
 // S3 has no transactions. Each workload's record object is its lock: Apply
@@ -187,6 +248,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -249,6 +311,11 @@ type Store struct {
 	owned  *http.Transport // the transport New built, closed by Close
 	// located is set once the client knows the bucket's region.
 	located bool
+	// listed holds the resource index entries of the destinations whose
+	// load was counted from a listing, for lack of a load summary: the
+	// next Apply that writes creates their summaries from it.
+	listedMu sync.Mutex
+	listed   map[string]map[string]string
 }
 
 var _ statestore.Store = (*Store)(nil)

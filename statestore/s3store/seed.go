@@ -2,7 +2,9 @@ package s3store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/render-dev/render/statestore"
 )
@@ -14,10 +16,13 @@ import (
 // exists to build large stores quickly for tests and benchmarks, and must
 // never be pointed at a real store: it overwrites whatever is there and
 // checks no ownership. Updates with aggregated files are refused (their
-// targets depend on other workloads).
+// targets depend on other workloads). The load summaries of the
+// destinations it places resources on get its entries (a missing one is
+// made from a listing of the destination's entries, after the PUTs).
 func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	files := map[string][]byte{} // shared files (canaries, the index marker) once
+	files := map[string][]byte{}              // shared files (canaries, the index marker) once
+	entries := map[string]map[string]string{} // resource index entries, by destination
 	put := func(p string, data []byte) { files[p] = data }
 	for _, u := range us {
 		dests, err := checkUpdate(u)
@@ -32,6 +37,12 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 			return s.wrap("seed", err)
 		}
 		recPath := statestore.RecordPath(u.Workload)
+		for d, names := range resourceEntries(plan.Record) {
+			if entries[d] == nil {
+				entries[d] = map[string]string{}
+			}
+			maps.Copy(entries[d], names)
+		}
 		for _, op := range plan.Ops {
 			if op.Path != recPath {
 				put(op.Path, op.Data)
@@ -50,6 +61,28 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 	for p, data := range files {
 		jobs = append(jobs, func(ctx context.Context) error {
 			_, err := s.put(ctx, p, data, cond{unconditional: true})
+			return err
+		})
+	}
+	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+		return s.wrap("seed", err)
+	}
+	jobs = jobs[:0]
+	for d, names := range entries {
+		jobs = append(jobs, func(ctx context.Context) error {
+			l, _, err := s.readLoad(ctx, d)
+			if err != nil && !errors.Is(err, errUnreadable) {
+				return err
+			}
+			if l == nil {
+				all, err := s.listEntries(ctx, d)
+				if err != nil {
+					return err
+				}
+				l = &loadSummary{Format: loadFormat, Entries: all}
+			}
+			maps.Copy(l.Entries, names)
+			_, err = s.put(ctx, loadPath(d), l.encode(), cond{unconditional: true})
 			return err
 		})
 	}

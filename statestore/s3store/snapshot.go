@@ -45,6 +45,9 @@ type snapshot struct {
 	deep  []string          // folders listed recursively in full ("" is the whole store)
 	spans map[string][]span // per folder ("" is the store's root): name ranges listed in full
 	cache map[string][]byte
+	// load holds the counts of the destinations whose load was read, by
+	// flavour folder (see SummaryLoad).
+	load map[string]map[string]int
 }
 
 // span is a range of names in one folder that a listing showed in full:
@@ -61,7 +64,7 @@ func (sp span) holds(name string) bool {
 var _ statestore.Snapshot = (*snapshot)(nil)
 
 func (s *Store) newSnapshot(ctx context.Context) *snapshot {
-	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, cache: map[string][]byte{}}
+	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, cache: map[string][]byte{}, load: map[string]map[string]int{}}
 }
 
 func (s *Store) emptySnapshot(ctx context.Context) *snapshot {
@@ -379,14 +382,21 @@ func (sn *snapshot) prefetch(paths []string) error {
 }
 
 // Prefetch looks up, in parallel and grouped by folder, everything h names
-// (see statestore.Hint), and reads h.Reads, so that the lookups that follow
-// cost nothing more.
+// (see statestore.Hint), reads h.Reads, and counts the load on h.Load
+// (see SummaryLoad), all at once, so that the lookups that follow cost
+// nothing more.
 func (sn *snapshot) Prefetch(h statestore.Hint) error {
-	paths := append(append(append([]string(nil), h.Paths...), h.Reads...), statestore.LoadPaths(h.Load)...)
-	if err := sn.lookAll(paths, h.Dirs); err != nil {
-		return err
+	paths := append(append([]string(nil), h.Paths...), h.Reads...)
+	jobs := []func(context.Context) error{func(context.Context) error {
+		if err := sn.lookAll(paths, h.Dirs); err != nil {
+			return err
+		}
+		return sn.prefetch(h.Reads)
+	}}
+	if len(h.Load) > 0 && !sn.empty {
+		jobs = append(jobs, func(context.Context) error { return sn.fetchLoad(h.Load) })
 	}
-	return sn.prefetch(h.Reads)
+	return parallel(sn.ctx, 2, jobs)
 }
 
 var _ statestore.Prefetcher = (*snapshot)(nil)

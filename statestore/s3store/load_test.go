@@ -1,0 +1,235 @@
+package s3store
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/statestore"
+)
+
+// loadDests are the destinations the load tests place resources on.
+var loadDests = []string{"dev", "dest-1", "dest-2"}
+
+// flavouredUpdate is resourceUpdate with flavour f ("" for none).
+func flavouredUpdate(ns, name, dest, f string, version int) statestore.Update {
+	u := resourceUpdate(ns, name, dest, version)
+	u.Record.Flavour = f
+	return u
+}
+
+// indexLoad counts the resource index entries of dests by listing them:
+// the truth a load summary must agree with.
+func indexLoad(t *testing.T, s *Store) map[string]map[string]int {
+	t.Helper()
+	out := map[string]map[string]int{}
+	for _, d := range loadDests {
+		entries, err := s.listEntries(testCtx(t), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := (&loadSummary{Entries: entries}).counts(d, nil); len(c) > 0 {
+			out[d] = c
+		}
+	}
+	return out
+}
+
+// summaryLoad is what a render reads: the counts a fresh snapshot's
+// SummaryLoad gives.
+func summaryLoad(t *testing.T, s *Store) map[string]map[string]int {
+	t.Helper()
+	snap, err := s.Snapshot(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, rest, err := snap.(statestore.LoadSummarizer).SummaryLoad(loadDests)
+	if err != nil || len(rest) > 0 {
+		t.Fatalf("SummaryLoad: %v, rest %v", err, rest)
+	}
+	return counts
+}
+
+func sameLoad(t *testing.T, what string, got, want map[string]map[string]int) {
+	t.Helper()
+	if !maps.EqualFunc(got, want, func(a, b map[string]int) bool { return maps.Equal(a, b) }) {
+		t.Fatalf("%s: load %v, the index holds %v", what, got, want)
+	}
+}
+
+// pendingIn returns the pending announcements of d's summary.
+func pendingIn(t *testing.T, s *Store, d string) map[string]map[string][]string {
+	t.Helper()
+	l, _, err := s.readLoad(testCtx(t), d)
+	if err != nil || l == nil {
+		t.Fatalf("summary of %s: %v, %v", d, l, err)
+	}
+	return l.Pending
+}
+
+// TestLoadSummaryExactUnderConcurrentWriters races renders of different
+// workloads that place, move and remove resources of two flavours on the
+// same destinations, with no lock between them: afterwards the load read
+// from the summaries equals the count of the index entries, and no
+// change is left pending.
+func TestLoadSummaryExactUnderConcurrentWriters(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "load"))
+	applyOK(t, open(t, cfg), flavouredUpdate("team", "first", "dev", "small", 1))
+	const writers = 24
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := New(cfg)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			f := []string{"small", "", "large"}[i%3]
+			name := fmt.Sprintf("r%02d", i)
+			steps := []statestore.Update{flavouredUpdate("team", name, loadDests[i%3], f, 1)}
+			switch i % 4 {
+			case 1: // moves to another destination
+				steps = append(steps, flavouredUpdate("team", name, loadDests[(i+1)%3], f, 2))
+			case 2: // changes flavour
+				steps = append(steps, flavouredUpdate("team", name, loadDests[i%3], "medium", 2))
+			case 3: // is removed
+				u := steps[0]
+				steps = append(steps, statestore.Update{Workload: u.Workload, Message: u.Message})
+			}
+			for _, u := range steps {
+				if _, err := s.Apply(testCtx(t), u); err != nil {
+					errs <- fmt.Errorf("%s: %w", u.Workload, err)
+					return
+				}
+			}
+		}()
+	}
+	waitGroup(t, &wg, "the writers")
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	s := open(t, cfg)
+	want := indexLoad(t, s)
+	if want["dev"]["small"] == 0 || want["dest-1"]["medium"] == 0 {
+		t.Fatalf("the writers left an unexpected index: %v", want)
+	}
+	sameLoad(t, "after concurrent writers", summaryLoad(t, s), want)
+	for _, d := range loadDests {
+		if p := pendingIn(t, s, d); len(p) > 0 {
+			t.Errorf("summary of %s: changes left pending: %v", d, p)
+		}
+	}
+}
+
+// failLoadPuts fails every PUT of a load summary after the first armed
+// ones: a writer that dies after its commit, before it settles.
+type failLoadPuts struct {
+	base  http.RoundTripper
+	mu    sync.Mutex
+	allow int // load summary PUTs still let through
+}
+
+func (f *failLoadPuts) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+loadDir+"/") {
+		f.mu.Lock()
+		ok := f.allow > 0
+		f.allow--
+		f.mu.Unlock()
+		if !ok {
+			return nil, errors.New("test: the writer died before settling")
+		}
+	}
+	return f.base.RoundTrip(r)
+}
+
+// TestLoadPendingCountedFromRecords: a writer that committed but never
+// settled its announcement leaves it pending; readers count the workload
+// from its record, through later writes of other workloads on the same
+// destination and through the workload's own removal.
+func TestLoadPendingCountedFromRecords(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "pending"))
+	s := open(t, cfg)
+	applyOK(t, s, flavouredUpdate("team", "b", "dev", "small", 1))
+
+	dying := cfg
+	dying.Transport = &failLoadPuts{base: http.DefaultTransport, allow: 1} // the announcement only
+	a := flavouredUpdate("team", "a", "dev", "small", 1)
+	applyOK(t, open(t, dying), a)
+	if p := pendingIn(t, s, "dev"); len(p) != 1 {
+		t.Fatalf("the dead writer's announcement: pending %v", p)
+	}
+	want := map[string]map[string]int{"dev": {"small": 2}}
+	sameLoad(t, "index", indexLoad(t, s), want)
+	sameLoad(t, "with a change pending", summaryLoad(t, s), want)
+
+	applyOK(t, s, flavouredUpdate("team", "c", "dev", "", 1))
+	want = map[string]map[string]int{"dev": {"small": 2, "_": 1}}
+	sameLoad(t, "index", indexLoad(t, s), want)
+	sameLoad(t, "after another workload's write", summaryLoad(t, s), want)
+
+	applyOK(t, s, statestore.Update{Workload: a.Workload, Message: a.Message})
+	want = map[string]map[string]int{"dev": {"small": 1, "_": 1}}
+	sameLoad(t, "index", indexLoad(t, s), want)
+	sameLoad(t, "after the workload's removal", summaryLoad(t, s), want)
+	if p := pendingIn(t, s, "dev"); len(p) != 1 {
+		t.Fatalf("only the dead writer's announcement stays: pending %v", p)
+	}
+}
+
+// TestLoadSummariesMigrate: a store whose destinations have index entries
+// and no summaries (written before them) is counted from a listing of
+// each destination's entries; the next render that writes makes the
+// summaries, and from then on the load is read without listing.
+func TestLoadSummariesMigrate(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "migrate"))
+	var us []statestore.Update
+	for i := range 30 {
+		us = append(us, flavouredUpdate("team", fmt.Sprintf("s%02d", i), loadDests[i%3], []string{"small", ""}[i%2], 1))
+	}
+	seeder := open(t, cfg)
+	if err := seeder.Seed(testCtx(t), us); err != nil {
+		t.Fatal(err)
+	}
+	sameLoad(t, "summaries Seed made", summaryLoad(t, seeder), indexLoad(t, seeder))
+	var summaries []string
+	for _, d := range loadDests {
+		summaries = append(summaries, loadPath(d))
+	}
+	if err := seeder.remove(testCtx(t), summaries); err != nil { // a store from before summaries
+		t.Fatal(err)
+	}
+	cnt := &listings{counter: newCounter()}
+	counted := cfg
+	counted.Transport = cnt
+	s := open(t, counted)
+	want := indexLoad(t, s)
+	cnt.take()
+	cnt.prefixes()
+	sameLoad(t, "no summaries", summaryLoad(t, s), want)
+	if n, _ := cnt.take(); n["LIST"] != len(loadDests) {
+		t.Fatalf("counting without summaries: requests %v, want one listing per destination", n)
+	}
+	cnt.prefixes()
+	applyOK(t, s, flavouredUpdate("team", "new", "dev", "small", 1))
+	want["dev"]["small"]++
+	sameLoad(t, "index", indexLoad(t, s), want)
+	cnt.take()
+	cnt.prefixes()
+	sameLoad(t, "summaries made by the write", summaryLoad(t, open(t, counted)), want)
+	if n, _ := cnt.take(); n["LIST"] != 0 || n["GET"] != len(loadDests) {
+		t.Fatalf("counting from summaries: requests %v, want one GET per destination and no listing", n)
+	}
+}
