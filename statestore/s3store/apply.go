@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -395,7 +396,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			return err
 		})
 	}
-	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return "write", err
 	}
 	// 1. The workload's files and aggregate parts, and shared files.
@@ -424,7 +425,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			return err
 		})
 	}
-	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return "write", err
 	}
 	// 2. Files the workload no longer wants, and its markers in
@@ -447,7 +448,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			return err
 		})
 	}
-	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return "write", err
 	}
 	for _, t := range targetDeletes {
@@ -572,8 +573,38 @@ func (s *Store) makeBucket(ctx context.Context) error {
 	})
 }
 
+// writeAll runs write jobs, at most n at a time, and returns the first
+// error. Unlike parallel, a failure does not cancel the writes already
+// under way; it only stops jobs not yet started. A request cut off in
+// flight leaves its object in a state nobody knows: MinIO was seen to list
+// such an object, with the right ETag, and to drop it afterwards, so that
+// the next attempt, trusting the listing, did not write it again and a
+// render reported a file that was not there (TestWriteFailureCancelsNoWrite).
+func writeAll(ctx context.Context, n int, jobs []func(context.Context) error) error {
+	var g errgroup.Group
+	g.SetLimit(max(n, 1))
+	var failed atomic.Bool
+	for _, job := range jobs {
+		if failed.Load() || ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			err := job(ctx)
+			if err != nil {
+				failed.Store(true)
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
 // parallel runs jobs, at most n at a time, and returns the first error;
-// the first failure cancels the context the others get.
+// the first failure cancels the context the others get. It is for reads:
+// writes go through writeAll.
 func parallel(ctx context.Context, n int, jobs []func(context.Context) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(n, 1))
@@ -682,7 +713,7 @@ func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.U
 			}
 		})
 	}
-	return parallel(ctx, s.cfg.Concurrency, jobs)
+	return writeAll(ctx, s.cfg.Concurrency, jobs)
 }
 
 // diffSet accumulates the diffs of every attempt of one Apply.

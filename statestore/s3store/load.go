@@ -383,7 +383,7 @@ func (s *Store) announce(ctx context.Context, st *applyState, changes map[string
 			return err
 		})
 	}
-	return parallel(ctx, s.cfg.Concurrency, jobs)
+	return writeAll(ctx, s.cfg.Concurrency, jobs)
 }
 
 // settle folds this Apply's pending changes into the summaries: each
@@ -437,7 +437,7 @@ func (s *Store) settle(ctx context.Context, st *applyState) {
 			return err
 		})
 	}
-	if parallel(ctx, s.cfg.Concurrency, jobs) == nil {
+	if writeAll(ctx, s.cfg.Concurrency, jobs) == nil {
 		st.announced = nil
 	}
 }
@@ -515,7 +515,7 @@ func (s *Store) createSummaries(ctx context.Context) {
 			return err
 		})
 	}
-	_ = parallel(ctx, s.cfg.Concurrency, jobs)
+	_ = writeAll(ctx, s.cfg.Concurrency, jobs)
 }
 
 func isSubset(names, of []string) bool {

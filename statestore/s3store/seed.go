@@ -64,7 +64,7 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 			return err
 		})
 	}
-	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return s.wrap("seed", err)
 	}
 	jobs = jobs[:0]
@@ -86,7 +86,7 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 			return err
 		})
 	}
-	if err := parallel(ctx, s.cfg.Concurrency, jobs); err != nil {
+	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return s.wrap("seed", err)
 	}
 	return nil

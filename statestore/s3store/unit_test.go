@@ -433,3 +433,32 @@ func TestSnapshotAnswersOnce(t *testing.T) {
 		t.Fatal("a path no earlier listing covered must come from the later listing")
 	}
 }
+
+// A write that fails does not cut off the writes under way (writeAll):
+// their contexts stay live until they end by themselves. Under parallel, a
+// rejected conditional write (every writer but one loses the race to
+// create .render/index.json) cancelled the file uploads beside it, MinIO
+// listed such a half-done object and then dropped it, and the next attempt,
+// trusting the listing, reported a file that was not there (the
+// conformance suite's ConcurrentWriters, about 1 run in 45).
+func TestWriteFailureCancelsNoWrite(t *testing.T) {
+	var ctxs [4]context.Context
+	jobs := make([]func(context.Context) error, 0, len(ctxs))
+	for i := range ctxs {
+		jobs = append(jobs, func(ctx context.Context) error {
+			ctxs[i] = ctx
+			if i == 0 {
+				return errChanged
+			}
+			return nil
+		})
+	}
+	if err := writeAll(context.Background(), len(jobs), jobs); !errors.Is(err, errChanged) {
+		t.Fatalf("writeAll = %v, want the failed write's error", err)
+	}
+	for i, ctx := range ctxs {
+		if ctx != nil && ctx.Err() != nil {
+			t.Errorf("write %d's context was cancelled: %v", i, ctx.Err())
+		}
+	}
+}
