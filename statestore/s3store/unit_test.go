@@ -437,10 +437,10 @@ func TestSnapshotAnswersOnce(t *testing.T) {
 // A write that fails does not cut off the writes under way (writeAll):
 // their contexts stay live until they end by themselves. Under parallel, a
 // rejected conditional write (every writer but one loses the race to
-// create .render/index.json) cancelled the file uploads beside it, MinIO
-// listed such a half-done object and then dropped it, and the next attempt,
-// trusting the listing, reported a file that was not there (the
-// conformance suite's ConcurrentWriters, about 1 run in 45).
+// create .render/index.json) cancelled the file uploads beside it, and a
+// render could report a file that was missing afterwards, no delete sent:
+// its retry trusted a listing of the cut-off upload (the conformance
+// suite's ConcurrentWriters, about 1 run in 45).
 func TestWriteFailureCancelsNoWrite(t *testing.T) {
 	var ctxs [4]context.Context
 	jobs := make([]func(context.Context) error, 0, len(ctxs))
