@@ -225,6 +225,20 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 			delta[parts[0]][parts[2]]--
 		}
 	}
+	// The destinations that must be counted afresh (no valid counts
+	// before or after) are read in one go: on a partial clone, a folder
+	// level per request for all of them, not a request per folder.
+	var recount []string
+	for d, h := range placedAfter {
+		s := sum[loadKey(d)]
+		valid := func(h plumbing.Hash) bool { return s != nil && !s.mixed && s.stamp == stampOf(h) }
+		if hb, had := placedBefore[d]; !valid(h) && had && !valid(hb) {
+			recount = append(recount, path.Join(statestore.IndexDir, d, "resource"))
+		}
+	}
+	if len(recount) > 0 {
+		_ = after.Prefetch(statestore.Hint{Dirs: recount})
+	}
 	var out []statestore.Op
 	keys := map[string]bool{}
 	for _, d := range sortedNames(placedAfter) {
