@@ -42,8 +42,9 @@ package gitstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -241,7 +242,7 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 	}
 	var out []statestore.Op
 	keys := map[string]bool{}
-	for _, d := range sortedNames(placedAfter) {
+	for _, d := range slices.Sorted(maps.Keys(placedAfter)) {
 		key := loadKey(d)
 		keys[key] = true
 		stamp := stampOf(placedAfter[d])
@@ -291,7 +292,7 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 // loadOps writes one destination's counts.
 func loadOps(key, stamp string, counts map[string]int) []statestore.Op {
 	var out []statestore.Op
-	for _, f := range sortedNames(counts) {
+	for _, f := range slices.Sorted(maps.Keys(counts)) {
 		if counts[f] > 0 {
 			out = append(out, statestore.Op{Path: path.Join(LoadDir, loadName(key, stamp, counts[f], f)), Data: []byte{}})
 		}
@@ -320,22 +321,13 @@ func countEntries(t *treeSnap, dest string) (map[string]int, error) {
 	return counts, nil
 }
 
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // WithLoadSummary returns files (paths relative to a store's path, as one
 // git tree holds them) with the load summary render keeps beside them, for
 // tools that write a store without render (internal/storegen). files is not
 // changed.
 func WithLoadSummary(files map[string][]byte) (map[string][]byte, error) {
 	ops := make([]statestore.Op, 0, len(files))
-	for _, p := range sortedNames(files) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		ops = append(ops, statestore.Op{Path: p, Data: files[p]})
 	}
 	snap := newTreeSnap(memory.NewStorage(), plumbing.ZeroHash, "")

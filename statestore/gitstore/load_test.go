@@ -2,9 +2,11 @@ package gitstore
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"path"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -210,7 +212,7 @@ func TestWithLoadSummary(t *testing.T) {
 	// Without the summary: written as a tool would, tree by tree.
 	bare := newTreeSnap(memory.NewStorage(), plumbing.ZeroHash, "")
 	var ops []statestore.Op
-	for _, p := range sortedNames(files) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		ops = append(ops, statestore.Op{Path: p, Data: files[p]})
 	}
 	root, err := bare.applyOps(ops)
@@ -227,7 +229,7 @@ func TestWithLoadSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops = ops[:0]
-	for _, p := range sortedNames(withSum) {
+	for _, p := range slices.Sorted(maps.Keys(withSum)) {
 		ops = append(ops, statestore.Op{Path: p, Data: withSum[p]})
 	}
 	gen := newTreeSnap(memory.NewStorage(), plumbing.ZeroHash, "")
