@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/render-dev/render/internal/forge"
 	"github.com/render-dev/render/internal/testenv"
 )
 
@@ -56,20 +57,8 @@ stringData:
 	w.file("platform/store.yaml", store)
 }
 
-type apiPR struct {
-	Number int64  `json:"number"`
-	State  string `json:"state"`
-	Merged bool   `json:"merged"`
-	Title  string `json:"title"`
-	Body   string `json:"body"`
-	Head   struct {
-		Ref string `json:"ref"`
-		SHA string `json:"sha"`
-	} `json:"head"`
-	Base struct {
-		Ref string `json:"ref"`
-	} `json:"base"`
-}
+// apiPR is a pull request as Gitea's API returns it.
+type apiPR = forge.PullRequest
 
 // pulls lists every pull request of the repository.
 func (r *prRepo) pulls() []apiPR {
