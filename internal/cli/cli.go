@@ -381,7 +381,7 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 		return err
 	}
 	if rep.Plan != nil {
-		if un := rep.Plan.Unscheduled(); len(un) > 0 {
+		if un := rep.Unscheduled(); len(un) > 0 {
 			var lines []string
 			for _, g := range un {
 				lines = append(lines, unscheduledLine(g))
