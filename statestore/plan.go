@@ -81,7 +81,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 		for f := range owned {
 			hint = append(hint, f)
-			if t, ok := aggregateTarget(f, u.Workload); ok {
+			if t, ok := AggregateTarget(f, u.Workload); ok {
 				dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", t))
 			}
 		}
@@ -147,7 +147,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 	for f := range owned {
-		if t, ok := aggregateTarget(f, u.Workload); ok {
+		if t, ok := AggregateTarget(f, u.Workload); ok {
 			targets[t] = true
 		}
 	}
@@ -379,8 +379,9 @@ func appendNewline(b []byte) []byte {
 	return append(b, '\n')
 }
 
-// aggregateTarget recovers the target of a workload's aggregate part path.
-func aggregateTarget(p, workload string) (string, bool) {
+// AggregateTarget returns the aggregated file that p, a part of workload
+// (see AggregatePath), contributes to.
+func AggregateTarget(p, workload string) (string, bool) {
 	prefix := layout.MetaDir + "/aggregate/"
 	suffix := "/" + workload + ".part"
 	if !strings.HasPrefix(p, prefix) || !strings.HasSuffix(p, suffix) {

@@ -276,6 +276,7 @@ was written).`,
 	o.AddFlags(root.Flags())
 	root.AddCommand(newBootstrapCommand(io))
 	root.AddCommand(newDrainCommand(io))
+	root.AddCommand(newPruneCommand(io))
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {

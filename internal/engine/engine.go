@@ -196,15 +196,7 @@ func (r *Report) Misscheduled() map[string]int {
 }
 
 // Failed returns the stores that failed.
-func (r *Report) Failed() []StoreReport {
-	var out []StoreReport
-	for _, s := range r.Stores {
-		if s.Err != nil {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func (r *Report) Failed() []StoreReport { return failedStores(r.Stores) }
 
 // BadInput returns the store failures that are bad input rather than a
 // store's fault: a path or a Kubernetes object another workload already
