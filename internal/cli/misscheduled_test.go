@@ -21,7 +21,7 @@ func misscheduledWorld(t *testing.T) (*world, *workflow) {
 	))
 	for _, r := range []struct{ name, env string }{{"r-dev", "dev"}, {"r-prod", "prod"}} {
 		w.workflow(r.name).setOutput(map[string]string{"app.yaml": objNamed("ConfigMap", r.name)}).
-			setSelectors("- matchLabels: {env: " + r.env + "}\n").
+			setSelectors("- matchLabels: {env: "+r.env+"}\n").
 			mustRun(0, resourceEnv("app", "team", r.name, "configure"))
 	}
 	deps := w.workflow("deps").setOutput(map[string]string{"operator.yaml": objNamed("ConfigMap", "operator"), "crds/crd.yaml": objNamed("ConfigMap", "crd")}).
