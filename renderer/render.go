@@ -465,7 +465,8 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 		data[f.Path] = f.Data
 	}
 	writes := map[StoreRef]*StoreWrite{}
-	aggregates := map[string]*bytes.Buffer{} // target -> documents, per store below
+	type aggFile struct{ id, path string }
+	aggregates := map[string][]aggFile{} // target -> the files it holds, per store below
 	aggStore := map[string]StoreRef{}
 	for _, g := range groups {
 		for _, name := range g.Destinations {
@@ -485,20 +486,8 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 				switch d.Mode {
 				case AggregatedYAML:
 					target := path.Join(d.Path, d.Filename)
-					buf := aggregates[target]
-					if buf == nil {
-						buf = &bytes.Buffer{}
-						aggregates[target] = buf
-						aggStore[target] = d.Store
-					}
-					doc := bytes.TrimSpace(bytes.TrimPrefix(data[f], []byte("---\n")))
-					if len(doc) == 0 {
-						continue
-					}
-					if buf.Len() > 0 {
-						buf.WriteString("\n---\n")
-					}
-					buf.Write(doc)
+					aggregates[target] = append(aggregates[target], aggFile{g.ID, f})
+					aggStore[target] = d.Store
 				case NoNesting:
 					w.Files[path.Join(d.Path, f)] = data[f]
 				default:
@@ -513,8 +502,29 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 	}
 	sort.Strings(targets)
 	for _, t := range targets {
+		// Kratix's bytes: each file's content as it is, joined by
+		// "\n---\n", its WorkPlacements (one per group) in the order of
+		// their names (which end with the group's id), each one's files in
+		// the order Kratix read them (each folder's entries sorted by name).
+		files := aggregates[t]
+		sort.Slice(files, func(i, j int) bool {
+			if files[i].id != files[j].id {
+				return files[i].id < files[j].id
+			}
+			return slices.Compare(strings.Split(files[i].path, "/"), strings.Split(files[j].path, "/")) < 0
+		})
+		var buf bytes.Buffer
+		for i, f := range files {
+			if i > 0 {
+				buf.WriteString("\n---\n")
+			}
+			buf.Write(data[f.path])
+		}
+		if buf.Len() == 0 {
+			continue // nothing to contribute: no part
+		}
 		w := writes[aggStore[t]]
-		w.Aggregates = append(w.Aggregates, layout.Aggregate{Target: t, Contribution: append(aggregates[t].Bytes(), '\n')})
+		w.Aggregates = append(w.Aggregates, layout.Aggregate{Target: t, Contribution: buf.Bytes()})
 	}
 	out := make([]StoreWrite, 0, len(writes))
 	for _, w := range writes {

@@ -51,15 +51,7 @@ func workOf(wf renderer.Workflow, pipeline string, static bool) kratixWork {
 // workName is Kratix's Work name before its random five characters: the
 // identifier cut to 55 characters when longer than 56, without trailing
 // characters that are not letters or digits.
-func (k kratixWork) workName() string {
-	n := k.identifier
-	if len(n) > 56 {
-		n = n[:55]
-	}
-	return strings.TrimRightFunc(n, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-	})
-}
+func (k kratixWork) workName() string { return statestore.KratixWorkName(k.identifier) }
 
 // ledgerPattern matches the .kratix ledger names of the work's placements
 // on destination dest: <namespace>-<work>-<5>.<dest>-<group id>.yaml.
