@@ -1,11 +1,16 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/minio/minio-go/v7"
+
+	"github.com/render-dev/render/internal/testenv"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -249,5 +254,82 @@ func TestPruneMisscheduled(t *testing.T) {
 	// Bad input: an unknown destination.
 	if r := prune(2, "--destination", "nope"); !strings.Contains(r.errout, `destination "nope" is not defined`) {
 		t.Fatalf("%s", r)
+	}
+}
+
+// The same in a bucket, in every filepath mode: a typo deletes nothing,
+// and prune-misscheduled removes what it says, aggregated documents too.
+func TestSelectorTypoDeletesNothingInABucket(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "render-missched")
+	w := newWorld(t)
+	w.file("platform/bucket.yaml", docs(bucketStore("minio", m.Endpoint(), bucket, "minio-creds"), s3Secret("minio-creds", m.AccessKey(), m.SecretKey())))
+	inBucket := func(d string) string {
+		return strings.Replace(strings.Replace(d, "kind: GitStateStore", "kind: BucketStateStore", 1), "name: default", "name: minio", 1)
+	}
+	w.file("platform/destinations.yaml", docs(
+		inBucket(dest("dev", map[string]string{"env": "dev", "tier": "app"})),
+		inBucket(dest("agg", map[string]string{"env": "prod", "tier": "app"}, "filepath: {mode: aggregatedYAML}")),
+		inBucket(dest("flat", map[string]string{"env": "test", "tier": "app"}, "filepath: {mode: none}")),
+	))
+	for _, r := range []struct{ name, env string }{{"r-dev", "dev"}, {"r-prod", "prod"}, {"r-test", "test"}} {
+		w.workflow(r.name).setOutput(map[string]string{r.name + ".yaml": objNamed("ConfigMap", r.name)}).
+			setSelectors("- matchLabels: {env: "+r.env+"}\n").
+			mustRun(0, resourceEnv("app", "team", r.name, "configure"))
+	}
+	deps := w.workflow("deps").setOutput(map[string]string{"operator.yaml": objNamed("ConfigMap", "operator")}).
+		setSelectors("- matchLabels: {tier: app}\n")
+	deps.mustRun(0, promiseEnv("db", "install"))
+	c := m.Client(t)
+	read := func(key string) string {
+		t.Helper()
+		o, err := c.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		b, err := io.ReadAll(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := bucketKeys(t, c, bucket)
+	aggBefore := read("clusters/agg/aggregated.yaml")
+	if !strings.Contains(aggBefore, "name: operator") {
+		t.Fatalf("aggregated.yaml lacks the dependencies: %q", aggBefore)
+	}
+
+	deps.setSelectors("- matchLabels: {tier: ap}\n")
+	if r := deps.run(promiseEnv("db", "install")); r.code != 3 || !strings.Contains(r.errout, "nothing was deleted") {
+		t.Fatalf("want exit 3, got %s", r)
+	}
+	if after := bucketKeys(t, c, bucket); !slices.Equal(before, after) {
+		t.Fatalf("objects changed:\n before %v\n after  %v", before, after)
+	}
+	if got := read("clusters/agg/aggregated.yaml"); got != aggBefore {
+		t.Fatalf("aggregated.yaml changed: %q", got)
+	}
+
+	// Pruned on purpose, in the aggregated and the flat destination.
+	if r := run(t, nil, "prune-misscheduled", "--platform", w.platform, "--destination", "agg"); r.code != 0 {
+		t.Fatalf("prune agg: %s", r)
+	}
+	if got := read("clusters/agg/aggregated.yaml"); strings.Contains(got, "operator") || !strings.Contains(got, "name: r-prod") {
+		t.Fatalf("aggregated.yaml after the prune: %q", got)
+	}
+	if r := run(t, nil, "prune-misscheduled", "--platform", w.platform, "--destination", "flat"); r.code != 0 {
+		t.Fatalf("prune flat: %s", r)
+	}
+	keys := bucketKeys(t, c, bucket)
+	for _, k := range []string{"clusters/flat/operator.yaml"} {
+		if slicesContains(keys, k) {
+			t.Errorf("%s was not pruned", k)
+		}
+	}
+	for _, k := range []string{"clusters/flat/r-test.yaml", "clusters/dev/dependencies/db/install/5058f/operator.yaml"} {
+		if !slicesContains(keys, k) {
+			t.Errorf("%s is gone", k)
+		}
 	}
 }
