@@ -356,7 +356,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if e.opts.NoInheritedSelector {
 		in.PromiseWorkflowSelector = nil
 	}
-	if wf.Action == renderer.Configure && in.Previous == nil {
+	if wf.Action == renderer.Configure && in.Previous == nil && len(holders) == 0 {
 		// No store remembers this workload: Kratix may have placed it, and
 		// where it did, the workload stays (a resource is not placed twice,
 		// a dependency on a destination that no longer matches is kept).
@@ -424,7 +424,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		skey := statestore.StaticWorkloadKey(wf.Promise)
 		sin := in
 		sin.Previous, sin.PreviousByKratix = staticPrevious(recs, skey), false
-		if sin.Previous == nil && wf.Action == renderer.Configure && in.Promise != nil && len(in.Promise.Dependencies) > 0 {
+		if len(holdersOf(recs, skey)) == 0 && wf.Action == renderer.Configure && in.Promise != nil && len(in.Promise.Dependencies) > 0 {
 			sin.Output = []renderer.File{{Path: renderer.StaticDependenciesFile(wf.Promise), Data: in.Promise.Dependencies}}
 			prev, err := kratixPlacements(ctx, ld.Platform, viewSnaps(views), sin, true)
 			if se := (*placementError)(nil); errors.As(err, &se) {
