@@ -276,6 +276,7 @@ was written).`,
 	o.AddFlags(root.Flags())
 	root.AddCommand(newBootstrapCommand(io))
 	root.AddCommand(newDrainCommand(io))
+	root.AddCommand(newPruneCommand(io))
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
@@ -381,7 +382,7 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 		return err
 	}
 	if rep.Plan != nil {
-		if un := rep.Plan.Unscheduled(); len(un) > 0 {
+		if un := rep.Unscheduled(); len(un) > 0 {
 			var lines []string
 			for _, g := range un {
 				lines = append(lines, unscheduledLine(g))

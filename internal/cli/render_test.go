@@ -308,29 +308,36 @@ func keysOf(m map[string]string) []string {
 	return out
 }
 
+// reportGroup mirrors a group of the JSON report.
+type reportGroup struct {
+	Directory    string   `json:"directory"`
+	ID           string   `json:"id"`
+	Files        []string `json:"files"`
+	Selector     string   `json:"selector"`
+	Destinations []string `json:"destinations"`
+	Unscheduled  bool     `json:"unscheduled"`
+	Kept         bool     `json:"kept"`
+	Misscheduled []string `json:"misscheduled"`
+	KeptFrom     string   `json:"keptFrom"`
+	Verdicts     []struct {
+		Destination  string   `json:"destination"`
+		Filtered     string   `json:"filtered"`
+		Reasons      []string `json:"reasons"`
+		Score        int      `json:"score"`
+		Chosen       bool     `json:"chosen"`
+		Misscheduled bool     `json:"misscheduled"`
+		TiedWith     []string `json:"tiedWith"`
+	} `json:"verdicts"`
+}
+
 // report mirrors the JSON report (-o json).
 type report struct {
 	Workflow struct {
 		Type, Action, Promise, Pipeline, Name, Namespace string
 	} `json:"workflow"`
-	DryRun bool `json:"dryRun"`
-	Groups []struct {
-		Directory    string   `json:"directory"`
-		ID           string   `json:"id"`
-		Files        []string `json:"files"`
-		Selector     string   `json:"selector"`
-		Destinations []string `json:"destinations"`
-		Unscheduled  bool     `json:"unscheduled"`
-		Kept         bool     `json:"kept"`
-		Verdicts     []struct {
-			Destination string   `json:"destination"`
-			Filtered    string   `json:"filtered"`
-			Reasons     []string `json:"reasons"`
-			Score       int      `json:"score"`
-			Chosen      bool     `json:"chosen"`
-			TiedWith    []string `json:"tiedWith"`
-		} `json:"verdicts"`
-	} `json:"groups"`
+	DryRun bool          `json:"dryRun"`
+	Groups []reportGroup `json:"groups"`
+	Static []reportGroup `json:"static"`
 	Stores []struct {
 		Store        string `json:"store"`
 		Description  string `json:"description"`

@@ -300,6 +300,25 @@ func TestPromiseSelectors(t *testing.T) {
 	}
 }
 
+// A GitStateStore written for Kratix with a secretRef and no authMethod
+// sends its credentials: Kratix's CRD defaults authMethod to basicAuth.
+// Without a secretRef nothing is sent (a public or local repository).
+func TestGitAuthMethodDefaultsAsKratix(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "s.yaml"), kratix+"kind: GitStateStore\nmetadata: {name: withsecret}\nspec: {url: https://git.example/x.git, secretRef: {name: creds}}\n---\n"+
+		kratix+"kind: GitStateStore\nmetadata: {name: public}\nspec: {url: https://git.example/y.git}\n---\n"+
+		kratix+"kind: GitStateStore\nmetadata: {name: keys}\nspec: {url: ssh://git@git.example/z.git, authMethod: ssh, secretRef: {name: creds}}\n")
+	p, err := inputs.LoadPlatform([]string{dir}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"withsecret": "basicAuth", "public": "", "keys": "ssh"} {
+		if got := p.GitStores[name].AuthMethod; got != want {
+			t.Errorf("%s: authMethod %q, want %q", name, got, want)
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------
 // Identity.
 // ---------------------------------------------------------------------------

@@ -534,6 +534,12 @@ func (p *Platform) add(file, where string, doc *document) error {
 		default:
 			return bad("spec.authMethod %q is unknown: use basicAuth or ssh", s.AuthMethod)
 		}
+		if s.AuthMethod == "" && s.SecretRef != nil {
+			// Kratix's CRD defaults authMethod to basicAuth: a store
+			// written for Kratix with only a secretRef sends its
+			// credentials.
+			s.AuthMethod = "basicAuth"
+		}
 		if err := s.MassDeletion.check(); err != nil {
 			return bad("%v", err)
 		}
