@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -131,6 +132,48 @@ func TestCommitTemplateErrorsAreBadInput(t *testing.T) {
 			}
 			if branchTip(t, w.repo) != "" {
 				t.Error("something was written")
+			}
+		})
+	}
+}
+
+// TestCommitTemplateFailingOnRealCounts: a template that fails only on the
+// counts of the real write is bad input. When a count being non-zero takes
+// the branch that fails, it is caught before anything is written anywhere
+// (a second store, with no template, is not written either); when only the
+// exact counts do, the write classifies it as bad input, and its store
+// writes nothing.
+func TestCommitTemplateFailingOnRealCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name, tmpl, want string
+		atWrite          bool
+	}{
+		{name: "a branch taken when something is added", tmpl: "x{{if .Added}}{{.Workflow.Nmae}}{{end}}", want: "can't evaluate field Nmae"},
+		{name: "a branch taken when a destination deletes", tmpl: "x{{range .Destinations}}{{if .Deleted}}{{.Nope}}{{end}}{{end}}", want: "can't evaluate field Nope"},
+		{name: "a branch taken when more than one file is added", tmpl: "x{{if gt .Added 1}}{{.Workflow.Nmae}}{{end}}", want: "can't evaluate field Nmae", atWrite: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			other := filepath.Join(w.root, "other.git")
+			w.file("platform/other.yaml", gitStore("other", "file://"+other))
+			w.file("platform/destinations.yaml", docs(dest("dev", nil), dest("prod", nil, "store=other")))
+			wf := w.workflow("pg").setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")})
+			env := promiseEnv("pg", "install")
+			if strings.Contains(tc.tmpl, "Deleted") {
+				wf.mustRun(0, env) // something to delete
+			}
+			tip, otherTip := branchTip(t, w.repo), branchTip(t, other)
+			w.file("platform/store.yaml", gitStore("default", "file://"+w.repo)+commitSpec(tc.tmpl, ""))
+			wf.setOutput(map[string]string{"b.yaml": objNamed("ConfigMap", "b"), "c.yaml": objNamed("ConfigMap", "c")})
+			r := wf.run(env)
+			if r.code != 2 || !strings.Contains(r.errout, "GitStateStore default: spec.commit.template") || !strings.Contains(r.errout, tc.want) {
+				t.Errorf("want exit 2 naming spec.commit.template and %q, got %s", tc.want, r)
+			}
+			if got := branchTip(t, w.repo); got != tip {
+				t.Errorf("the store was written: main moved from %q to %q", tip, got)
+			}
+			if got := branchTip(t, other); got != otherTip && !tc.atWrite {
+				t.Errorf("the other store was written: main moved from %q to %q", otherTip, got)
 			}
 		})
 	}
