@@ -4,7 +4,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -174,6 +176,43 @@ func TestCommitTemplateFailingOnRealCounts(t *testing.T) {
 			}
 			if got := branchTip(t, other); got != otherTip && !tc.atWrite {
 				t.Errorf("the other store was written: main moved from %q to %q", otherTip, got)
+			}
+		})
+	}
+}
+
+// TestCommitTemplateFlagReadsOnlyARegularFile: --commit-template naming a
+// named pipe does not wait for a writer, /dev/zero does not fill memory,
+// and a file over the size bound is refused: exit 2, naming the flag and
+// the file, nothing written.
+func TestCommitTemplateFlagReadsOnlyARegularFile(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", dest("dev", nil))
+	wf := w.workflow("r1").setObject(requestObject).setOutput(map[string]string{"db.yaml": obj("ConfigMap")})
+	fifo := filepath.Join(w.root, "commit.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"fifo", fifo, "is not a regular file"},
+		{"dev-zero", "/dev/zero", "is not a regular file"},
+		{"folder", w.root, "is not a regular file"},
+		{"too-large", w.file("big.tmpl", "x"+strings.Repeat(" ", 64<<10)), "is larger than 64 KiB, the limit for a commit message template"},
+		{"missing", filepath.Join(w.root, "missing.tmpl"), "cannot be read: no such file or directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan result, 1)
+			go func() { done <- wf.run(resourceEnv("pg", "team", "r1", "configure"), "--commit-template", tc.file) }()
+			select {
+			case r := <-done:
+				if want := "--commit-template " + tc.file + ": " + tc.want; r.code != 2 || !strings.Contains(r.errout, want) {
+					t.Errorf("want exit 2 with %q, got %s", want, r)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("render still waits after a minute")
+			}
+			if branchTip(t, w.repo) != "" {
+				t.Fatalf("something was written")
 			}
 		})
 	}

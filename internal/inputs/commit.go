@@ -8,10 +8,12 @@ import (
 	"maps"
 	"net/mail"
 	"net/url"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -38,6 +40,37 @@ type CommitData struct {
 	Annotations map[string]string
 	// Version is render's version.
 	Version string
+}
+
+// ReadCommitTemplate reads the file --commit-template names, as the
+// output folder's files are read: only a regular file (a named pipe is
+// opened without waiting for a writer, and refused; a device such as
+// /dev/zero is refused), and at most MaxCommitTemplateBytes of it.
+func ReadCommitTemplate(file string) (string, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", fmt.Errorf("cannot be read: %s", cleanErr(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("cannot be read: %s", cleanErr(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return "", errors.New("is not a regular file")
+	}
+	tooLarge := fmt.Errorf("is larger than %d KiB, the limit for a commit message template", MaxCommitTemplateBytes>>10)
+	if fi.Size() > MaxCommitTemplateBytes {
+		return "", tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxCommitTemplateBytes+1)) // it may grow while it is read
+	if err != nil {
+		return "", fmt.Errorf("cannot be read: %s", cleanErr(err))
+	}
+	if len(data) > MaxCommitTemplateBytes {
+		return "", tooLarge
+	}
+	return string(data), nil
 }
 
 // CommitWorkflow is the workflow identity a template reads.
