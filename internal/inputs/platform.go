@@ -595,7 +595,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if s.Registry == "" || s.Repository == "" {
 			return bad("spec.registry and spec.repository are required")
 		}
-		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag}); err != nil {
+		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag, Source: s.Source}); err != nil {
 			return bad("spec.%v", err) // CheckConfig's errors start with the field's name
 		}
 		if err := s.MassDeletion.check(); err != nil {
