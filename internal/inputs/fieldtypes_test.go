@@ -56,3 +56,17 @@ func TestFieldTypesAreNamed(t *testing.T) {
 		t.Errorf("read as %+v, %+v, %+v", s.MassDeletion, s.PullRequest, s.Commit)
 	}
 }
+
+// TestGitAuthorCannotBreakTheCommit: the store's own author and committer
+// cannot hold what would write a line of its own into a commit object.
+func TestGitAuthorCannotBreakTheCommit(t *testing.T) {
+	for _, tc := range []struct{ author, want string }{
+		{`{name: "render\ncommitter x <x@y> 1 +0000", email: r@example.com}`, "spec.gitAuthor.name holds a line break"},
+		{`{name: render, email: "r@example.com>"}`, "spec.gitAuthor.email holds a line break, another control character or an angle bracket"},
+	} {
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, "s.yaml"), prStore+"  gitAuthor: "+tc.author+"\n")
+		_, err := inputs.LoadPlatform([]string{dir}, "")
+		inputErr(t, err, "(GitStateStore s): ", tc.want)
+	}
+}
