@@ -257,7 +257,7 @@ func TestPlatformErrors(t *testing.T) {
 		{"unknown auth", map[string]string{"a.yaml": kratix + "kind: GitStateStore\nmetadata: {name: s}\nspec: {url: https://x, authMethod: token}\n"},
 			[]string{"spec.authMethod \"token\" is unknown"}},
 		{"wrong shape spec", map[string]string{"a.yaml": storeDoc + "---\n" + destDoc("d", "  strictMatchLabels: maybe\n  path: [a]\n")},
-			[]string{"a.yaml: document 2 (Destination d): spec: line ", "; line "}},
+			[]string{"a.yaml: document 2 (Destination d): line 15: spec.strictMatchLabels is a string: want true or false"}},
 		{"invalid YAML", map[string]string{"a.yaml": storeDoc + "---\nkind: [\n"},
 			[]string{"a.yaml: document 2: invalid YAML"}},
 	} {

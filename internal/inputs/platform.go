@@ -548,6 +548,11 @@ func (p *Platform) add(file, where string, doc *document) error {
 				return bad("spec.commit.template: %v", err)
 			}
 		}
+		for _, f := range [][2]string{{"name", s.GitAuthor.Name}, {"email", s.GitAuthor.Email}} {
+			if strings.IndexFunc(f[1], func(r rune) bool { return lineBreaking(r) || r == '<' || r == '>' }) >= 0 {
+				return bad("spec.gitAuthor.%s holds a line break, another control character or an angle bracket, which git does not take in an author or committer", f[0])
+			}
+		}
 		if sg := s.Signing; sg != nil {
 			switch sg.Format {
 			case "ssh", "openpgp":
@@ -601,7 +606,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if s.Registry == "" || s.Repository == "" {
 			return bad("spec.registry and spec.repository are required")
 		}
-		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag}); err != nil {
+		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag, Source: s.Source}); err != nil {
 			return bad("spec.%v", err) // CheckConfig's errors start with the field's name
 		}
 		if err := s.MassDeletion.check(); err != nil {
