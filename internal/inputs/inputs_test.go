@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
@@ -118,6 +120,28 @@ func TestLoadPlatformReadsFoldersRecursively(t *testing.T) {
 }
 
 // A platform folder that is a link to a folder is read like the folder.
+// --platform naming a named pipe or /dev/zero is refused at once: it
+// neither waits for a writer nor reads without end.
+func TestLoadPlatformReadsOnlyRegularFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "platform.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := inputs.LoadPlatform([]string{p}, "")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			inputErr(t, err, p, "is not a regular file or a folder")
+		case <-time.After(10 * time.Second):
+			t.Fatalf("LoadPlatform(%s) still reading after 10s", p)
+		}
+	}
+}
+
 func TestLoadPlatformFollowsALinkedFolder(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "real", "all.yaml"), storeDoc+"---\n"+destDoc("d", ""))

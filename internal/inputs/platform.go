@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"gopkg.in/yaml.v3"
@@ -324,12 +325,20 @@ func (p *Platform) loadPath(root string) error {
 
 // readLimited reads a file named on the command line, at most limit bytes.
 func readLimited(file string, limit int64) ([]byte, error) {
-	fh, err := os.Open(file)
+	// Opened without waiting: a named pipe must not hang render.
+	fh, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, errors.New(cleanErr(err))
 	}
 	defer fh.Close()
-	if fi, err := fh.Stat(); err == nil && fi.Size() > limit {
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, errors.New(cleanErr(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("is not a regular file or a folder")
+	}
+	if fi.Size() > limit {
 		return nil, fmt.Errorf("is larger than %s, the limit for a YAML file", mib(limit))
 	}
 	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
