@@ -432,12 +432,12 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 		{"selectors of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
 			wf.setSelectors("- directory: backup\n  matchLabels: [zone, eu]\n- directory: [x]\n  matchLabels: {zone: eu}\n")
-			return env, nil, []string{filepath.Join(wf.metadata, "destination-selectors.yaml") + ": invalid YAML: line 2:", "; line 3:"}
+			return env, nil, []string{filepath.Join(wf.metadata, "destination-selectors.yaml") + ": entry 1: line 2: matchLabels is a list: want a mapping"}
 		}},
 		{"destination spec of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
 			p := w.file("platform/more.yaml", dest("odd", nil, "strictMatchLabels: maybe", "filepath: [x]"))
-			return env, nil, []string{p + ": document 1 (Destination odd): spec: line ", "; line "}
+			return env, nil, []string{p + ": document 1 (Destination odd): line 6: spec.strictMatchLabels is a string: want true or false"}
 		}},
 		{"platform document of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)

@@ -201,12 +201,15 @@ func (r *Report) Failed() []StoreReport { return failedStores(r.Stores) }
 // BadInput returns the store failures that are bad input rather than a
 // store's fault: a path or a Kubernetes object another workload already
 // has in that store (statestore.OwnedError), found when the update was
-// planned on what the store finally held. The CLI exits 2 for them.
+// planned on what the store finally held, or a commit message template
+// that failed on the planned diff (a renderer.InputError). The CLI exits
+// 2 for them.
 func (r *Report) BadInput() []StoreReport {
 	var out []StoreReport
 	for _, s := range r.Stores {
 		var oe *statestore.OwnedError
-		if errors.As(s.Err, &oe) {
+		var ie *renderer.InputError
+		if errors.As(s.Err, &oe) || errors.As(s.Err, &ie) {
 			out = append(out, s)
 		}
 	}

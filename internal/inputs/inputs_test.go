@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
@@ -118,6 +120,28 @@ func TestLoadPlatformReadsFoldersRecursively(t *testing.T) {
 }
 
 // A platform folder that is a link to a folder is read like the folder.
+// --platform naming a named pipe or /dev/zero is refused at once: it
+// neither waits for a writer nor reads without end.
+func TestLoadPlatformReadsOnlyRegularFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "platform.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := inputs.LoadPlatform([]string{p}, "")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			inputErr(t, err, p, "is not a regular file or a folder")
+		case <-time.After(10 * time.Second):
+			t.Fatalf("LoadPlatform(%s) still reading after 10s", p)
+		}
+	}
+}
+
 func TestLoadPlatformFollowsALinkedFolder(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "real", "all.yaml"), storeDoc+"---\n"+destDoc("d", ""))
@@ -257,7 +281,7 @@ func TestPlatformErrors(t *testing.T) {
 		{"unknown auth", map[string]string{"a.yaml": kratix + "kind: GitStateStore\nmetadata: {name: s}\nspec: {url: https://x, authMethod: token}\n"},
 			[]string{"spec.authMethod \"token\" is unknown"}},
 		{"wrong shape spec", map[string]string{"a.yaml": storeDoc + "---\n" + destDoc("d", "  strictMatchLabels: maybe\n  path: [a]\n")},
-			[]string{"a.yaml: document 2 (Destination d): spec: line ", "; line "}},
+			[]string{"a.yaml: document 2 (Destination d): line 15: spec.strictMatchLabels is a string: want true or false"}},
 		{"invalid YAML", map[string]string{"a.yaml": storeDoc + "---\nkind: [\n"},
 			[]string{"a.yaml: document 2: invalid YAML"}},
 	} {
