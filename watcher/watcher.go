@@ -237,6 +237,8 @@ func (w *Watcher) loop(ctx context.Context) {
 			ready = nil
 			if !timer.Stop() {
 				// A timer that fired unseen must not count for this wait.
+				// (Go's timers drop such a value on Reset; a fake clock's
+				// keep it, and would block its next step on it.)
 				select {
 				case <-timer.C():
 				default:
