@@ -38,7 +38,6 @@
 # tests skip, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT="$(pwd)"
 
 CACHE_DIR="${RENDER_CACHE_DIR:-${HOME}/.cache/render}"
 DOCKER_DIR="${CACHE_DIR}/docker"
@@ -124,7 +123,7 @@ start_dockerd() {
 		--data-root "$DATA_ROOT" --exec-root "$RUN_DIR/exec" \
 		--pidfile "$RUN_DIR/dockerd.pid" -H "$DOCKER_HOST" \
 		--containerd-namespace render-test --containerd-plugins-namespace render-test-plugins \
-		</dev/null >"$RUN_DIR/dockerd.log" 2>&1 &
+		</dev/null >"$RUN_DIR/dockerd.log" 2>&1 9>&- &
 	DOCKERD_PID=$!
 	for ((i = 0; i < START_TIMEOUT * 5; i++)); do
 		if "$DOCKER" info >/dev/null 2>&1; then
@@ -177,8 +176,11 @@ cleanup() {
 		fi
 	fi
 	if [[ -n "$RUN_DIR" ]]; then
-		umount -R "$RUN_DIR/exec" 2>/dev/null || true
-		rm -rf "$RUN_DIR" 2>/dev/null || true
+		# dockerd leaves its network namespace mounted under the exec root.
+		local m
+		awk -v d="$RUN_DIR/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r |
+			while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+		rm -rf "$RUN_DIR" 2>/dev/null || log "could not remove $RUN_DIR"
 	fi
 }
 
@@ -459,11 +461,15 @@ build_images() {
 
 # ---------------------------------------------------------------- main
 
+# setup sets READY=1 when the engine runs and the images are built. When
+# Docker cannot be had here it fails with CI=true, and otherwise returns
+# with READY=0 (the tests then skip). A failing build always fails.
+READY=0
 setup() {
 	if ! install_packages; then
 		[[ "${CI:-}" == "true" ]] && die "installing docker.io, docker-compose and debootstrap failed"
 		log "cannot install Docker here; the container tests will skip"
-		return 1
+		return 0
 	fi
 	DOCKER="$(docker_cli)"
 	mkdir -p "$DOCKER_DIR"
@@ -472,6 +478,9 @@ setup() {
 		log "waiting for another run using ${DOCKER_DIR}"
 		flock 9
 	fi
+	local other
+	other="$(pgrep -f -- "--data-root ${DATA_ROOT}( |\$)" || true)"
+	[[ -z "$other" ]] || die "a dockerd this script did not start uses ${DATA_ROOT} (pid ${other//$'\n'/ }); stop it first"
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
 	if ! start_dockerd; then
@@ -479,7 +488,7 @@ setup() {
 		log "dockerd did not start; the container tests will skip"
 		cleanup
 		trap - EXIT
-		return 1
+		return 0
 	fi
 	build_images
 	export RENDER_TEST_DOCKER="$DOCKER"
@@ -491,6 +500,7 @@ setup() {
 	RENDER_TEST_MINIO_IMAGE="$(compose_image minio/minio)"
 	export RENDER_TEST_GITEA_IMAGE RENDER_TEST_MINIO_IMAGE
 	export DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0
+	READY=1
 }
 
 print_times() {
@@ -505,7 +515,7 @@ main() {
 	with)
 		[[ $# -gt 0 ]] || die "with: no command given"
 		t0 total
-		setup || true
+		setup
 		t0 tests
 		"$@" || rc=$?
 		t1 tests
@@ -515,7 +525,8 @@ main() {
 		;;
 	images)
 		t0 total
-		setup || exit 1
+		setup
+		((READY)) || die "no Docker engine"
 		t1 total
 		print_times
 		;;

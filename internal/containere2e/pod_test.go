@@ -67,6 +67,7 @@ func startStack(t *testing.T, e *engine) *stack {
 		"-e", "GITEA__server__HTTP_PORT=3000",
 		"-e", "GITEA__server__ROOT_URL=http://gitea:3000/",
 		"-e", "GITEA__service__DISABLE_REGISTRATION=true",
+		"-e", "GITEA__log__LEVEL=warn", // a failed test prints the log's tail
 		"-e", "GITEA__server__DISABLE_SSH=false",
 		"-e", "GITEA__server__START_SSH_SERVER=true",
 		"-e", "GITEA__server__SSH_DOMAIN=gitea",
@@ -428,18 +429,23 @@ func TestSidecarPod(t *testing.T) {
 		p.landedInGit(t, repo, "dev-git", "v2")
 		p.landedInBucket(t, bucket.bucket, "dev-s3", "v2")
 
+		// The stores have the files a moment before the render is done
+		// and counted.
+		waitFor(t, "/metrics counting two renders", 30*time.Second, func() error {
+			for _, m := range []struct{ name, label string }{
+				{"render_renders_total", `result="ok"`},
+				{"render_store_writes_total", `result="committed"`},
+				{"render_store_writes_total", `result="uploaded"`},
+			} {
+				if n := p.metric(t, m.name, m.label); n < 2 {
+					return fmt.Errorf("%s{%s} = %v, want 2 or more", m.name, m.label, n)
+				}
+			}
+			return nil
+		})
 		code, body, err := httpGet(p.metrics+"/healthz", "", "")
 		if err != nil || code != http.StatusOK || !strings.Contains(string(body), "last render: ok") {
 			t.Errorf("/healthz: HTTP %d, %v: %s", code, err, body)
-		}
-		if n := p.metric(t, "render_renders_total", `result="ok"`); n < 2 {
-			t.Errorf("/metrics: render_renders_total{result=\"ok\"} = %v, want 2 or more", n)
-		}
-		if n := p.metric(t, "render_store_writes_total", `result="committed"`); n < 2 {
-			t.Errorf("/metrics: render_store_writes_total{result=\"committed\"} = %v, want 2 or more", n)
-		}
-		if n := p.metric(t, "render_store_writes_total", `result="uploaded"`); n < 2 {
-			t.Errorf("/metrics: render_store_writes_total{result=\"uploaded\"} = %v, want 2 or more", n)
 		}
 
 		// The workflow's last change, then at once the pod's end: the
