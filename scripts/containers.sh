@@ -12,8 +12,8 @@
 #   1. installs docker.io, docker-compose and debootstrap with apt-get when a
 #      command is missing (Debian's packages: Docker Engine 20.10, Compose 1.29);
 #   2. starts dockerd in the background with --iptables=false (the host's
-#      firewall is left alone), --ip=127.0.0.1 (published ports on loopback
-#      only), its images under ${RENDER_CACHE_DIR:-~/.cache/render}/docker (so
+#      firewall is left alone), --ip=127.0.0.1 (ports published without an
+#      address go on loopback only), its images under ${RENDER_CACHE_DIR:-~/.cache/render}/docker (so
 #      they survive between runs) and its socket and pidfile in a temporary
 #      folder, and waits for `docker info`;
 #   3. builds the images. Nothing can be pulled here, so the images the
@@ -33,9 +33,9 @@
 #      engine and stops dockerd by PID, also when CMD or a step failed.
 #
 # One run at a time per cache folder (a lock; a second run waits).
-# With CI=true every failure is fatal. Otherwise, when Docker cannot be set up
-# here (no root, no apt), CMD runs without the engine's variables and the
-# tests skip, saying why.
+# It needs root. With CI=true every failure is fatal. Otherwise, when Docker
+# cannot be set up here (not root, no apt, dockerd does not start), CMD runs
+# without the engine's variables and the tests skip, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,14 +66,6 @@ TIMES=()
 t0() { T_START[$1]=$SECONDS; }
 t1() { TIMES+=("$1 $((SECONDS - T_START[$1]))s"); }
 
-as_root() {
-	if [[ $EUID -eq 0 ]]; then
-		"$@"
-	else
-		sudo -n "$@"
-	fi
-}
-
 # ---------------------------------------------------------------- packages
 
 install_packages() {
@@ -86,8 +78,8 @@ install_packages() {
 	mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 	log "installing ${missing[*]} with apt-get"
 	t0 apt
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || return 1
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || return 1
+	env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		"${missing[@]}" >&2 || return 1
 	t1 apt
 }
@@ -118,7 +110,8 @@ start_dockerd() {
 	export DOCKER_HOST="unix://${RUN_DIR}/docker.sock"
 	log "starting dockerd (data root ${DATA_ROOT}, socket ${RUN_DIR}/docker.sock)"
 	t0 dockerd
-	# setsid: its own session, so a ^C of make reaches us, and we stop it.
+	# setsid: its own session, so a ^C in the terminal reaches this script,
+	# which removes the containers first and then stops dockerd.
 	setsid "$dockerd" --iptables=false --ip=127.0.0.1 \
 		--data-root "$DATA_ROOT" --exec-root "$RUN_DIR/exec" \
 		--pidfile "$RUN_DIR/dockerd.pid" -H "$DOCKER_HOST" \
@@ -219,19 +212,19 @@ build_base() {
 		dir="$(mktemp -d "${ROOTFS_DIR}/build.XXXXXX")"
 		log "debootstrap ${DEBIAN_SUITE} (minbase + ${DEBIAN_INCLUDE}) from ${DEBIAN_MIRROR}"
 		t0 debootstrap
-		if ! as_root "$(command -v debootstrap || echo /usr/sbin/debootstrap)" --variant=minbase \
+		if ! "$(command -v debootstrap || echo /usr/sbin/debootstrap)" --variant=minbase \
 			--include="$DEBIAN_INCLUDE" "$DEBIAN_SUITE" "$dir/root" "$DEBIAN_MIRROR" >"$dir/log" 2>&1; then
 			tail -n 20 "$dir/log" >&2
-			as_root rm -rf "$dir"
+			rm -rf "$dir"
 			die "debootstrap failed (see above)"
 		fi
 		# What an image does not need: downloaded packages, package lists, docs.
-		as_root rm -rf "$dir/root/var/cache/apt/archives/"*.deb "$dir/root/var/lib/apt/lists/"* \
+		rm -rf "$dir/root/var/cache/apt/archives/"*.deb "$dir/root/var/lib/apt/lists/"* \
 			"$dir/root/usr/share/doc" "$dir/root/usr/share/man" "$dir/root/usr/share/locale" \
 			"$dir/root/usr/share/info"
-		as_root tar -C "$dir/root" --numeric-owner -cf "$tar.tmp" .
+		tar -C "$dir/root" --numeric-owner -cf "$tar.tmp" .
 		mv -f "$tar.tmp" "$tar"
-		as_root rm -rf "$dir"
+		rm -rf "$dir"
 		t1 debootstrap
 		log "root file system cached: $tar ($(du -h "$tar" | cut -f1))"
 	else
@@ -466,6 +459,11 @@ build_images() {
 # with READY=0 (the tests then skip). A failing build always fails.
 READY=0
 setup() {
+	if [[ $EUID -ne 0 ]]; then
+		[[ "${CI:-}" == "true" ]] && die "the container tests need root (apt-get, dockerd, debootstrap)"
+		log "not root: no Docker engine here; the container tests will skip"
+		return 0
+	fi
 	if ! install_packages; then
 		[[ "${CI:-}" == "true" ]] && die "installing docker.io, docker-compose and debootstrap failed"
 		log "cannot install Docker here; the container tests will skip"
