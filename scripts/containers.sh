@@ -283,14 +283,28 @@ FROM ${BASE_IMAGE}
 COPY go /usr/local/go
 ENV GOLANG_VERSION=${gover} GOPATH=/go GOTOOLCHAIN=local PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 COPY warm /warm
+ARG GOPROXY
+ARG GOSUMDB
+ARG GONOSUMDB
+ARG GOPRIVATE
+ARG GONOPROXY
+ARG GOINSECURE
 RUN cd /warm && export SSL_CERT_FILE=/warm/ca.crt && go mod download && \\
     CGO_ENABLED=0 go build -trimpath \$(cat deps.txt) && \\
     rm -rf /warm
 WORKDIR /go
 EOF
 	key="$( (cat "$stage/Dockerfile" "$stage/warm/go.sum" "$stage/warm/deps.txt"; go version) | sha)"
-	# The build of the warm caches downloads modules: host network.
-	build_standin "golang:${gover}" "$key" "$stage" --network host
+	# The warm-up downloads modules: the host's network, and its Go and proxy
+	# settings (build arguments: they do not stay in the image).
+	local args=(--network host) v
+	for v in GOPROXY GOSUMDB GONOSUMDB GOPRIVATE GONOPROXY GOINSECURE; do
+		args+=(--build-arg "$v=$(go env "$v")")
+	done
+	for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+		[[ -z "${!v:-}" ]] || args+=(--build-arg "$v=${!v}")
+	done
+	build_standin "golang:${gover}" "$key" "$stage" "${args[@]}"
 }
 
 build_gitea() { # BINARY
