@@ -196,26 +196,17 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (Res
 	}
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
-		snap, err := c.Snapshot(ctx, attempt)
-		if err != nil {
-			return fail("read", err)
+		if err := ctx.Err(); err != nil {
+			return fail("write", err)
 		}
-		if r, ok := snap.(Revisioned); ok {
-			res.Revision = r.Revision()
-		}
-		ch, err := PlanBatch(snap, us)
-		if err != nil {
-			return fail("plan", err)
-		}
-		ch.Attempt = attempt
-		last = ch
-		res.Diff, res.Updated = ch.Plan.Diff, ch.Plan.Changed()
-		if ch.Plan.Changed() {
-			if ch.Message, err = us[0].MessageFor(ch.Plan.Diff); err != nil {
-				return fail("commit message", err)
+		ch, out, op, err := attemptWrite(ctx, c, us, attempt)
+		if ch != nil {
+			last = ch
+			res.Diff, res.Updated = ch.Plan.Diff, ch.Plan.Changed()
+			if r, ok := ch.Snapshot.(Revisioned); ok {
+				res.Revision = r.Revision()
 			}
 		}
-		out, err := c.Commit(ctx, ch)
 		if out.Revision != "" {
 			res.Revision = out.Revision
 		}
@@ -223,8 +214,8 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (Res
 		if err == nil {
 			return res, nil
 		}
-		if !errors.Is(err, ErrConflict) || ctx.Err() != nil {
-			return fail(opOf(err, "write"), err)
+		if Classify(err) != ClassConflict || ctx.Err() != nil {
+			return fail(op, err)
 		}
 		lost := "other writers kept changing the store"
 		var ce *ConflictError
@@ -252,6 +243,27 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (Res
 			return fail("write", err)
 		}
 	}
+}
+
+// attemptWrite is one attempt: a snapshot, a plan, a commit. op names
+// the step that failed.
+func attemptWrite(ctx context.Context, c Committer, us []Update, attempt int) (*Change, Outcome, string, error) {
+	snap, err := c.Snapshot(ctx, attempt)
+	if err != nil {
+		return nil, Outcome{}, opOf(err, "read"), err
+	}
+	ch, err := PlanBatch(snap, us)
+	if err != nil {
+		return nil, Outcome{}, opOf(err, "plan"), err
+	}
+	ch.Attempt = attempt
+	if ch.Plan.Changed() {
+		if ch.Message, err = us[0].MessageFor(ch.Plan.Diff); err != nil {
+			return ch, Outcome{}, "commit message", err
+		}
+	}
+	out, err := c.Commit(ctx, ch)
+	return ch, out, opOf(err, "write"), err
 }
 
 // ConflictError is a lost race that says what moved, and during which
