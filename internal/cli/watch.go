@@ -37,9 +37,6 @@ import (
 	"github.com/render-dev/render/watcher"
 )
 
-// ExitInterrupted is watch mode's exit code after a second signal.
-const ExitInterrupted = 130
-
 // watchHooks are what tests replace: the signal source and the backoff.
 type watchHooks struct {
 	signals <-chan os.Signal
