@@ -56,7 +56,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		newRec = &r
 	}
 	first := UpdateHint(u)
-	prefetch(snap, first)
+	Prefetch(snap, first)
 	hint := first.Paths
 	old, err := readRecord(snap, recPath)
 	if err != nil {
@@ -85,7 +85,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 				dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", t))
 			}
 		}
-		prefetch(snap, Hint{Paths: hint, Dirs: dirs})
+		Prefetch(snap, Hint{Paths: hint, Dirs: dirs})
 	} else if u.Adopt != nil {
 		// A store Kratix wrote: what it wrote for the workload is its own.
 		files, err := adopted(snap, u.Adopt)
@@ -311,7 +311,7 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string
 	if err != nil {
 		return err
 	}
-	prefetch(snap, Hint{Reads: parts})
+	Prefetch(snap, Hint{Reads: parts})
 	mine := AggregatePath(target, workload)
 	set := map[string]bool{}
 	for _, part := range parts {
