@@ -137,6 +137,9 @@ type Store struct {
 	layers map[digest.Digest]map[string][]byte // unpacked layers, by digest
 	repos  map[string]*remote.Repository
 	pushed map[string]bool // repo + "@" + digest known to exist
+	// deletesOK is set once the registry showed it deletes tags (see
+	// checkDeletes).
+	deletesOK bool
 }
 
 // CheckConfig refuses a configuration that cannot name a store: an empty
