@@ -52,6 +52,19 @@ type IO struct {
 	// phaseHook, when set (tests), is called as a one-shot render or drain
 	// enters each phase, with the context a first signal cancels.
 	phaseHook func(ctx context.Context, phase string)
+	// docs is standard output without redaction, for the documents render
+	// prints (render bootstrap): they hold no secret by construction, and
+	// must reach the worker byte for byte.
+	docs io.Writer
+}
+
+// documents is where the documents render prints go: standard output as
+// given, never redacted.
+func (c IO) documents() io.Writer {
+	if c.docs != nil {
+		return c.docs
+	}
+	return c.Out
 }
 
 // commonOptions are the flags render and render drain share, registered and
@@ -276,7 +289,9 @@ func Main(ctx context.Context, args []string, io IO) int {
 	if io.Getenv == nil {
 		io.Getenv = os.Getenv
 	}
-	// Every secret value the inputs load is masked in all render prints.
+	// Every secret value the inputs load is masked in all render prints,
+	// except the documents it prints (see IO.docs).
+	io.docs = io.Out
 	io.Out, io.Err = redact.Writer(io.Out), redact.Writer(io.Err)
 	return execute(ctx, NewCommand(io), args, io)
 }
