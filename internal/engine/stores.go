@@ -44,8 +44,13 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 			// only inside a folder that exists: a missing one is a mistyped
 			// URL, known before any store is contacted.
 			if parent := filepath.Dir(dir); !isDir(parent) {
-				return nil, "", &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf(
-					"spec.url %s: folder %s does not exist (a local repository is created on first use, inside an existing folder)", gs.URL, parent)}
+				msg := fmt.Sprintf("spec.url %s: folder %s does not exist (a local repository is created on first use, inside an existing folder)", gs.URL, parent)
+				if _, err := os.Stat(dir); err != nil {
+					if tl, ok := inputs.TooLong(err); ok {
+						msg = fmt.Sprintf("spec.url %s: %s", gs.URL, tl)
+					}
+				}
+				return nil, "", &renderer.InputError{File: gs.File, Where: where, Msg: msg}
 			}
 		} else {
 			secret, err := e.secret(p, gs.File, where, gs.SecretRef, gs.AuthMethod != "")
