@@ -44,7 +44,7 @@ var exitCodes = []exitCode{
 	{ExitOK, "ok", "written, or nothing to do"},
 	{ExitStoreFailed, "failed", "a store failed (the message names it), or another error that is not the input's"},
 	{ExitBadInput, "bad input", "bad input or usage: one line naming the file, the document or entry, and the problem; nothing is written anywhere"},
-	{ExitUnscheduled, "unscheduled", "written, but some group is unscheduled (the message names the group, its selector and why each destination was passed over); `render drain`: some resource could not move"},
+	{ExitUnscheduled, "unscheduled", "written, but some group is unscheduled (the message names the group, its selector and why each destination was passed over); `render drain`: some resource could not move; `render prune-misscheduled`: some group could not be pruned"},
 	{ExitMassDeletion, "mass deletion", "refused by the mass-deletion breaker: nothing is written; the message names the store, each destination and its counts, and what allows it (with `--dry-run`: the render would be refused)"},
 	{ExitPullRequestOpen, "pull request open", "pull-request mode: the pull request was still open when `spec.pullRequest.wait` ended (the message names it); a pull request closed without being merged is `1`"},
 	{ExitSIGINT, "SIGINT", "stopped by SIGINT (Ctrl-C), or in watch mode by a second signal; the last line says whether anything was written"},

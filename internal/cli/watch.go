@@ -298,7 +298,11 @@ func logRender(log *slog.Logger, out outcome, res metrics.Result) {
 	}
 	rep := out.rep
 	if rep.Plan != nil {
-		for _, g := range rep.Plan.Groups {
+		for _, g := range rep.Groups() {
+			if len(g.Misscheduled) > 0 {
+				// Once per group and render, however many files it has.
+				log.Warn("group misscheduled", "group", g.Directory, "destinations", strings.Join(g.Misscheduled, ","), "reason", renderer.MisscheduledLine(g))
+			}
 			if g.Unscheduled() {
 				log.Warn("group unscheduled", "group", g.Directory, "reason", unscheduledLine(g))
 				continue
