@@ -24,6 +24,9 @@
 # Besides the servers, the oras CLI is built the same way: tests pull what
 # render pushed to the registry with it, as a real consumer would.
 #
+# RENDER_TEST_REGISTRY_DELETE=false at `start` writes a registry config with
+# storage.delete.enabled false: a registry that refuses DELETE, for tests.
+#
 # DIR/env contains `export` lines (see write_env) that internal/testenv reads.
 # With CI=true every failure is fatal and reported with a clear message (it is
 # fatal locally too; CI just gets the extra banner).
@@ -760,7 +763,7 @@ storage:
   filesystem:
     rootdirectory: $r/data
   delete:
-    enabled: true
+    enabled: ${RENDER_TEST_REGISTRY_DELETE:-true}
   maintenance:
     uploadpurging:
       enabled: false

@@ -150,12 +150,23 @@ func serversScript() (string, error) {
 // runServersScript runs `testservers.sh ARGS...`.
 func runServersScript(t testing.TB, args ...string) {
 	t.Helper()
+	runServersScriptEnv(t, nil, args...)
+}
+
+// runServersScriptEnv runs `testservers.sh ARGS...` with env added to its
+// environment.
+func runServersScriptEnv(t testing.TB, env []string, args ...string) {
+	t.Helper()
 	script, err := serversScript()
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	out, err := exec.Command("bash", append([]string{script}, args...)...).CombinedOutput()
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("testenv: %s %s: %v\n%s", script, strings.Join(args, " "), err, out)
 	}
@@ -202,10 +213,17 @@ func (c *serverControl) start(t testing.TB) {
 // binaries are built); otherwise the test is skipped (failed when CI=true).
 func startPrivate(t testing.TB, which, what string, sharedVars ...string) map[string]string {
 	t.Helper()
+	return startPrivateEnv(t, which, what, nil, sharedVars...)
+}
+
+// startPrivateEnv is startPrivate with env (KEY=VALUE) added to the
+// script's environment, for the settings it takes from there.
+func startPrivateEnv(t testing.TB, which, what string, env []string, sharedVars ...string) map[string]string {
+	t.Helper()
 	requireEnv(t, what, sharedVars...)
 	dir := t.TempDir()
 	t.Cleanup(func() { runServersScript(t, "stop", dir) }) // runs before TempDir's removal
-	runServersScript(t, "start", dir, which)
+	runServersScriptEnv(t, env, "start", dir, which)
 	data, err := os.ReadFile(filepath.Join(dir, "env"))
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
