@@ -75,9 +75,14 @@ func (sc *scenario) changed() {
 }
 
 // deleted runs the resource's delete workflow, then the promise's, and
-// waits for Argo CD to prune their objects in turn.
-func (sc *scenario) deleted() {
+// waits for Argo CD to prune their objects in turn: the Widget and the
+// ConfigMap, then the namespace. The promise's CRD leaves the dependencies
+// Application but stays in the cluster: Argo CD puts no tracking annotation
+// on a CustomResourceDefinition and so never prunes one (deleting a CRD
+// deletes every object of its kind); the README says so.
+func (sc *scenario) deleted(dest string) {
 	sc.t.Helper()
+	depsApp := dest + "-dependencies"
 	sc.ResourceWorkflow("delete")
 	sc.refresh()
 	sc.waitPruned(sc.Widget(), sc.ConfigMap())
@@ -86,7 +91,13 @@ func (sc *scenario) deleted() {
 	}
 	sc.PromiseWorkflow("delete")
 	sc.refresh()
-	sc.waitPruned(sc.CRD(), sc.NamespaceObject())
+	sc.waitPruned(sc.NamespaceObject())
+	sc.waitFor(sc.CRD().String()+" out of Application "+depsApp, func() (bool, string) {
+		return !listed(sc.app(depsApp), sc.CRD()), "still listed among its resources"
+	})
+	if ok, _ := sc.gone(sc.CRD()); ok {
+		sc.t.Errorf("%s was pruned: Argo CD prunes CRDs now; update the README (it says Argo CD leaves them)", sc.CRD())
+	}
 }
 
 // TestGitRepository: a promise workflow and a resource workflow render into
@@ -107,7 +118,7 @@ func TestGitRepository(t *testing.T) {
 		"path: clusters/"+dest+"/dependencies", "recurse: true", "prune: true", `argocd.argoproj.io/sync-wave: "1"`)
 	sc.configured(dest)
 	sc.changed()
-	sc.deleted()
+	sc.deleted(dest)
 }
 
 // TestOCIRepository: the same into the OCI registry: the Applications read
@@ -126,7 +137,7 @@ func TestOCIRepository(t *testing.T) {
 		"insecureOCIForceHttp")
 	sc.configured(dest)
 	sc.changed()
-	sc.deleted()
+	sc.deleted(dest)
 }
 
 // TestFlatDestinations: aggregatedYAML and none destinations, in git and in

@@ -255,7 +255,8 @@ func finished(t *testing.T, name string, obj map[string]any) time.Time {
 }
 
 // tracker is the Application that tracks obj (Argo CD's tracking-id
-// annotation, "<application>:<group>/<kind>:<namespace>/<name>").
+// annotation, "<application>:<group>/<kind>:<namespace>/<name>"). Argo CD
+// puts none on a CustomResourceDefinition.
 func tracker(obj map[string]any) string {
 	ann, _ := testenv.Field(obj, "metadata.annotations").(map[string]any)
 	id, _ := ann["argocd.argoproj.io/tracking-id"].(string)
@@ -263,19 +264,52 @@ func tracker(obj map[string]any) string {
 	return app
 }
 
+// resource is o's entry in the Application's status.resources, or nil.
+func resource(app map[string]any, o testenv.Object) map[string]any {
+	group, _, ok := strings.Cut(o.APIVersion, "/")
+	if !ok {
+		group = ""
+	}
+	res, _ := testenv.Field(app, "status.resources").([]any)
+	for _, r := range res {
+		m, _ := r.(map[string]any)
+		g, _ := m["group"].(string)
+		ns, _ := m["namespace"].(string)
+		if g == group && m["kind"] == o.Kind && ns == o.Namespace && m["name"] == o.Name {
+			return m
+		}
+	}
+	return nil
+}
+
+// listed reports whether the Application lists o among its resources.
+func listed(app map[string]any, o testenv.Object) bool { return resource(app, o) != nil }
+
+// synced reports whether the Application lists o among its resources,
+// Synced.
+func synced(app map[string]any, o testenv.Object) bool {
+	r := resource(app, o)
+	return r != nil && r["status"] == "Synced"
+}
+
 // waitApplied waits until every object exists, tracked by the Application
-// named.
+// named (except a CRD, which Argo CD does not mark) and listed Synced among
+// its resources.
 func (sc *scenario) waitApplied(app string, objs ...testenv.Object) map[testenv.Object]map[string]any {
 	sc.t.Helper()
 	got := map[testenv.Object]map[string]any{}
 	sc.waitFor(fmt.Sprintf("%v applied by Application %s", objs, app), func() (bool, string) {
+		a := sc.app(app)
 		for _, o := range objs {
 			obj, err := sc.kube.Get(o.APIVersion, o.Kind, o.Namespace, o.Name)
 			if err != nil {
 				return false, fmt.Sprintf("%s: %v", o, err)
 			}
-			if tracker(obj) != app {
+			if o.Kind != "CustomResourceDefinition" && tracker(obj) != app {
 				return false, fmt.Sprintf("%s is tracked by %q", o, tracker(obj))
+			}
+			if !synced(a, o) {
+				return false, fmt.Sprintf("%s is not among Application %s's Synced resources", o, app)
 			}
 			got[o] = obj
 		}
