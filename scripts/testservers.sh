@@ -420,6 +420,10 @@ cmd_build() {
 		builds+=(build_etcd build_apiserver build_source_controller build_kustomize_controller)
 	fi
 	if want_argocd; then
+		# argocd (./cmd, every component in one binary), measured on 2
+		# shared cores: 670 CPU-seconds (541 user, 129 system) with an
+		# empty build cache, 474 after the Flux stack's builds; 230 MB of
+		# module zips.
 		builds+=(ensure_redis build_argocd copy_argocd_manifests)
 	fi
 	for b in "${builds[@]}"; do
