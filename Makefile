@@ -5,8 +5,10 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X github.com/render-dev/render/internal/cli.Version=$(VERSION)
 DEMO      := .demo
 DEMO_FLAGS = --platform fixtures/platform
+DOCKER    ?= docker
+IMAGE     ?= render:$(VERSION)
 
-.PHONY: build demo demo-clean test unit bench servers fmt vet
+.PHONY: build demo demo-clean test unit bench servers fmt vet image test-containers
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/render
@@ -39,6 +41,15 @@ unit:
 ## bench: side-by-side figures against real Gitea and MinIO; a table, and JSON under .bench/.
 bench:
 	scripts/bench.sh
+
+## image: build render's container image (Dockerfile) as $(IMAGE) with $(DOCKER).
+image:
+	$(DOCKER) build -t $(IMAGE) --build-arg VERSION=$(VERSION) $(DOCKER_BUILD_FLAGS) .
+
+## test-containers: only the container tests (the image as a pod's sidecar, the
+## docker-compose quickstart), with a private Docker engine set up by scripts/containers.sh.
+test-containers:
+	scripts/containers.sh with $(GO) test -count=1 -timeout=30m ./internal/containere2e/
 
 servers:
 	scripts/testservers.sh build

@@ -99,10 +99,31 @@ type Group struct {
 	Destinations []string // chosen destinations, sorted
 	// Sticky is set when a resource kept an earlier placement.
 	Sticky bool
+	// Misscheduled are the destinations among Destinations that the group
+	// stays on although they no longer match (Kratix labels such a
+	// WorkPlacement kratix.io/misscheduled): an earlier render (or Kratix)
+	// placed it there, and only a delete, `render drain` or `render
+	// prune-misscheduled` takes it away. Sorted.
+	Misscheduled []string
+	// KeptFrom says who made the earlier placements the group keeps:
+	// PlacedByRender or PlacedByKratix ("" when it keeps none).
+	KeptFrom string
 }
 
-// Unscheduled reports whether no destination took the group.
-func (g Group) Unscheduled() bool { return len(g.Destinations) == 0 }
+// Who made an earlier placement a group keeps.
+const (
+	PlacedByRender = "render"
+	PlacedByKratix = "kratix"
+)
+
+// Unscheduled reports whether no destination that matches the group's
+// selector takes it: it went nowhere, or only stays where an earlier
+// placement left it (misscheduled).
+func (g Group) Unscheduled() bool { return len(g.Destinations) == len(g.Misscheduled) }
+
+// Placed reports whether the group has any destination, a misscheduled one
+// included: its files are written there.
+func (g Group) Placed() bool { return len(g.Destinations) > 0 }
 
 // Verdict is what scheduling thought of one destination for one group.
 type Verdict struct {
@@ -115,6 +136,9 @@ type Verdict struct {
 	// Score is a candidate's load (lower is better) under the spread strategy.
 	Score  int
 	Chosen bool
+	// Misscheduled marks a chosen destination the group stays on although
+	// Reasons say it no longer matches.
+	Misscheduled bool
 	// TiedWith, on the chosen destination of a resource group, names the
 	// other candidates with the same lowest score: the stable hash of the
 	// workload's identity broke the tie.
@@ -134,7 +158,7 @@ type StoreWrite struct {
 func (p *Plan) Placements() []layout.Placement {
 	var out []layout.Placement
 	for _, g := range p.Groups {
-		if !g.Unscheduled() {
+		if g.Placed() {
 			pl := layout.Placement{Group: g.Directory, Destinations: g.Destinations, MatchLabels: g.Selector.MatchLabels}
 			for _, e := range g.Selector.MatchExpressions {
 				pl.MatchExpressions = append(pl.MatchExpressions, e)
@@ -145,7 +169,20 @@ func (p *Plan) Placements() []layout.Placement {
 	return out
 }
 
-// Unscheduled returns the groups no destination took.
+// Misscheduled returns the groups that stay on a destination that no
+// longer matches.
+func (p *Plan) Misscheduled() []Group {
+	var out []Group
+	for _, g := range p.Groups {
+		if len(g.Misscheduled) > 0 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Unscheduled returns the groups no matching destination took (see
+// Group.Unscheduled).
 func (p *Plan) Unscheduled() []Group {
 	var out []Group
 	for _, g := range p.Groups {
@@ -154,6 +191,23 @@ func (p *Plan) Unscheduled() []Group {
 		}
 	}
 	return out
+}
+
+// MisscheduledLine says, in one line, where g stays although it no longer
+// matches, and why.
+func MisscheduledLine(g Group) string {
+	var why []string
+	for _, v := range g.Verdicts {
+		if v.Misscheduled {
+			why = append(why, v.Destination+": "+v.Reason)
+		}
+	}
+	who := "an earlier render"
+	if g.KeptFrom == PlacedByKratix {
+		who = "Kratix"
+	}
+	return fmt.Sprintf("group %s stays on %s where %s placed it, although selector %s no longer matches (misscheduled: %s); `render prune-misscheduled` removes it there",
+		g.Directory, strings.Join(g.Misscheduled, ", "), who, g.Selector, strings.Join(why, "; "))
 }
 
 // GroupID is Kratix's short id of a group's directory.
@@ -199,7 +253,8 @@ func StaticDependenciesFile(promise string) string {
 // destinations under dependencies/<promise>/5058f/), scheduled to every
 // destination the Promise's destinationSelectors match. Its plan has no
 // groups when the Promise has no dependencies, or for a delete: every
-// file of it goes.
+// file of it goes. in.Previous is where the static dependencies were
+// placed before (their own record's placements, not the workflow's).
 func RenderStatic(ctx context.Context, in Input) (*Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -211,7 +266,8 @@ func RenderStatic(ctx context.Context, in Input) (*Plan, error) {
 	}
 	st := Input{
 		Workflow: wf, Destinations: in.Destinations, Promise: in.Promise,
-		Output: []File{{Path: StaticDependenciesFile(in.Promise.Name), Data: in.Promise.Dependencies}},
+		Output:   []File{{Path: StaticDependenciesFile(in.Promise.Name), Data: in.Promise.Dependencies}},
+		Previous: in.Previous, PreviousByKratix: in.PreviousByKratix,
 	}
 	g := Group{Directory: DefaultGroup, ID: GroupID(DefaultGroup), Files: []string{st.Output[0].Path}, Selector: defaultSelector(st, Selector{})}
 	return renderGroups(ctx, st, plan, []Group{g})
@@ -231,6 +287,9 @@ func renderGroups(ctx context.Context, in Input, plan *Plan, groups []Group) (*P
 		}
 		g := &groups[i]
 		schedule(in, dests, byName, g, plan)
+		if len(g.Misscheduled) > 0 {
+			plan.Warnings = append(plan.Warnings, MisscheduledLine(*g))
+		}
 		plan.Groups = append(plan.Groups, *g)
 	}
 	if err := ctx.Err(); err != nil {
@@ -406,7 +465,8 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 		data[f.Path] = f.Data
 	}
 	writes := map[StoreRef]*StoreWrite{}
-	aggregates := map[string]*bytes.Buffer{} // target -> documents, per store below
+	type aggFile struct{ id, path string }
+	aggregates := map[string][]aggFile{} // target -> the files it holds, per store below
 	aggStore := map[string]StoreRef{}
 	for _, g := range groups {
 		for _, name := range g.Destinations {
@@ -426,20 +486,8 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 				switch d.Mode {
 				case AggregatedYAML:
 					target := path.Join(d.Path, d.Filename)
-					buf := aggregates[target]
-					if buf == nil {
-						buf = &bytes.Buffer{}
-						aggregates[target] = buf
-						aggStore[target] = d.Store
-					}
-					doc := bytes.TrimSpace(bytes.TrimPrefix(data[f], []byte("---\n")))
-					if len(doc) == 0 {
-						continue
-					}
-					if buf.Len() > 0 {
-						buf.WriteString("\n---\n")
-					}
-					buf.Write(doc)
+					aggregates[target] = append(aggregates[target], aggFile{g.ID, f})
+					aggStore[target] = d.Store
 				case NoNesting:
 					w.Files[path.Join(d.Path, f)] = data[f]
 				default:
@@ -454,8 +502,29 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 	}
 	sort.Strings(targets)
 	for _, t := range targets {
+		// Kratix's bytes: each file's content as it is, joined by
+		// "\n---\n", its WorkPlacements (one per group) in the order of
+		// their names (which end with the group's id), each one's files in
+		// the order Kratix read them (each folder's entries sorted by name).
+		files := aggregates[t]
+		sort.Slice(files, func(i, j int) bool {
+			if files[i].id != files[j].id {
+				return files[i].id < files[j].id
+			}
+			return slices.Compare(strings.Split(files[i].path, "/"), strings.Split(files[j].path, "/")) < 0
+		})
+		var buf bytes.Buffer
+		for i, f := range files {
+			if i > 0 {
+				buf.WriteString("\n---\n")
+			}
+			buf.Write(data[f.path])
+		}
+		if buf.Len() == 0 {
+			continue // nothing to contribute: no part
+		}
 		w := writes[aggStore[t]]
-		w.Aggregates = append(w.Aggregates, layout.Aggregate{Target: t, Contribution: append(aggregates[t].Bytes(), '\n')})
+		w.Aggregates = append(w.Aggregates, layout.Aggregate{Target: t, Contribution: buf.Bytes()})
 	}
 	out := make([]StoreWrite, 0, len(writes))
 	for _, w := range writes {

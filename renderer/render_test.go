@@ -421,7 +421,8 @@ func TestFilepathModes(t *testing.T) {
 		t.Fatalf("aggregated write = %+v", w)
 	}
 	equal(t, w.Aggregates[0].Target, "agg/all.yaml")
-	equal(t, string(w.Aggregates[0].Contribution), "kind: A\n---\nkind: B\n")
+	// Kratix's bytes: every file as it is, joined by "\n---\n".
+	equal(t, string(w.Aggregates[0].Contribution), "kind: A\n\n---\n---\nkind: B\n")
 }
 
 func TestGroupIDs(t *testing.T) {

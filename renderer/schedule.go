@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 
@@ -133,6 +134,23 @@ func filter(s Selector, d *Destination) []string {
 	return reasons
 }
 
+// cordonReason is the verdict reason of a cordoned destination. A cordon
+// turns away new placements only: it never makes a kept placement
+// misscheduled.
+const cordonReason = "cordoned (spec.unschedulable): takes no new placements"
+
+// mismatch is the reasons in v.Reasons that say the destination no longer
+// matches the group (all but a cordon).
+func mismatch(v Verdict) []string {
+	var out []string
+	for _, r := range v.Reasons {
+		if r != cordonReason {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // schedule fills g's verdicts and destinations.
 func schedule(in Input, dests []Destination, byName map[string]*Destination, g *Group, plan *Plan) {
 	var candidates []int
@@ -143,7 +161,7 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 			v.Reasons = append(v.Reasons, "label "+DryRunLabel+"=true: Kratix's dry-run destination takes no ordinary workloads")
 		}
 		if d.Unschedulable && in.Workflow.Type == ResourceWorkflow {
-			v.Reasons = append(v.Reasons, "cordoned (spec.unschedulable): takes no new placements")
+			v.Reasons = append(v.Reasons, cordonReason)
 		}
 		v.Reason = strings.Join(v.Reasons, "; ")
 		if v.Reason == "" {
@@ -151,11 +169,48 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 		}
 		g.Verdicts = append(g.Verdicts, v)
 	}
+	keptFrom := PlacedByRender
+	if in.PreviousByKratix {
+		keptFrom = PlacedByKratix
+	}
+	// keep makes g stay on the earlier placement d (Kratix keeps a
+	// WorkPlacement whose destination no longer matches, and labels it
+	// misscheduled): its files there are written as on any destination.
+	keep := func(d *Destination) {
+		g.KeptFrom = keptFrom
+		for i := range g.Verdicts {
+			v := &g.Verdicts[i]
+			if v.Destination != d.Name || v.Chosen {
+				continue
+			}
+			v.Chosen = true
+			if !slices.Contains(g.Destinations, d.Name) {
+				g.Destinations = append(g.Destinations, d.Name)
+			}
+			if why := mismatch(*v); len(why) > 0 {
+				v.Misscheduled = true
+				v.Reasons, v.Reason = why, strings.Join(why, "; ")
+				g.Misscheduled = append(g.Misscheduled, d.Name)
+				continue
+			}
+			v.Reason, v.Reasons = "", nil // only cordoned: what is there stays
+		}
+		sort.Strings(g.Destinations)
+		sort.Strings(g.Misscheduled)
+	}
 	if in.Workflow.Type == PromiseWorkflow {
-		// Dependencies go to every matching destination.
+		// Dependencies go to every matching destination, and stay where
+		// an earlier render put them.
 		for _, i := range candidates {
 			g.Verdicts[i].Chosen = true
 			g.Destinations = append(g.Destinations, g.Verdicts[i].Destination)
+		}
+		for _, name := range in.Previous[g.Directory] {
+			if d := byName[name]; d != nil {
+				keep(d)
+			} else {
+				plan.Warnings = append(plan.Warnings, fmt.Sprintf("group %s was placed on destination %s, which no longer exists: its files there are removed", g.Directory, name))
+			}
 		}
 		return
 	}
@@ -163,20 +218,7 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 	if prev := in.Previous[g.Directory]; len(prev) > 0 {
 		if d := byName[prev[0]]; d != nil {
 			g.Sticky = true
-			g.Destinations = []string{d.Name}
-			for i := range g.Verdicts {
-				v := &g.Verdicts[i]
-				if v.Destination != d.Name {
-					continue
-				}
-				v.Chosen = true
-				if v.Reason != "" {
-					plan.Warnings = append(plan.Warnings, fmt.Sprintf(
-						"group %s stays on destination %s where it was placed, although it no longer matches (%s); run `render drain` to move it",
-						g.Directory, d.Name, v.Reason))
-					v.Reason, v.Reasons = "", nil
-				}
-			}
+			keep(d)
 			return
 		}
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf("group %s was placed on destination %s, which no longer exists: placing it again", g.Directory, prev[0]))
@@ -210,6 +252,17 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 			}
 		}
 	}
+}
+
+// Mismatch says every reason destination d does not match a placement
+// made with selector s: the reasons a kept placement is misscheduled (a
+// cordon is not one). Empty when d matches.
+func Mismatch(s Selector, d Destination) []string {
+	reasons := filter(s, &d)
+	if d.Labels[DryRunLabel] == "true" {
+		reasons = append(reasons, "label "+DryRunLabel+"=true: Kratix's dry-run destination takes no ordinary workloads")
+	}
+	return reasons
 }
 
 // load is a candidate's score under the spread strategy: the resources of

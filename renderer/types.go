@@ -196,6 +196,9 @@ type Input struct {
 	PromiseWorkflowSelector map[string]string
 	// Previous placements of this workload: group directory -> destinations.
 	Previous map[string][]string
+	// PreviousByKratix says Previous was read from what Kratix wrote (a
+	// store render has no record of the workload in), not from a record.
+	PreviousByKratix bool
 	// Load counts resources already placed, for spreading.
 	Load Load
 	// Flavour is the resource's flavour label value ("" when none).

@@ -61,7 +61,7 @@ func CountDeletions(before FileIndex, updates []Update, dests []string) (perDest
 	}
 	add := func(set map[fileKey]bool, workload, f string) {
 		p := f
-		if t, ok := aggregateTarget(f, workload); ok {
+		if t, ok := AggregateTarget(f, workload); ok {
 			p = t
 		} else if layout.IsMeta(f) {
 			return

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
 	"path"
 	"sort"
 	"strings"
@@ -81,7 +80,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 		for f := range owned {
 			hint = append(hint, f)
-			if t, ok := aggregateTarget(f, u.Workload); ok {
+			if t, ok := AggregateTarget(f, u.Workload); ok {
 				dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", t))
 			}
 		}
@@ -147,7 +146,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 	for f := range owned {
-		if t, ok := aggregateTarget(f, u.Workload); ok {
+		if t, ok := AggregateTarget(f, u.Workload); ok {
 			targets[t] = true
 		}
 	}
@@ -304,7 +303,11 @@ func (p *Plan) add(path string, data []byte, list *[]string) {
 }
 
 // aggregate rebuilds target from every workload's part, with this
-// workload's part as want says.
+// workload's part as want says. The target holds exactly what Kratix would
+// write there: every part's bytes as they are, in the order of Kratix's
+// WorkPlacement names (see KratixOrder), joined by "\n---\n", with the
+// documents Kratix wrote for workloads render does not know (legacy
+// segments, see legacySegments) where Kratix had them.
 func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string][]byte) error {
 	dir := path.Join(layout.MetaDir, "aggregate", target)
 	parts, err := snap.List(dir)
@@ -313,49 +316,39 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string
 	}
 	prefetch(snap, Hint{Reads: parts})
 	mine := AggregatePath(target, workload)
-	set := map[string]bool{}
+	content := map[string][]byte{} // every part the target is built from
 	for _, part := range parts {
-		set[part] = true
-	}
-	// Documents Kratix wrote for workloads render does not know stay.
-	legacy, write, err := legacyPart(snap, target, parts, want[mine])
-	if err != nil {
-		return err
-	}
-	if lp := path.Join(dir, LegacyPart); legacy != nil {
-		set[lp] = true
-		if write {
-			p.Ops = append(p.Ops, Op{Path: lp, Data: legacy})
-		}
-		want = maps.Clone(want)
-		want[lp] = legacy
-	} else if write {
-		delete(set, lp)
-		p.Ops = append(p.Ops, Op{Path: lp, Delete: true})
-	}
-	if _, ok := want[mine]; ok {
-		set[mine] = true
-	} else {
-		delete(set, mine)
-	}
-	var buf bytes.Buffer
-	for _, part := range sortedKeys(set) {
-		data, ok := want[part]
-		if !ok {
-			if data, err = snap.ReadFile(part); err != nil {
-				return err
-			}
-		}
-		data = bytes.TrimSpace(data)
-		if len(data) == 0 {
+		if part == mine {
 			continue
 		}
-		if buf.Len() > 0 {
+		data, err := snap.ReadFile(part)
+		if err != nil {
+			return err
+		}
+		content[part] = data
+	}
+	// Documents Kratix wrote for workloads render does not know stay.
+	if err := p.legacySegments(snap, target, workload, len(parts) == 0, hasPart(parts, mine), want[mine], content); err != nil {
+		return err
+	}
+	if data, ok := want[mine]; ok {
+		content[mine] = data
+	}
+	order := make([]string, 0, len(content))
+	for part, data := range content {
+		if len(data) > 0 {
+			order = append(order, part)
+		}
+	}
+	sort.Slice(order, func(i, j int) bool { return partLess(dir, order[i], order[j]) })
+	var buf bytes.Buffer
+	for i, part := range order {
+		if i > 0 {
 			buf.WriteString("\n---\n")
 		}
-		buf.Write(bytes.TrimPrefix(data, []byte("---\n")))
+		buf.Write(content[part])
 	}
-	exists, equal, err := snap.Compare(target, appendNewline(buf.Bytes()))
+	exists, equal, err := snap.Compare(target, buf.Bytes())
 	if err != nil {
 		return err
 	}
@@ -365,11 +358,20 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string
 		p.Diff.Deleted = append(p.Diff.Deleted, target)
 	case buf.Len() == 0:
 	case !exists:
-		p.add(target, appendNewline(buf.Bytes()), &p.Diff.Added)
+		p.add(target, buf.Bytes(), &p.Diff.Added)
 	case !equal:
-		p.add(target, appendNewline(buf.Bytes()), &p.Diff.Changed)
+		p.add(target, buf.Bytes(), &p.Diff.Changed)
 	}
 	return nil
+}
+
+func hasPart(parts []string, p string) bool {
+	for _, x := range parts {
+		if x == p {
+			return true
+		}
+	}
+	return false
 }
 
 func appendNewline(b []byte) []byte {
@@ -379,8 +381,9 @@ func appendNewline(b []byte) []byte {
 	return append(b, '\n')
 }
 
-// aggregateTarget recovers the target of a workload's aggregate part path.
-func aggregateTarget(p, workload string) (string, bool) {
+// AggregateTarget returns the aggregated file that p, a part of workload
+// (see AggregatePath), contributes to.
+func AggregateTarget(p, workload string) (string, bool) {
 	prefix := layout.MetaDir + "/aggregate/"
 	suffix := "/" + workload + ".part"
 	if !strings.HasPrefix(p, prefix) || !strings.HasSuffix(p, suffix) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strings"
 
 	"github.com/render-dev/render/internal/layout"
 )
@@ -55,6 +56,41 @@ func WorkloadKey(typ, promise, namespace, name, pipeline string) string {
 // part starts with a dot, which no pipeline name does.
 func StaticWorkloadKey(promise string) string {
 	return path.Join("promise", promise, ".static-dependencies")
+}
+
+// KratixOrder is where a workload's documents sort in an aggregated file:
+// Kratix orders them by the names of the WorkPlacements they came from,
+// <work>-<five random characters>.<destination>-<group id>, and a Work is
+// named after its identifier (<promise>-<pipeline>, <promise>-static-deps,
+// <promise>-<resource>-<pipeline>) cut as KratixWorkName cuts it. The
+// random part is not known, so two Works one of whose names begins with
+// the other's and a dash may sort otherwise than in Kratix; a Promise
+// with a pipelineNamespace names its resources' Works with the namespace
+// too, which this key leaves out.
+func KratixOrder(workload string) string {
+	parts := strings.Split(workload, "/")
+	id := workload
+	switch {
+	case len(parts) == 3 && parts[0] == "promise" && parts[2] == ".static-dependencies":
+		id = parts[1] + "-static-deps"
+	case len(parts) == 3 && parts[0] == "promise":
+		id = parts[1] + "-" + parts[2]
+	case len(parts) == 5 && parts[0] == "resource":
+		id = parts[2] + "-" + parts[3] + "-" + parts[4]
+	}
+	return KratixWorkName(id) + "-"
+}
+
+// KratixWorkName is the name Kratix gives a Work of identifier id, before
+// its random five characters: id cut to 55 characters when longer than 56,
+// without trailing characters that are not letters or digits.
+func KratixWorkName(id string) string {
+	if len(id) > 56 {
+		id = id[:55]
+	}
+	return strings.TrimRightFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	})
 }
 
 // RecordPath is where a workload's record lives, relative to the store path.

@@ -7,6 +7,10 @@
 // A path that does not exist yet is watched from its nearest existing
 // parent (and checked by a cheap poll as a fallback) until it appears; a
 // workflow's output folder may be created after the watch starts.
+//
+// Every decision the loop makes in time (the quiet period, the maximum
+// wait, the poll, a Batch's First and Last) reads Options.Clock, so a test
+// can pass a fake clock and step it instead of sleeping.
 package watcher
 
 import (
@@ -24,6 +28,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/utils/clock"
 )
 
 // Options configure a Watcher.
@@ -49,6 +54,11 @@ type Options struct {
 	// Log receives warnings (a watch that could not be added, an event
 	// queue overflow) and debug lines; nil discards them.
 	Log *slog.Logger
+	// Clock is what the loop reads the time from and sets its timers
+	// with: the quiet period, the maximum wait, the poll, and a Batch's
+	// First and Last. Nil means the real clock; a test passes a fake one
+	// (k8s.io/utils/clock/testing) and steps it instead of sleeping.
+	Clock clock.WithTicker
 }
 
 // Batch is one notification: the paths that changed since the previous
@@ -71,6 +81,7 @@ type Watcher struct {
 	opts    Options
 	fsw     *fsnotify.Watcher
 	log     *slog.Logger
+	clock   clock.WithTicker
 	out     chan Batch
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -86,9 +97,25 @@ type Watcher struct {
 	// its timer once per step however many paths a step noted.
 	dirtyFlag bool
 	warned    map[string]bool
+	// probe, when set (by tests), is told the loop's state each time the
+	// loop waits for something to happen.
+	probe func(loopState)
 
 	errMu sync.Mutex
 	err   error
+}
+
+// loopState is what the loop has seen and armed while it waits. Tests
+// observe it to step a fake clock at the right moment and to know that
+// nothing is pending, rather than sleeping.
+type loopState struct {
+	pending     int       // paths noted and not yet delivered
+	first, last time.Time // of the pending paths
+	armed       bool      // the quiet timer is set...
+	deadline    time.Time // ...to fire at this time
+	ready       bool      // a batch waits for a receiver
+	polling     bool      // missing paths are polled for
+	delivered   int       // batches delivered so far
 }
 
 // target is one watched path.
@@ -102,6 +129,11 @@ type target struct {
 // changes made afterwards are seen. The loop stops when ctx is cancelled
 // or Close is called.
 func New(ctx context.Context, opts Options) (*Watcher, error) {
+	return newWatcher(ctx, opts, nil)
+}
+
+// newWatcher is New with a probe for tests.
+func newWatcher(ctx context.Context, opts Options, probe func(loopState)) (*Watcher, error) {
 	if opts.QuietPeriod <= 0 {
 		return nil, errors.New("watcher: QuietPeriod must be positive")
 	}
@@ -116,6 +148,10 @@ func New(ctx context.Context, opts Options) (*Watcher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	if len(opts.Paths) == 0 {
 		return nil, errors.New("watcher: no paths to watch")
 	}
@@ -124,7 +160,7 @@ func New(ctx context.Context, opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("watcher: %w", err)
 	}
 	w := &Watcher{
-		opts: opts, fsw: fsw, log: log,
+		opts: opts, fsw: fsw, log: log, clock: clk, probe: probe,
 		out:     make(chan Batch),
 		done:    make(chan struct{}),
 		anchors: map[string]bool{},
@@ -180,11 +216,12 @@ func (w *Watcher) loop(ctx context.Context) {
 	defer close(w.out)
 	defer w.fsw.Close()
 
-	timer := time.NewTimer(time.Hour)
+	timer := w.clock.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	var timerC <-chan time.Time
-	var poll *time.Ticker
+	var timerAt time.Time
+	var poll clock.Ticker
 	var pollC <-chan time.Time
 	defer func() {
 		if poll != nil {
@@ -193,19 +230,29 @@ func (w *Watcher) loop(ctx context.Context) {
 	}()
 
 	var ready *Batch
+	delivered := 0
 	for {
 		// Arm or disarm the timer and the poll after every change of state.
 		if w.changed() {
 			ready = nil
-			timer.Stop()
-			wait := min(w.opts.QuietPeriod, time.Until(w.first.Add(w.opts.MaxWait)))
+			if !timer.Stop() {
+				// A timer that fired unseen must not count for this wait.
+				// (Go's timers drop such a value on Reset; a fake clock's
+				// keep it, and would block its next step on it.)
+				select {
+				case <-timer.C():
+				default:
+				}
+			}
+			now := w.clock.Now()
+			wait := min(w.opts.QuietPeriod, w.first.Add(w.opts.MaxWait).Sub(now))
 			timer.Reset(wait)
-			timerC = timer.C
+			timerC, timerAt = timer.C(), now.Add(wait)
 		}
 		switch {
 		case w.missing() && poll == nil:
-			poll = time.NewTicker(w.opts.PollInterval)
-			pollC = poll.C
+			poll = w.clock.NewTicker(w.opts.PollInterval)
+			pollC = poll.C()
 		case !w.missing() && poll != nil:
 			poll.Stop()
 			poll, pollC = nil, nil
@@ -214,6 +261,13 @@ func (w *Watcher) loop(ctx context.Context) {
 		var batch Batch
 		if ready != nil {
 			out, batch = w.out, *ready
+		}
+		if w.probe != nil {
+			w.probe(loopState{
+				pending: len(w.pending), first: w.first, last: w.last,
+				armed: timerC != nil, deadline: timerAt, ready: ready != nil,
+				polling: poll != nil, delivered: delivered,
+			})
 		}
 
 		select {
@@ -252,6 +306,7 @@ func (w *Watcher) loop(ctx context.Context) {
 			w.resolve(true)
 		case out <- batch:
 			ready = nil
+			delivered++
 			clear(w.pending)
 			w.overflow = false
 			w.log.Debug("changes settled", "paths", len(batch.Paths), "waited", batch.Last.Sub(batch.First).Round(time.Millisecond))
@@ -288,7 +343,7 @@ func (w *Watcher) take() *Batch {
 // delivered; a batch that is ready but not yet received goes back to
 // waiting for quiet (its MaxWait still counts from its first event).
 func (w *Watcher) note(p string) {
-	now := time.Now()
+	now := w.clock.Now()
 	if len(w.pending) == 0 {
 		w.first = now
 	}

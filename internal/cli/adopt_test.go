@@ -116,12 +116,13 @@ func TestAdoptsAStoreKratixWrote(t *testing.T) {
 	want := map[string]string{
 		"clusters/nested/resources/ns/pg/db1/instance/5058f/db.yaml": cm("db1", "new"),
 		"clusters/nested/resources/ns/pg/db9/instance/5058f/db.yaml": cm("db9", "kratix"),
-		// Kratix's document of db8 first, then render's parts by workload:
-		// the static dependencies, the install pipeline, db2.
+		// Kratix's order (its WorkPlacements' names: pg-db2-instance,
+		// pg-db8-instance, pg-install, pg-static-deps) and bytes (each
+		// file as it is, joined by "\n---\n"): db8, which render does not
+		// know, stays where Kratix had it.
 		"clusters/agg/aggregated.yaml": strings.Join([]string{
-			strings.TrimSpace(cm("db8", "kratix")), "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: pg-system",
-			strings.TrimSpace(cm("operator", "new")), strings.TrimSpace(cm("db2", "new")),
-		}, "\n---\n") + "\n",
+			cm("db2", "new"), cm("db8", "kratix"), cm("operator", "new"), "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: pg-system\n",
+		}, "\n---\n"),
 		"clusters/flat/db.yaml":  cm("db3", "new"),
 		"clusters/flat/db7.yaml": cm("db7", "kratix"),
 		"clusters/flat/.kratix/ns-pg-db7-instance-p0m4z.flat-5058f.yaml": "files:\n- flat/db7.yaml\n",
@@ -176,5 +177,49 @@ func TestAdoptsAStoreKratixWrote(t *testing.T) {
 		if _, ok := tree[p]; ok {
 			t.Errorf("the delete of db7 left %s\n%s", p, r)
 		}
+	}
+}
+
+// Taking over an aggregatedYAML destination changes nothing Flux would see
+// when the output is the same (render writes Kratix's order and bytes), and
+// drops the documents of files the adopted workload no longer writes.
+func TestAdoptsAggregatedFileAsKratixWroteIt(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", dest("agg", map[string]string{"env": "dev"}, "filepath: {mode: aggregatedYAML}"))
+	w.file("platform/promise.yaml", pgPromise)
+	cm := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: ns\n"
+	}
+	// Kratix's file: WorkPlacements pg-db1-instance-*, pg-db2-instance-*,
+	// pg-db3-instance-* in name order, each of db2's three files as read.
+	kratixFile := strings.Join([]string{cm("db1"), cm("db2-a"), cm("db2-b"), cm("db2-c"), cm("db3")}, "\n---\n")
+	kratixRepo(t, w, map[string]string{
+		"agg/kratix-canary-namespace.yaml": kNamespace,
+		"agg/kratix-canary-configmap.yaml": kConfigMap,
+		"agg/aggregated.yaml":              kratixFile,
+	})
+	db2 := w.workflow("db2").setOutput(map[string]string{"a.yaml": cm("db2-a"), "b.yaml": cm("db2-b"), "c.yaml": cm("db2-c")})
+	r := db2.mustRun(0, resourceEnv("pg", "ns", "db2", "instance"))
+	if got := repoTree(t, w.repo)["clusters/agg/aggregated.yaml"]; got != kratixFile {
+		t.Fatalf("the takeover rewrote aggregated.yaml:\n got  %q\n want %q\n%s", got, kratixFile, r)
+	}
+	if !strings.Contains(r.out, "(placed by Kratix, kept)") {
+		t.Errorf("the report does not say Kratix placed db2:\n%s", r.out)
+	}
+
+	// db2 no longer writes b.yaml: its document goes, the others stay.
+	w2 := newWorld(t)
+	w2.file("platform/destinations.yaml", dest("agg", map[string]string{"env": "dev"}, "filepath: {mode: aggregatedYAML}"))
+	w2.file("platform/promise.yaml", pgPromise)
+	kratixRepo(t, w2, map[string]string{"agg/aggregated.yaml": kratixFile})
+	w2.workflow("db2").setOutput(map[string]string{"a.yaml": cm("db2-a"), "c.yaml": cm("db2-c")}).mustRun(0, resourceEnv("pg", "ns", "db2", "instance"))
+	want := strings.Join([]string{cm("db1"), cm("db2-a"), cm("db2-c"), cm("db3")}, "\n---\n")
+	if got := repoTree(t, w2.repo)["clusters/agg/aggregated.yaml"]; got != want {
+		t.Fatalf("aggregated.yaml:\n got  %q\n want %q", got, want)
+	}
+	// And db1, taken over later, keeps the order.
+	w2.workflow("db1").setOutput(map[string]string{"db.yaml": cm("db1")}).mustRun(0, resourceEnv("pg", "ns", "db1", "instance"))
+	if got := repoTree(t, w2.repo)["clusters/agg/aggregated.yaml"]; got != want {
+		t.Fatalf("after db1's takeover:\n got  %q\n want %q", got, want)
 	}
 }

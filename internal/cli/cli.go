@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/render-dev/render/internal/engine"
+	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/internal/redact"
 	"github.com/render-dev/render/renderer"
 )
@@ -194,11 +195,11 @@ func (o *renderOptions) Validate() error {
 		return bad("--watch and --dry-run do not go together")
 	}
 	if o.CommitTemplate != "" {
-		data, err := os.ReadFile(o.CommitTemplate)
+		text, err := inputs.ReadCommitTemplate(o.CommitTemplate)
 		if err != nil {
-			return bad("--commit-template %s: cannot be read", o.CommitTemplate)
+			return bad("--commit-template %s: %v", o.CommitTemplate, err)
 		}
-		o.commitTemplate = string(data)
+		o.commitTemplate = text
 	}
 	return nil
 }
@@ -276,6 +277,7 @@ was written).`,
 	o.AddFlags(root.Flags())
 	root.AddCommand(newBootstrapCommand(io))
 	root.AddCommand(newDrainCommand(io))
+	root.AddCommand(newPruneCommand(io))
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
@@ -381,7 +383,7 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 		return err
 	}
 	if rep.Plan != nil {
-		if un := rep.Plan.Unscheduled(); len(un) > 0 {
+		if un := rep.Unscheduled(); len(un) > 0 {
 			var lines []string
 			for _, g := range un {
 				lines = append(lines, unscheduledLine(g))

@@ -2,8 +2,11 @@ package cli_test
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -131,6 +134,85 @@ func TestCommitTemplateErrorsAreBadInput(t *testing.T) {
 			}
 			if branchTip(t, w.repo) != "" {
 				t.Error("something was written")
+			}
+		})
+	}
+}
+
+// TestCommitTemplateFailingOnRealCounts: a template that fails only on the
+// counts of the real write is bad input. When a count being non-zero takes
+// the branch that fails, it is caught before anything is written anywhere
+// (a second store, with no template, is not written either); when only the
+// exact counts do, the write classifies it as bad input, and its store
+// writes nothing.
+func TestCommitTemplateFailingOnRealCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name, tmpl, want string
+		atWrite          bool
+	}{
+		{name: "a branch taken when something is added", tmpl: "x{{if .Added}}{{.Workflow.Nmae}}{{end}}", want: "can't evaluate field Nmae"},
+		{name: "a branch taken when a destination deletes", tmpl: "x{{range .Destinations}}{{if .Deleted}}{{.Nope}}{{end}}{{end}}", want: "can't evaluate field Nope"},
+		{name: "a branch taken when more than one file is added", tmpl: "x{{if gt .Added 1}}{{.Workflow.Nmae}}{{end}}", want: "can't evaluate field Nmae", atWrite: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			other := filepath.Join(w.root, "other.git")
+			w.file("platform/other.yaml", gitStore("other", "file://"+other))
+			w.file("platform/destinations.yaml", docs(dest("dev", nil), dest("prod", nil, "store=other")))
+			wf := w.workflow("pg").setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")})
+			env := promiseEnv("pg", "install")
+			if strings.Contains(tc.tmpl, "Deleted") {
+				wf.mustRun(0, env) // something to delete
+			}
+			tip, otherTip := branchTip(t, w.repo), branchTip(t, other)
+			w.file("platform/store.yaml", gitStore("default", "file://"+w.repo)+commitSpec(tc.tmpl, ""))
+			wf.setOutput(map[string]string{"b.yaml": objNamed("ConfigMap", "b"), "c.yaml": objNamed("ConfigMap", "c")})
+			r := wf.run(env)
+			if r.code != 2 || !strings.Contains(r.errout, "GitStateStore default: spec.commit.template") || !strings.Contains(r.errout, tc.want) {
+				t.Errorf("want exit 2 naming spec.commit.template and %q, got %s", tc.want, r)
+			}
+			if got := branchTip(t, w.repo); got != tip {
+				t.Errorf("the store was written: main moved from %q to %q", tip, got)
+			}
+			if got := branchTip(t, other); got != otherTip && !tc.atWrite {
+				t.Errorf("the other store was written: main moved from %q to %q", otherTip, got)
+			}
+		})
+	}
+}
+
+// TestCommitTemplateFlagReadsOnlyARegularFile: --commit-template naming a
+// named pipe does not wait for a writer, /dev/zero does not fill memory,
+// and a file over the size bound is refused: exit 2, naming the flag and
+// the file, nothing written.
+func TestCommitTemplateFlagReadsOnlyARegularFile(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", dest("dev", nil))
+	wf := w.workflow("r1").setObject(requestObject).setOutput(map[string]string{"db.yaml": obj("ConfigMap")})
+	fifo := filepath.Join(w.root, "commit.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"fifo", fifo, "is not a regular file"},
+		{"dev-zero", "/dev/zero", "is not a regular file"},
+		{"folder", w.root, "is not a regular file"},
+		{"too-large", w.file("big.tmpl", "x"+strings.Repeat(" ", 64<<10)), "is larger than 64 KiB, the limit for a commit message template"},
+		{"missing", filepath.Join(w.root, "missing.tmpl"), "cannot be read: no such file or directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan result, 1)
+			go func() { done <- wf.run(resourceEnv("pg", "team", "r1", "configure"), "--commit-template", tc.file) }()
+			select {
+			case r := <-done:
+				if want := "--commit-template " + tc.file + ": " + tc.want; r.code != 2 || !strings.Contains(r.errout, want) {
+					t.Errorf("want exit 2 with %q, got %s", want, r)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("render still waits after a minute")
+			}
+			if branchTip(t, w.repo) != "" {
+				t.Fatalf("something was written")
 			}
 		})
 	}

@@ -308,29 +308,36 @@ func keysOf(m map[string]string) []string {
 	return out
 }
 
+// reportGroup mirrors a group of the JSON report.
+type reportGroup struct {
+	Directory    string   `json:"directory"`
+	ID           string   `json:"id"`
+	Files        []string `json:"files"`
+	Selector     string   `json:"selector"`
+	Destinations []string `json:"destinations"`
+	Unscheduled  bool     `json:"unscheduled"`
+	Kept         bool     `json:"kept"`
+	Misscheduled []string `json:"misscheduled"`
+	KeptFrom     string   `json:"keptFrom"`
+	Verdicts     []struct {
+		Destination  string   `json:"destination"`
+		Filtered     string   `json:"filtered"`
+		Reasons      []string `json:"reasons"`
+		Score        int      `json:"score"`
+		Chosen       bool     `json:"chosen"`
+		Misscheduled bool     `json:"misscheduled"`
+		TiedWith     []string `json:"tiedWith"`
+	} `json:"verdicts"`
+}
+
 // report mirrors the JSON report (-o json).
 type report struct {
 	Workflow struct {
 		Type, Action, Promise, Pipeline, Name, Namespace string
 	} `json:"workflow"`
-	DryRun bool `json:"dryRun"`
-	Groups []struct {
-		Directory    string   `json:"directory"`
-		ID           string   `json:"id"`
-		Files        []string `json:"files"`
-		Selector     string   `json:"selector"`
-		Destinations []string `json:"destinations"`
-		Unscheduled  bool     `json:"unscheduled"`
-		Kept         bool     `json:"kept"`
-		Verdicts     []struct {
-			Destination string   `json:"destination"`
-			Filtered    string   `json:"filtered"`
-			Reasons     []string `json:"reasons"`
-			Score       int      `json:"score"`
-			Chosen      bool     `json:"chosen"`
-			TiedWith    []string `json:"tiedWith"`
-		} `json:"verdicts"`
-	} `json:"groups"`
+	DryRun bool          `json:"dryRun"`
+	Groups []reportGroup `json:"groups"`
+	Static []reportGroup `json:"static"`
 	Stores []struct {
 		Store        string `json:"store"`
 		Description  string `json:"description"`
@@ -425,12 +432,12 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 		{"selectors of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
 			wf.setSelectors("- directory: backup\n  matchLabels: [zone, eu]\n- directory: [x]\n  matchLabels: {zone: eu}\n")
-			return env, nil, []string{filepath.Join(wf.metadata, "destination-selectors.yaml") + ": invalid YAML: line 2:", "; line 3:"}
+			return env, nil, []string{filepath.Join(wf.metadata, "destination-selectors.yaml") + ": entry 1: line 2: matchLabels is a list: want a mapping"}
 		}},
 		{"destination spec of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
 			p := w.file("platform/more.yaml", dest("odd", nil, "strictMatchLabels: maybe", "filepath: [x]"))
-			return env, nil, []string{p + ": document 1 (Destination odd): spec: line ", "; line "}
+			return env, nil, []string{p + ": document 1 (Destination odd): line 6: spec.strictMatchLabels is a string: want true or false"}
 		}},
 		{"platform document of the wrong shape", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)

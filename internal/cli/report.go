@@ -31,15 +31,8 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 	}
 	fmt.Fprintf(w, "%s: %s\n", rep.Workflow.Action, rep.Workflow)
 	for _, g := range rep.Plan.Groups {
-		dest := strings.Join(g.Destinations, ", ")
-		switch {
-		case g.Unscheduled():
-			dest = "UNSCHEDULED"
-		case g.Sticky:
-			dest += " (kept from an earlier render)"
-		}
-		fmt.Fprintf(w, "  group %s (%s, %d files, selector %s) -> %s\n", g.Directory, g.ID, len(g.Files), g.Selector, dest)
-		if explain || g.Unscheduled() {
+		fmt.Fprintf(w, "  group %s (%s, %d files, selector %s) -> %s\n", g.Directory, g.ID, len(g.Files), g.Selector, groupDestinations(g))
+		if explain || g.Unscheduled() || len(g.Misscheduled) > 0 {
 			for _, v := range g.Verdicts {
 				fmt.Fprintf(w, "      %s\n", verdictLine(v))
 			}
@@ -47,11 +40,12 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 	}
 	if st := rep.Static; st != nil {
 		for _, g := range st.Groups {
-			dest := strings.Join(g.Destinations, ", ")
-			if g.Unscheduled() {
-				dest = "UNSCHEDULED"
+			fmt.Fprintf(w, "  static dependencies (spec.dependencies, selector %s) -> %s\n", g.Selector, groupDestinations(g))
+			if explain || g.Unscheduled() || len(g.Misscheduled) > 0 {
+				for _, v := range g.Verdicts {
+					fmt.Fprintf(w, "      %s\n", verdictLine(v))
+				}
 			}
-			fmt.Fprintf(w, "  static dependencies (spec.dependencies, selector %s) -> %s\n", g.Selector, dest)
 		}
 	}
 	for _, warn := range rep.Plan.Warnings {
@@ -92,8 +86,30 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 	writeBreaker(w, rep.MassDeletion)
 }
 
+// groupDestinations says where a group went, in the text report.
+func groupDestinations(g renderer.Group) string {
+	dest := strings.Join(g.Destinations, ", ")
+	switch {
+	case !g.Placed():
+		return "UNSCHEDULED"
+	case g.Unscheduled():
+		dest += " (UNSCHEDULED: nothing matches; kept where it was placed, misscheduled)"
+	case len(g.Misscheduled) > 0:
+		dest += " (misscheduled on " + strings.Join(g.Misscheduled, ", ") + ": kept where it was placed)"
+	}
+	switch {
+	case g.KeptFrom == renderer.PlacedByKratix:
+		dest += " (placed by Kratix, kept)"
+	case g.Sticky:
+		dest += " (kept from an earlier render)"
+	}
+	return dest
+}
+
 func verdictLine(v renderer.Verdict) string {
 	switch {
+	case v.Misscheduled:
+		return fmt.Sprintf("%-20s kept, misscheduled (placed earlier, no longer matches): %s", v.Destination, v.Reason)
 	case v.Reason != "":
 		return fmt.Sprintf("%-20s filtered out: %s", v.Destination, v.Reason)
 	case v.Chosen && len(v.TiedWith) > 0:
@@ -116,7 +132,11 @@ func unscheduledLine(g renderer.Group) string {
 	if len(reasons) == 0 {
 		reasons = append(reasons, "there are no destinations")
 	}
-	return fmt.Sprintf("group %s is unscheduled: no destination matches selector %s (%s)", g.Directory, g.Selector, strings.Join(reasons, "; "))
+	line := fmt.Sprintf("group %s is unscheduled: no destination matches selector %s (%s)", g.Directory, g.Selector, strings.Join(reasons, "; "))
+	if g.Placed() {
+		line += fmt.Sprintf("; it stays on %s where it was placed (misscheduled), and nothing was deleted", strings.Join(g.Destinations, ", "))
+	}
+	return line
 }
 
 type jsonVerdict struct {
@@ -125,20 +145,29 @@ type jsonVerdict struct {
 	Reasons     []string `json:"reasons,omitempty"`
 	Score       int      `json:"score"`
 	Chosen      bool     `json:"chosen"`
+	// Misscheduled: chosen because the group was placed there before,
+	// although it no longer matches (Filtered says why).
+	Misscheduled bool `json:"misscheduled,omitempty"`
 	// TiedWith: the chosen destination tied on score with these, and the
 	// stable hash decided.
 	TiedWith []string `json:"tiedWith,omitempty"`
 }
 
 type jsonGroup struct {
-	Directory    string        `json:"directory"`
-	ID           string        `json:"id"`
-	Files        []string      `json:"files"`
-	Selector     string        `json:"selector"`
-	Destinations []string      `json:"destinations"`
-	Unscheduled  bool          `json:"unscheduled"`
-	Kept         bool          `json:"kept"`
-	Verdicts     []jsonVerdict `json:"verdicts"`
+	Directory    string   `json:"directory"`
+	ID           string   `json:"id"`
+	Files        []string `json:"files"`
+	Selector     string   `json:"selector"`
+	Destinations []string `json:"destinations"`
+	Unscheduled  bool     `json:"unscheduled"`
+	Kept         bool     `json:"kept"`
+	// Misscheduled are the destinations the group stays on although they
+	// no longer match it.
+	Misscheduled []string `json:"misscheduled"`
+	// KeptFrom says who made the placements the group keeps: render or
+	// kratix.
+	KeptFrom string        `json:"keptFrom,omitempty"`
+	Verdicts []jsonVerdict `json:"verdicts"`
 }
 
 type jsonDest struct {
@@ -170,8 +199,10 @@ type jsonReport struct {
 		Name      string `json:"name,omitempty"`
 		Namespace string `json:"namespace,omitempty"`
 	} `json:"workflow"`
-	DryRun   bool        `json:"dryRun"`
-	Groups   []jsonGroup `json:"groups"`
+	DryRun bool        `json:"dryRun"`
+	Groups []jsonGroup `json:"groups"`
+	// Static is the Promise's static dependencies (promise workflows).
+	Static   []jsonGroup `json:"static,omitempty"`
 	Stores   []jsonStore `json:"stores"`
 	Warnings []string    `json:"warnings"`
 	// MassDeletion is the breaker's verdict, when some write passes a limit.
@@ -202,6 +233,16 @@ func storeJSON(s engine.StoreReport, dryRun bool) jsonStore {
 	return js
 }
 
+func groupJSON(g renderer.Group) jsonGroup {
+	jg := jsonGroup{Directory: g.Directory, ID: g.ID, Files: nonNil(g.Files), Selector: g.Selector.String(),
+		Destinations: nonNil(g.Destinations), Unscheduled: g.Unscheduled(), Kept: g.Sticky,
+		Misscheduled: nonNil(g.Misscheduled), KeptFrom: g.KeptFrom, Verdicts: []jsonVerdict{}}
+	for _, v := range g.Verdicts {
+		jg.Verdicts = append(jg.Verdicts, jsonVerdict{Destination: v.Destination, Filtered: v.Reason, Reasons: v.Reasons, Score: v.Score, Chosen: v.Chosen, Misscheduled: v.Misscheduled, TiedWith: v.TiedWith})
+	}
+	return jg
+}
+
 func writeJSON(w io.Writer, rep *engine.Report) error {
 	var out jsonReport
 	out.Workflow.Type, out.Workflow.Action = string(rep.Workflow.Type), string(rep.Workflow.Action)
@@ -212,12 +253,12 @@ func writeJSON(w io.Writer, rep *engine.Report) error {
 	if rep.Plan != nil {
 		out.Warnings = nonNil(rep.Plan.Warnings)
 		for _, g := range rep.Plan.Groups {
-			jg := jsonGroup{Directory: g.Directory, ID: g.ID, Files: nonNil(g.Files), Selector: g.Selector.String(),
-				Destinations: nonNil(g.Destinations), Unscheduled: g.Unscheduled(), Kept: g.Sticky, Verdicts: []jsonVerdict{}}
-			for _, v := range g.Verdicts {
-				jg.Verdicts = append(jg.Verdicts, jsonVerdict{Destination: v.Destination, Filtered: v.Reason, Reasons: v.Reasons, Score: v.Score, Chosen: v.Chosen, TiedWith: v.TiedWith})
-			}
-			out.Groups = append(out.Groups, jg)
+			out.Groups = append(out.Groups, groupJSON(g))
+		}
+	}
+	if rep.Static != nil {
+		for _, g := range rep.Static.Groups {
+			out.Static = append(out.Static, groupJSON(g))
 		}
 	}
 	for _, s := range rep.Stores {

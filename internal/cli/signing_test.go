@@ -60,15 +60,17 @@ func TestSigningBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name, format string
 		key          []byte
-		want         string
+		want, extra  string
 	}{
-		{"unknown format", "x509", key, `(GitStateStore default): spec.signing.format "x509" is unknown: use ssh or openpgp`},
-		{"a key of the other format", "openpgp", key, "GitStateStore default: spec.signing: secret signing (spec.signing.secretRef) signingKey (format openpgp): not an armored OpenPGP key"},
-		{"not a key", "ssh", []byte("just some text"), "spec.signing: secret signing (spec.signing.secretRef) signingKey (format ssh): not an SSH private key"},
+		{"unknown format", "x509", key, `(GitStateStore default): spec.signing.format "x509" is unknown: use ssh or openpgp`, ""},
+		{"a key of the other format", "openpgp", key, "GitStateStore default: spec.signing: secret signing (spec.signing.secretRef) signingKey (format openpgp): not an armored OpenPGP key", ""},
+		{"not a key", "ssh", []byte("just some text"), "spec.signing: secret signing (spec.signing.secretRef) signingKey (format ssh): not an SSH private key", ""},
+		{"a key asking for 2 TiB to derive", "openpgp", testenv.OpenPGPArgon2Key(t, "pw", 1, 31),
+			"GitStateStore default: spec.signing: secret signing (spec.signing.secretRef) signingKey (format openpgp): the OpenPGP key's passphrase derivation (Argon2) asks for 2 TiB of memory; render allows at most 256 MiB", "  signingKeyPassphrase: pw\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
-			signingPlatform(w, tc.format, tc.key, "")
+			signingPlatform(w, tc.format, tc.key, tc.extra)
 			r := w.workflow("r1").setOutput(map[string]string{"db.yaml": obj("ConfigMap")}).mustRun(2, resourceEnv("pg", "team", "r1", "configure"))
 			if !strings.Contains(r.errout, tc.want) || !strings.Contains(r.errout, "store.yaml") {
 				t.Errorf("stderr lacks %q: %s", tc.want, r)

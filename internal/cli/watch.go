@@ -35,6 +35,7 @@ import (
 	"github.com/render-dev/render/internal/metrics"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/watcher"
+	"k8s.io/utils/clock"
 )
 
 // ExitInterrupted is watch mode's exit code after a second signal.
@@ -46,6 +47,9 @@ type watchHooks struct {
 	// backoffMin is the first wait after a failed render; each further
 	// failure doubles it, up to backoffMax.
 	backoffMin, backoffMax time.Duration
+	// clock times the backoff; nil is the real clock. (The watcher keeps
+	// the real clock: renders follow real file changes.)
+	clock clock.Clock
 	// abandoned, if set, is given the channel the render abandoned after a
 	// second signal will report on, so tests can wait for it to let go of
 	// their folders.
@@ -68,6 +72,9 @@ type outcome struct {
 }
 
 func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h watchHooks) error {
+	if h.clock == nil {
+		h.clock = clock.RealClock{}
+	}
 	m := metrics.New()
 	hs := &health{alive: true}
 	if o.MetricsAddr != "" {
@@ -106,7 +113,7 @@ func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h wat
 		dirty                      bool // inputs changed since the running render began
 		signals                    int
 		backoff                    time.Duration
-		retry                      *time.Timer
+		retry                      clock.Timer
 		retryC                     <-chan time.Time
 		watchErr                   error
 	)
@@ -197,8 +204,8 @@ func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h wat
 				begin("inputs changed")
 			case res == metrics.Failed:
 				log.Warn("render failed; retrying", "in", backoff.String())
-				retry = time.NewTimer(backoff)
-				retryC = retry.C
+				retry = h.clock.NewTimer(backoff)
+				retryC = retry.C()
 			case res == metrics.BadInput || res == metrics.Refused:
 				log.Info("waiting for the next change")
 			}
@@ -280,7 +287,11 @@ func logRender(log *slog.Logger, out outcome, res metrics.Result) {
 	}
 	rep := out.rep
 	if rep.Plan != nil {
-		for _, g := range rep.Plan.Groups {
+		for _, g := range rep.Groups() {
+			if len(g.Misscheduled) > 0 {
+				// Once per group and render, however many files it has.
+				log.Warn("group misscheduled", "group", g.Directory, "destinations", strings.Join(g.Misscheduled, ","), "reason", renderer.MisscheduledLine(g))
+			}
 			if g.Unscheduled() {
 				log.Warn("group unscheduled", "group", g.Directory, "reason", unscheduledLine(g))
 				continue

@@ -23,6 +23,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // --- a workflow on disk -----------------------------------------------------
@@ -250,6 +252,13 @@ func watchOptions(t testing.TB, args []string) *renderOptions {
 
 func startWatch(t testing.TB, args []string, backoff time.Duration) *watchRun {
 	t.Helper()
+	return startWatchClock(t, args, backoff, nil)
+}
+
+// startWatchClock is startWatch with the backoff timed by clk (nil: the
+// real clock).
+func startWatchClock(t testing.TB, args []string, backoff time.Duration, clk clock.Clock) *watchRun {
+	t.Helper()
 	o := watchOptions(t, args)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &watchRun{sigs: make(chan os.Signal, 2), cancel: cancel, done: make(chan error, 1), logs: &watchLogBuffer{}}
@@ -257,7 +266,7 @@ func startWatch(t testing.TB, args []string, backoff time.Duration) *watchRun {
 	io := IO{Out: io.Discard, Err: r.logs, Getenv: func(k string) string { return watchEnv[k] }}
 	log := newLogger(r.logs, "json", "debug")
 	go func() {
-		r.done <- watch(ctx, o, io, log, watchHooks{signals: r.sigs, backoffMin: backoff, backoffMax: 4 * backoff,
+		r.done <- watch(ctx, o, io, log, watchHooks{signals: r.sigs, backoffMin: backoff, backoffMax: 4 * backoff, clock: clk,
 			abandoned: func(c <-chan outcome) { abandoned = c }})
 	}()
 	t.Cleanup(func() {
@@ -387,14 +396,17 @@ func TestWatchBurstIsOneCommit(t *testing.T) {
 		watchWrite(t, filepath.Join(d.output, "burst", fmt.Sprintf("f%03d.yaml", i)), watchObj(fmt.Sprintf("n%d", i)))
 	}
 	after := watchWaitRepo(t, read, "the burst", 30*time.Second, func(s watchRepoState) bool { return s.count(".yaml") >= before.count(".yaml")+300 })
-	time.Sleep(time.Second) // any further commit would come within this
-	final, _ := read()
-	if got := final.commits - before.commits; got != 1 || final.head != after.head {
+	if got := after.commits - before.commits; got != 1 {
 		t.Fatalf("the burst of 300 files made %d commits, want 1", got)
 	}
+	// Every render still to come has run once watch mode has exited, the
+	// last one included: none of them may commit again.
 	r.sigs <- syscall.SIGTERM
 	if code, err := r.wait(t); code != ExitOK {
 		t.Fatalf("exit %d (%v)", code, err)
+	}
+	if final, err := read(); err != nil || final.head != after.head {
+		t.Fatalf("the burst made %d commits, want 1 (err %v)", final.commits-before.commits, err)
 	}
 }
 
@@ -437,13 +449,17 @@ func TestWatchBadInputWaitsForNextChange(t *testing.T) {
 	repo := filepath.Join(t.TempDir(), "state.git")
 	d := newWatchDirs(t, watchLocalStore(repo))
 	watchWrite(t, filepath.Join(d.output, "ok.yaml"), watchObj(""))
-	r := startWatch(t, d.args("--quiet-period", "100ms"), 50*time.Millisecond)
+	clk := clocktesting.NewFakeClock(time.Now()) // times the retries, were there any
+	r := startWatchClock(t, d.args("--quiet-period", "100ms"), 50*time.Millisecond, clk)
 	read := watchLocalRepo(repo)
 	before := watchWaitRepo(t, read, "the first render", 20*time.Second, func(s watchRepoState) bool { return s.has("/ok.yaml") })
 
 	watchWrite(t, filepath.Join(d.output, "broken.yaml"), "a: [\n")
-	watchWaitLog(t, r.logs, `"msg":"bad input: nothing was written".*broken.yaml`, 10*time.Second)
-	time.Sleep(500 * time.Millisecond) // no retry of bad input
+	watchWaitLog(t, r.logs, `(?s)"msg":"bad input: nothing was written".*broken.yaml.*"msg":"(waiting for the next change|render failed; retrying)"`, 10*time.Second)
+	// No retry of bad input: none is set to come.
+	if clk.HasWaiters() || strings.Contains(r.logs.String(), "retrying") {
+		t.Fatal("bad input is retried without a change")
+	}
 	if n := strings.Count(r.logs.String(), `"msg":"bad input`); n != 1 {
 		t.Fatalf("bad input rendered %d times, want once (no retry without a change)", n)
 	}

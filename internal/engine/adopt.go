@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/render-dev/render/internal/inputs"
@@ -50,15 +51,7 @@ func workOf(wf renderer.Workflow, pipeline string, static bool) kratixWork {
 // workName is Kratix's Work name before its random five characters: the
 // identifier cut to 55 characters when longer than 56, without trailing
 // characters that are not letters or digits.
-func (k kratixWork) workName() string {
-	n := k.identifier
-	if len(n) > 56 {
-		n = n[:55]
-	}
-	return strings.TrimRightFunc(n, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-	})
-}
+func (k kratixWork) workName() string { return statestore.KratixWorkName(k.identifier) }
 
 // ledgerPattern matches the .kratix ledger names of the work's placements
 // on destination dest: <namespace>-<work>-<5>.<dest>-<group id>.yaml.
@@ -141,26 +134,44 @@ func (s storeUpdates) kratixDeletes(p *inputs.Platform, in renderer.Input, recs 
 	}
 }
 
-// kratixPlacements finds where Kratix placed a resource that no store has
-// a record of, so that it stays there: a destination holding the
-// resource's folder for a group's id (nestedByMetadata), a ledger for it
-// (none), or one of the group's objects in its aggregated file
-// (aggregatedYAML). It reads only those folders and files.
-func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[renderer.StoreRef]statestore.Snapshot, in renderer.Input) (map[string][]string, error) {
+// kratixPlacements finds where Kratix placed a workload that no store has
+// a record of, so that it stays there: a destination holding the work's
+// folder for a group's id (nestedByMetadata), a ledger for it (none), or
+// one of the group's objects in its aggregated file (aggregatedYAML). A
+// resource's group keeps the first such destination, a promise's (static
+// dependencies included: static) every one. It reads only those folders
+// and files.
+func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[renderer.StoreRef]statestore.Snapshot, in renderer.Input, static bool) (map[string][]string, error) {
 	wf := in.Workflow
-	k := workOf(wf, wf.Pipeline, false)
+	k := workOf(wf, wf.Pipeline, static)
 	groups := map[string]string{renderer.GroupID(renderer.DefaultGroup): renderer.DefaultGroup} // id -> directory
-	for _, s := range in.Selectors {
-		if d := strings.TrimSuffix(s.Directory, "/"); d != "" && path.Clean(d) != "." {
-			groups[renderer.GroupID(d)] = d
+	if !static {
+		for _, s := range in.Selectors {
+			if d := strings.TrimSuffix(s.Directory, "/"); d != "" && path.Clean(d) != "." {
+				groups[renderer.GroupID(d)] = d
+			}
 		}
 	}
 	objects := groupObjects(in, groups)
 	out := map[string][]string{}
 	place := func(dir, dest string) {
-		if dir != "" && len(out[dir]) == 0 {
+		switch {
+		case dir == "":
+		case wf.Type == renderer.PromiseWorkflow:
+			if !slices.Contains(out[dir], dest) {
+				out[dir] = append(out[dir], dest)
+			}
+		case len(out[dir]) == 0:
 			out[dir] = []string{dest}
 		}
+	}
+	// folder is the work's folder in a nestedByMetadata destination: its
+	// group folders below it (static dependencies: the default group's).
+	folder := func(d renderer.Destination) string {
+		if static {
+			return path.Join(d.Path, k.nested, renderer.GroupID(renderer.DefaultGroup))
+		}
+		return path.Join(d.Path, k.nested)
 	}
 	for _, ref := range storeRefs(p) {
 		snap := snaps[ref]
@@ -179,7 +190,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[rendere
 			}
 			switch d.Mode {
 			case renderer.NestedByMetadata:
-				h.Dirs = append(h.Dirs, path.Join(d.Path, k.nested))
+				h.Dirs = append(h.Dirs, folder(d))
 			case renderer.NoNesting:
 				h.Dirs = append(h.Dirs, path.Join(d.Path, ".kratix"))
 			case renderer.AggregatedYAML:
@@ -195,13 +206,17 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[rendere
 			}
 			switch d.Mode {
 			case renderer.NestedByMetadata:
-				folder := path.Join(d.Path, k.nested)
-				files, err := snap.List(folder)
+				dir := folder(d)
+				files, err := snap.List(dir)
 				if err != nil {
 					return nil, &placementError{ref, err}
 				}
 				for _, f := range files {
-					id, _, _ := strings.Cut(strings.TrimPrefix(f, folder+"/"), "/")
+					if static {
+						place(renderer.DefaultGroup, d.Name)
+						continue
+					}
+					id, _, _ := strings.Cut(strings.TrimPrefix(f, dir+"/"), "/")
 					place(groups[id], d.Name)
 				}
 			case renderer.NoNesting:

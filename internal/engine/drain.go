@@ -47,21 +47,14 @@ type Stuck struct {
 }
 
 // Failed returns the stores that failed.
-func (r *DrainReport) Failed() []StoreReport {
-	var out []StoreReport
-	for _, s := range r.Stores {
-		if s.Err != nil {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+func (r *DrainReport) Failed() []StoreReport { return failedStores(r.Stores) }
 
 // pendingWrite accumulates one workload's new state in one store.
 type pendingWrite struct {
-	rec   statestore.Record
-	files map[string][]byte
-	dests map[string]bool
+	rec        statestore.Record
+	files      map[string][]byte
+	aggregates []layout.Aggregate
+	dests      map[string]bool
 }
 
 // Drain moves every resource placed on the destination named dest to
@@ -109,9 +102,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		return nil, err
 	}
 	if len(failed) > 0 {
-		for ref, err := range failed {
-			rep.Stores = append(rep.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: e.annotate(ref, err)})
-		}
+		rep.Stores = failedReports(e, stores, failed)
 		return rep, nil
 	}
 	cordoned := append([]renderer.Destination(nil), plat.Destinations...)
@@ -194,8 +185,18 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 				return nil, err
 			}
 			for _, f := range old.Files {
+				if t, ok := statestore.AggregateTarget(f, key); ok {
+					// Aggregated destinations do not drain, but the
+					// workload's parts there stay as they are.
+					data, err := snap.ReadFile(f)
+					if err != nil {
+						return nil, fmt.Errorf("read %s: %w", f, err)
+					}
+					pw.aggregates = append(pw.aggregates, layout.Aggregate{Target: t, Contribution: data})
+					continue
+				}
 				if layout.IsMeta(f) {
-					continue // aggregate parts: aggregated destinations do not drain
+					continue
 				}
 				data, err := snap.ReadFile(f)
 				if err != nil {
@@ -315,7 +316,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		sort.Strings(wkeys)
 		for _, k := range wkeys {
 			pw := pending[ref][k]
-			u := statestore.Update{Workload: k, Files: pw.files, Message: msg, DryRun: e.opts.DryRun, Shared: map[string][]byte{}}
+			u := statestore.Update{Workload: k, Files: pw.files, Aggregates: pw.aggregates, Message: msg, DryRun: e.opts.DryRun, Shared: map[string][]byte{}}
 			for d := range pw.dests {
 				u.Destinations = append(u.Destinations, d)
 			}
@@ -354,30 +355,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	}
 	pub, release := publishContext(ctx)
 	defer release()
-	for _, ref := range refs {
-		us := all[ref]
-		st := stores[ref]
-		t0 := time.Now()
-		var res statestore.Result
-		var err error
-		if b, ok := st.(statestore.BatchApplier); ok {
-			res, err = b.ApplyAll(pub, us)
-		} else {
-			for _, u := range us {
-				r, uerr := st.Apply(pub, u)
-				res.Updated = res.Updated || r.Updated
-				res.Added, res.Changed, res.Deleted = append(res.Added, r.Added...), append(res.Changed, r.Changed...), append(res.Deleted, r.Deleted...)
-				res.Revision = r.Revision
-				if uerr != nil {
-					err = uerr
-					break
-				}
-			}
-		}
-		sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
-		sr.Destinations = splitByDestination(plat, ref, res.Diff)
-		rep.Stores = append(rep.Stores, sr)
-	}
+	rep.Stores = e.publishStores(pub, plat, stores, all)
 	rep.Duration = time.Since(start)
 	rep.Stopped = stopAsked(ctx)
 	ph.done()

@@ -159,26 +159,57 @@ type DestinationDiff struct {
 	statestore.Diff
 }
 
-// Failed returns the stores that failed.
-func (r *Report) Failed() []StoreReport {
-	var out []StoreReport
-	for _, s := range r.Stores {
-		if s.Err != nil {
-			out = append(out, s)
+// Groups returns every group the render scheduled: the workflow's, then
+// (promise workflows) the static dependencies'.
+func (r *Report) Groups() []renderer.Group {
+	var out []renderer.Group
+	for _, p := range []*renderer.Plan{r.Plan, r.Static} {
+		if p != nil {
+			out = append(out, p.Groups...)
 		}
 	}
 	return out
 }
 
+// Unscheduled returns the groups no matching destination took (those kept
+// only where they no longer match included), static dependencies too.
+func (r *Report) Unscheduled() []renderer.Group {
+	var out []renderer.Group
+	for _, g := range r.Groups() {
+		if g.Unscheduled() {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Misscheduled counts, per destination, the groups that stay on it
+// although it no longer matches them.
+func (r *Report) Misscheduled() map[string]int {
+	out := map[string]int{}
+	for _, g := range r.Groups() {
+		for _, d := range g.Misscheduled {
+			out[d]++
+		}
+	}
+	return out
+}
+
+// Failed returns the stores that failed.
+func (r *Report) Failed() []StoreReport { return failedStores(r.Stores) }
+
 // BadInput returns the store failures that are bad input rather than a
 // store's fault: a path or a Kubernetes object another workload already
 // has in that store (statestore.OwnedError), found when the update was
-// planned on what the store finally held. The CLI exits 2 for them.
+// planned on what the store finally held, or a commit message template
+// that failed on the planned diff (a renderer.InputError). The CLI exits
+// 2 for them.
 func (r *Report) BadInput() []StoreReport {
 	var out []StoreReport
 	for _, s := range r.Stores {
 		var oe *statestore.OwnedError
-		if errors.As(s.Err, &oe) {
+		var ie *renderer.InputError
+		if errors.As(s.Err, &oe) || errors.As(s.Err, &ie) {
 			out = append(out, s)
 		}
 	}
@@ -328,18 +359,21 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	if e.opts.NoInheritedSelector {
 		in.PromiseWorkflowSelector = nil
 	}
-	if wf.Type == renderer.ResourceWorkflow && wf.Action == renderer.Configure && in.Previous == nil {
-		// No store remembers this resource: Kratix may have placed it.
-		prev, err := kratixPlacements(ctx, ld.Platform, viewSnaps(views), in)
-		var se *placementError
-		if errors.As(err, &se) {
+	if wf.Action == renderer.Configure && in.Previous == nil && len(holders) == 0 {
+		// No store remembers this workload: Kratix may have placed it, and
+		// where it did, the workload stays (a resource is not placed twice,
+		// a dependency on a destination that no longer matches is kept).
+		prev, err := kratixPlacements(ctx, ld.Platform, viewSnaps(views), in, false)
+		if se := (*placementError)(nil); errors.As(err, &se) {
 			// Without it the resource could be placed twice: write nothing.
 			report.Stores = append(report.Stores, StoreReport{Store: se.ref, Name: stores[se.ref].String(), Err: e.annotate(se.ref, se.err)})
 			report.Duration = time.Since(start)
 			return report, nil
+		} else if err != nil {
+			return nil, ph.check(err)
 		}
 		if len(prev) > 0 {
-			in.Previous = prev
+			in.Previous, in.PreviousByKratix = prev, true
 		}
 	}
 
@@ -388,12 +422,29 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		updates.adoptInto(ld.Platform, key, workOf(wf, wf.Pipeline, false), false, holders)
 	}
 	if wf.Type == renderer.PromiseWorkflow {
-		// The Promise's static dependencies are a workload of their own.
-		static, err := renderer.RenderStatic(ctx, in)
+		// The Promise's static dependencies are a workload of their own,
+		// with placements of their own.
+		skey := statestore.StaticWorkloadKey(wf.Promise)
+		sin := in
+		sin.Previous, sin.PreviousByKratix = staticPrevious(recs, skey), false
+		if len(holdersOf(recs, skey)) == 0 && wf.Action == renderer.Configure && in.Promise != nil && len(in.Promise.Dependencies) > 0 {
+			sin.Output = []renderer.File{{Path: renderer.StaticDependenciesFile(wf.Promise), Data: in.Promise.Dependencies}}
+			prev, err := kratixPlacements(ctx, ld.Platform, viewSnaps(views), sin, true)
+			if se := (*placementError)(nil); errors.As(err, &se) {
+				report.Stores = append(report.Stores, StoreReport{Store: se.ref, Name: stores[se.ref].String(), Err: e.annotate(se.ref, se.err)})
+				report.Duration = time.Since(start)
+				return report, nil
+			} else if err != nil {
+				return nil, ph.check(err)
+			}
+			if len(prev) > 0 {
+				sin.Previous, sin.PreviousByKratix = prev, true
+			}
+		}
+		static, err := renderer.RenderStatic(ctx, sin)
 		if err != nil {
 			return nil, ph.check(err)
 		}
-		skey := statestore.StaticWorkloadKey(wf.Promise)
 		sobjects, err := fluxcheck.CheckPlan(ctx, static)
 		if err != nil {
 			return nil, ph.check(err)
@@ -779,6 +830,23 @@ func applyFacts(in *renderer.Input, views map[renderer.StoreRef]*storeView, key 
 		}
 	}
 	return holders
+}
+
+// staticPrevious is where the record of the static dependencies (workload
+// skey) in any store placed them; nil when no store has one.
+func staticPrevious(recs map[renderer.StoreRef][]statestore.Record, skey string) map[string][]string {
+	for _, ref := range sortedRefs(recs) {
+		for _, r := range recs[ref] {
+			if r.Workload == skey && len(r.Placements) > 0 {
+				out := map[string][]string{}
+				for _, p := range r.Placements {
+					out[p.Group] = p.Destinations
+				}
+				return out
+			}
+		}
+	}
+	return nil
 }
 
 func addLoad(l *renderer.Load, r statestore.Record) {

@@ -196,19 +196,16 @@ func redactKeyErr(err error) string {
 	return s
 }
 
-// knownHostsCallback verifies host keys against the secret's known_hosts lines.
+// knownHostsCallback verifies host keys against the secret's known_hosts
+// lines. go-git reads them from a file: memFile gives it one that lives in
+// memory, as a sidecar's root file system is read-only and has no /tmp.
 func knownHostsCallback(data []byte) (ssh.HostKeyCallback, error) {
-	f, err := os.CreateTemp("", "render-known-hosts-*")
+	name, release, err := memFile("render-known-hosts", data)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return nil, err
-	}
-	f.Close()
-	cb, err := gitssh.NewKnownHostsCallback(f.Name())
+	defer release()
+	cb, err := gitssh.NewKnownHostsCallback(name)
 	if err != nil {
 		return nil, err
 	}

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
 
 // unknownField reports the first key of n, a document of the Go shape t,
 // that t does not have, as "line 7: unknown field spec.filepth (did you
-// mean spec.filepath?)", or nil. A typo in a field render reads would
+// mean spec.filepath?)", or the first value of a type the field cannot
+// take (see wrongType), or nil. A typo in a field render reads would
 // otherwise be dropped without a word and change what render does (a
 // mistyped strictMatchLabels is false). Field names are the yaml tags, then
 // the json tags (for apimachinery's types), then the lower-cased Go name,
@@ -27,6 +29,9 @@ func unknownField(n *yaml.Node, t reflect.Type, at string) error {
 	}
 	if opaque(t) {
 		return nil
+	}
+	if err := wrongType(n, t, at); err != nil {
+		return err
 	}
 	switch {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
@@ -68,6 +73,91 @@ func unknownField(n *yaml.Node, t reflect.Type, at string) error {
 	return nil
 }
 
+// wrongType says, naming the field, when n is not a value of t as render
+// means it: true or false for a bool (yaml.v3 would take the string "yes"
+// as true), a whole number for an integer (it would take 0.5 as 0), a
+// duration string for a time.Duration, a scalar for a string, a mapping
+// for a struct or map, a list for a slice. yaml.v3's own errors name a
+// line only. A null is every type's zero value. Values are described,
+// never quoted (they may be a Secret's).
+func wrongType(n *yaml.Node, t reflect.Type, at string) error {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil
+	}
+	scalar := n.Kind == yaml.ScalarNode
+	var want string
+	switch {
+	case t == durationType:
+		if _, err := time.ParseDuration(n.Value); scalar && n.ShortTag() == "!!str" && err == nil {
+			return nil
+		}
+		want = "a duration such as 90s, 10m or 1h30m"
+	case t.Kind() == reflect.Bool:
+		if scalar && n.ShortTag() == "!!bool" {
+			return nil
+		}
+		want = "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		if scalar && n.ShortTag() == "!!int" {
+			if err := n.Decode(reflect.New(t).Interface()); err == nil {
+				return nil
+			}
+			return fmt.Errorf("line %d: %s is a number out of range", n.Line, at)
+		}
+		want = "a whole number"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		if scalar && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
+			return nil
+		}
+		want = "a number"
+	case t.Kind() == reflect.String:
+		if scalar {
+			return nil
+		}
+		want = "a string"
+	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
+		if n.Kind == yaml.MappingNode {
+			return nil
+		}
+		want = "a mapping"
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		if n.Kind == yaml.SequenceNode {
+			return nil
+		}
+		want = "a list"
+	default:
+		return nil
+	}
+	return fmt.Errorf("line %d: %s is %s: want %s", n.Line, at, describe(n), want)
+}
+
+// describe names what a node holds, without its value.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	switch n.ShortTag() {
+	case "!!bool":
+		return "a boolean"
+	case "!!int":
+		return "a whole number"
+	case "!!float":
+		return "a number with a fraction"
+	case "!!str":
+		switch strings.ToLower(n.Value) {
+		case "y", "yes", "n", "no", "on", "off":
+			if n.Style == 0 {
+				return "the string " + n.Value + " (YAML 1.2 has no yes or no: its booleans are true and false)"
+			}
+		}
+		return "a string"
+	}
+	return "a " + strings.TrimPrefix(n.ShortTag(), "!!")
+}
+
 // mergeFields checks what a merge key (<<: *defaults) brings in.
 func mergeFields(v *yaml.Node, t reflect.Type, at string) error {
 	for v.Kind == yaml.AliasNode && v.Alias != nil {
@@ -96,6 +186,7 @@ var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 	nodeType        = reflect.TypeFor[yaml.Node]()
+	durationType    = reflect.TypeFor[time.Duration]()
 )
 
 // opaque types decode themselves, or take anything.

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
@@ -118,6 +120,28 @@ func TestLoadPlatformReadsFoldersRecursively(t *testing.T) {
 }
 
 // A platform folder that is a link to a folder is read like the folder.
+// --platform naming a named pipe or /dev/zero is refused at once: it
+// neither waits for a writer nor reads without end.
+func TestLoadPlatformReadsOnlyRegularFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "platform.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := inputs.LoadPlatform([]string{p}, "")
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			inputErr(t, err, p, "is not a regular file or a folder")
+		case <-time.After(10 * time.Second):
+			t.Fatalf("LoadPlatform(%s) still reading after 10s", p)
+		}
+	}
+}
+
 func TestLoadPlatformFollowsALinkedFolder(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "real", "all.yaml"), storeDoc+"---\n"+destDoc("d", ""))
@@ -257,7 +281,7 @@ func TestPlatformErrors(t *testing.T) {
 		{"unknown auth", map[string]string{"a.yaml": kratix + "kind: GitStateStore\nmetadata: {name: s}\nspec: {url: https://x, authMethod: token}\n"},
 			[]string{"spec.authMethod \"token\" is unknown"}},
 		{"wrong shape spec", map[string]string{"a.yaml": storeDoc + "---\n" + destDoc("d", "  strictMatchLabels: maybe\n  path: [a]\n")},
-			[]string{"a.yaml: document 2 (Destination d): spec: line ", "; line "}},
+			[]string{"a.yaml: document 2 (Destination d): line 15: spec.strictMatchLabels is a string: want true or false"}},
 		{"invalid YAML", map[string]string{"a.yaml": storeDoc + "---\nkind: [\n"},
 			[]string{"a.yaml: document 2: invalid YAML"}},
 	} {
@@ -297,6 +321,25 @@ func TestPromiseSelectors(t *testing.T) {
 	pr := p.Promises["pg"]
 	if pr == nil || len(pr.DestinationSelectors) != 2 || pr.DestinationSelectors[0].MatchLabels["env"] != "dev" || pr.DestinationSelectors[1].MatchLabels["zone"] != "eu" {
 		t.Fatalf("promise: %+v", pr)
+	}
+}
+
+// A GitStateStore written for Kratix with a secretRef and no authMethod
+// sends its credentials: Kratix's CRD defaults authMethod to basicAuth.
+// Without a secretRef nothing is sent (a public or local repository).
+func TestGitAuthMethodDefaultsAsKratix(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "s.yaml"), kratix+"kind: GitStateStore\nmetadata: {name: withsecret}\nspec: {url: https://git.example/x.git, secretRef: {name: creds}}\n---\n"+
+		kratix+"kind: GitStateStore\nmetadata: {name: public}\nspec: {url: https://git.example/y.git}\n---\n"+
+		kratix+"kind: GitStateStore\nmetadata: {name: keys}\nspec: {url: ssh://git@git.example/z.git, authMethod: ssh, secretRef: {name: creds}}\n")
+	p, err := inputs.LoadPlatform([]string{dir}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"withsecret": "basicAuth", "public": "", "keys": "ssh"} {
+		if got := p.GitStores[name].AuthMethod; got != want {
+			t.Errorf("%s: authMethod %q, want %q", name, got, want)
+		}
 	}
 }
 

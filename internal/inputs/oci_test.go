@@ -69,6 +69,14 @@ func TestOCIStateStoreErrors(t *testing.T) {
 			[]string{"(OCIStateStore reg): spec.repository \"Fleet/State\" is not a valid OCI repository name"}},
 		{"repository with a scheme", strings.Replace(ociStore, "registry.example.com:5000", "https://registry.example.com", 1),
 			[]string{"(OCIStateStore reg): spec.registry \"https://registry.example.com\" must be host[:port]"}},
+		{"registry with credentials", strings.Replace(ociStore, "registry.example.com:5000", "robot:s3cr3t-pw@registry.example.com:5000", 1),
+			[]string{"(OCIStateStore reg): spec.registry holds credentials (user:password@): credentials belong in the Secret spec.secretRef names, never in spec.registry"}},
+		{"registry URL with credentials", strings.Replace(ociStore, "registry.example.com:5000", "https://robot:s3cr3t-pw@registry.example.com", 1),
+			[]string{"(OCIStateStore reg): spec.registry holds credentials (user:password@)"}},
+		{"registry with a user", strings.Replace(ociStore, "registry.example.com:5000", "robot@registry.example.com", 1),
+			[]string{"(OCIStateStore reg): spec.registry holds credentials (user:password@)"}},
+		{"source with credentials", strings.Replace(ociStore, "https://git.example.com/platform", "https://robot:s3cr3t-pw@git.example.com/platform", 1),
+			[]string{"(OCIStateStore reg): spec.source holds credentials (user:password@): it is published on every artifact"}},
 		{"tag too long", strings.Replace(ociStore, "tag: stable", "tag: "+long, 1),
 			[]string{"(OCIStateStore reg): spec.tag \"tttttttttttttttttttt...\" is longer than 128 characters"}},
 		{"bad tag", strings.Replace(ociStore, "tag: stable", "tag: -x", 1),
@@ -84,7 +92,9 @@ func TestOCIStateStoreErrors(t *testing.T) {
 			dir := t.TempDir()
 			write(t, filepath.Join(dir, "p.yaml"), tc.doc)
 			_, err := inputs.LoadPlatform([]string{dir}, "")
-			inputErr(t, err, tc.want...)
+			if ie := inputErr(t, err, tc.want...); strings.Contains(ie.Error(), "s3cr3t") || strings.Contains(ie.Error(), "robot") {
+				t.Errorf("the error echoes the credentials: %v", ie)
+			}
 		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"gopkg.in/yaml.v3"
@@ -324,12 +325,20 @@ func (p *Platform) loadPath(root string) error {
 
 // readLimited reads a file named on the command line, at most limit bytes.
 func readLimited(file string, limit int64) ([]byte, error) {
-	fh, err := os.Open(file)
+	// Opened without waiting: a named pipe must not hang render.
+	fh, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, errors.New(cleanErr(err))
 	}
 	defer fh.Close()
-	if fi, err := fh.Stat(); err == nil && fi.Size() > limit {
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, errors.New(cleanErr(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("is not a regular file or a folder")
+	}
+	if fi.Size() > limit {
 		return nil, fmt.Errorf("is larger than %s, the limit for a YAML file", mib(limit))
 	}
 	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
@@ -534,12 +543,23 @@ func (p *Platform) add(file, where string, doc *document) error {
 		default:
 			return bad("spec.authMethod %q is unknown: use basicAuth or ssh", s.AuthMethod)
 		}
+		if s.AuthMethod == "" && s.SecretRef != nil {
+			// Kratix's CRD defaults authMethod to basicAuth: a store
+			// written for Kratix with only a secretRef sends its
+			// credentials.
+			s.AuthMethod = "basicAuth"
+		}
 		if err := s.MassDeletion.check(); err != nil {
 			return bad("%v", err)
 		}
 		if c := s.Commit; c != nil && c.Template != "" {
 			if _, err := ParseCommitTemplate(c.Template); err != nil {
 				return bad("spec.commit.template: %v", err)
+			}
+		}
+		for _, f := range [][2]string{{"name", s.GitAuthor.Name}, {"email", s.GitAuthor.Email}} {
+			if strings.IndexFunc(f[1], func(r rune) bool { return lineBreaking(r) || r == '<' || r == '>' }) >= 0 {
+				return bad("spec.gitAuthor.%s holds a line break, another control character or an angle bracket, which git does not take in an author or committer", f[0])
 			}
 		}
 		if sg := s.Signing; sg != nil {
@@ -595,7 +615,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if s.Registry == "" || s.Repository == "" {
 			return bad("spec.registry and spec.repository are required")
 		}
-		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag}); err != nil {
+		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag, Source: s.Source}); err != nil {
 			return bad("spec.%v", err) // CheckConfig's errors start with the field's name
 		}
 		if err := s.MassDeletion.check(); err != nil {

@@ -55,7 +55,7 @@ func Classify(rep *engine.Report, err error) Result {
 		return BadInput
 	case len(rep.Failed()) > 0:
 		return Failed
-	case rep.Plan != nil && len(rep.Plan.Unscheduled()) > 0:
+	case len(rep.Unscheduled()) > 0:
 		return Unscheduled
 	}
 	return OK
@@ -70,6 +70,7 @@ type Metrics struct {
 	renderDuration prometheus.Histogram
 	storeDuration  *prometheus.HistogramVec
 	unscheduled    prometheus.Gauge
+	misscheduled   *prometheus.GaugeVec
 	lastSuccess    prometheus.Gauge
 }
 
@@ -107,13 +108,17 @@ func New() *Metrics {
 			Name: "render_unscheduled_groups",
 			Help: "Workload groups the last completed render could not place on any destination.",
 		}),
+		misscheduled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "render_misscheduled_groups",
+			Help: "Workload groups the last completed render kept on a destination that no longer matches them (misscheduled), per destination; `render prune-misscheduled` removes them.",
+		}, []string{"destination"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "render_last_success_timestamp_seconds",
 			Help: "Unix time of the last render whose stores were all written (0: none yet).",
 		}),
 	}
 	m.reg.MustRegister(m.renders, m.storeWrites, m.filesWritten, m.renderDuration, m.storeDuration,
-		m.unscheduled, m.lastSuccess,
+		m.unscheduled, m.misscheduled, m.lastSuccess,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	for _, r := range []Result{OK, Failed, BadInput, Unscheduled} {
 		m.renders.WithLabelValues(string(r))
@@ -157,7 +162,13 @@ func (m *Metrics) Observe(rep *engine.Report, err error) Result {
 		}
 	}
 	if rep.Plan != nil {
-		m.unscheduled.Set(float64(len(rep.Plan.Unscheduled())))
+		m.unscheduled.Set(float64(len(rep.Unscheduled())))
+		// The gauge says what the last render kept: destinations it no
+		// longer keeps anything misscheduled on go back to zero.
+		m.misscheduled.Reset()
+		for d, n := range rep.Misscheduled() {
+			m.misscheduled.WithLabelValues(d).Set(float64(n))
+		}
 	}
 	if res == OK || res == Unscheduled {
 		m.lastSuccess.Set(float64(time.Now().UnixNano()) / 1e9)

@@ -88,3 +88,32 @@ func TestClassify(t *testing.T) {
 		t.Fatalf("error: %s", got)
 	}
 }
+
+// The misscheduled gauge counts, per destination, the groups the last
+// render kept where they no longer match; a destination left with none
+// goes back to zero (it is not reported at all).
+func TestMisscheduledGauge(t *testing.T) {
+	m := New()
+	rep := &engine.Report{
+		Plan: &renderer.Plan{Groups: []renderer.Group{
+			{Directory: ".", Destinations: []string{"dev", "prod"}, Misscheduled: []string{"prod"}},
+			{Directory: "db", Destinations: []string{"prod"}, Misscheduled: []string{"prod"}},
+		}},
+		Static: &renderer.Plan{Groups: []renderer.Group{{Directory: ".", Destinations: []string{"test"}, Misscheduled: []string{"test"}}}},
+	}
+	if got := m.Observe(rep, nil); got != Unscheduled {
+		t.Fatalf("result %s: group db stays only where it no longer matches", got)
+	}
+	expect(t, scrape(t, m),
+		`render_misscheduled_groups{destination="prod"} 2`,
+		`render_misscheduled_groups{destination="test"} 1`,
+		"render_unscheduled_groups 2")
+	rep.Plan.Groups = rep.Plan.Groups[:1]
+	rep.Static = nil
+	m.Observe(rep, nil)
+	text := scrape(t, m)
+	expect(t, text, `render_misscheduled_groups{destination="prod"} 1`, "render_unscheduled_groups 0")
+	if strings.Contains(text, `destination="test"`) {
+		t.Errorf("test keeps nothing misscheduled any more, but is still reported:\n%s", text)
+	}
+}

@@ -217,3 +217,49 @@ func TestGroupCommitsAreSigned(t *testing.T) {
 		t.Errorf("folded commit: %q by %s, committed by %s", c.Message, c.Author.Email, c.Committer.Email)
 	}
 }
+
+// TestSigningKeyCostIsBounded: a key whose passphrase derivation asks for
+// too much memory or time is refused before anything is derived (an
+// Argon2 memory of 2^31 KiB crashed render with an out-of-memory error; 255
+// passes over 64 MiB took 20 s, 257 bcrypt rounds 5 s), with a message that
+// never quotes the key; keys within the bounds still sign.
+func TestSigningKeyCostIsBounded(t *testing.T) {
+	ok := testenv.OpenPGPArgon2Key(t, "pw", 1, 6)
+	if _, err := gitstore.NewSigner(gitstore.FormatOpenPGP, ok, []byte("pw")); err != nil {
+		t.Fatalf("an Argon2 key within the bounds: %v", err)
+	}
+	if _, err := gitstore.NewSigner(gitstore.FormatOpenPGP, ok, []byte("wrong")); err == nil || !strings.Contains(err.Error(), "passphrase is wrong") {
+		t.Fatalf("a wrong passphrase: %v", err)
+	}
+	sshKey, _ := testenv.SSHSigningKey(t, "ed25519", "right", "x@example.com")
+	if _, err := gitstore.NewSigner(gitstore.FormatSSH, sshKey, []byte("right")); err != nil {
+		t.Fatalf("an SSH key of ssh-keygen's 16 rounds: %v", err)
+	}
+	for _, tc := range []struct {
+		name, format string
+		key          []byte
+		want         string
+	}{
+		{"argon2 memory", "openpgp", testenv.OpenPGPArgon2Key(t, "pw", 1, 31), "the OpenPGP key's passphrase derivation (Argon2) asks for 2 TiB of memory; render allows at most 256 MiB"},
+		{"argon2 memory just over", "openpgp", testenv.OpenPGPArgon2Key(t, "pw", 1, 19), "asks for 512 MiB of memory; render allows at most 256 MiB"},
+		{"argon2 passes", "openpgp", testenv.OpenPGPArgon2Key(t, "pw", 255, 16), "the OpenPGP key's passphrase derivations ask for more work than render allows"},
+		{"bcrypt rounds", "ssh", testenv.WithBcryptRounds(t, sshKey, 1<<32-1), "the SSH key's passphrase derivation (bcrypt) asks for 4294967295 rounds; render allows at most 256"},
+		{"bcrypt rounds just over", "ssh", testenv.WithBcryptRounds(t, sshKey, 257), "asks for 257 rounds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pass := "pw"
+			if tc.format == "ssh" {
+				pass = "right"
+			}
+			_, err := gitstore.NewSigner(tc.format, tc.key, []byte(pass))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			for _, l := range strings.Split(string(tc.key), "\n") {
+				if len(l) > 8 && !strings.HasPrefix(l, "-----") && strings.Contains(err.Error(), l) {
+					t.Errorf("the error quotes the key: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 	"sync"
@@ -134,13 +135,23 @@ type Store struct {
 }
 
 // CheckConfig refuses a configuration that cannot name a store: an empty
-// registry, or a repository name or tag the OCI spec forbids. Each error
-// starts with the name of the field at fault as an OCIStateStore's spec
-// spells it (registry, repository, tag, token), so that callers can name
-// the field.
+// registry, or a repository name or tag the OCI spec forbids, and
+// credentials written into the registry or the source (never quoted). Each
+// error starts with the name of the field at fault as an OCIStateStore's
+// spec spells it (registry, repository, tag, token, source), so that
+// callers can name the field.
 func CheckConfig(cfg Config) error {
 	if cfg.Registry == "" {
 		return errors.New("registry is empty")
+	}
+	if strings.Contains(cfg.Registry, "@") {
+		// user:password@host, or a URL with them: never echo it.
+		return errors.New("registry holds credentials (user:password@): credentials belong in the Secret spec.secretRef names, never in spec.registry")
+	}
+	if u, err := url.Parse(cfg.Source); err == nil && u.User != nil {
+		if _, pw := u.User.Password(); pw || u.Scheme == "http" || u.Scheme == "https" {
+			return errors.New("source holds credentials (user:password@): it is published on every artifact; remove them")
+		}
 	}
 	if strings.Contains(cfg.Registry, "/") {
 		return fmt.Errorf("registry %q must be host[:port], with no scheme or path", cfg.Registry)

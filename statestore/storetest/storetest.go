@@ -231,7 +231,8 @@ func Run(t *testing.T, h Harness) {
 		ub := update("w/b", nil)
 		ub.Aggregates = []layout.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: B\n")}}
 		apply(t, b, ub)
-		equal(t, "contents", contents(t, a), map[string]string{"d1/all.yaml": "kind: A\n---\nkind: B\n"})
+		// Kratix's bytes: each part as it is, joined by "\n---\n".
+		equal(t, "contents", contents(t, a), map[string]string{"d1/all.yaml": "kind: A\n\n---\nkind: B\n"})
 		apply(t, a, removal("w/a"))
 		equal(t, "contents", contents(t, a), map[string]string{"d1/all.yaml": "kind: B\n"})
 		apply(t, b, removal("w/b"))

@@ -1,0 +1,416 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
+)
+
+// PruneReport is what `render prune-misscheduled` did.
+type PruneReport struct {
+	// Destinations are the destinations looked at.
+	Destinations []string
+	DryRun       bool
+	Pruned       []Pruned
+	Stuck        []Stuck
+	Stores       []StoreReport
+	Duration     time.Duration
+	// Stopped is set when a stop was asked while the prune was publishing.
+	Stopped bool
+	// MassDeletion is the breaker's verdict on a dry run that a real
+	// prune would refuse.
+	MassDeletion *statestore.MassDeletionError
+}
+
+// Pruned is one misscheduled placement that was removed: the group's files
+// on the destination are deleted and its record forgets the destination.
+type Pruned struct {
+	Workload, Group, Destination string
+	// Files is how many of the workload's files were deleted there.
+	Files int
+	// Reason says why the destination no longer matches the group.
+	Reason string
+}
+
+// Failed returns the stores that failed.
+func (r *PruneReport) Failed() []StoreReport { return failedStores(r.Stores) }
+
+// PruneMisscheduled removes, on purpose, the placements that renders keep
+// on a destination that no longer matches their group (misscheduled): on
+// dest, or on every destination of the platform when dest is "". It reads
+// the workloads the placement index puts on each destination, deletes
+// each misscheduled group's files there, and keeps everything else of the
+// workload as it is. The mass-deletion breaker judges it like any write.
+func (e *Engine) PruneMisscheduled(ctx context.Context, dest string) (*PruneReport, error) {
+	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
+	start := time.Now()
+	ph := &phaseTracker{e: e, ctx: ctx}
+	if err := ph.enter(PhaseReading); err != nil {
+		return nil, err
+	}
+	plat, err := inputs.LoadPlatform(e.opts.Platform, e.opts.SecretsDir)
+	if err != nil {
+		return nil, ph.check(err)
+	}
+	byName := map[string]renderer.Destination{}
+	var names []string
+	for _, d := range plat.Destinations {
+		byName[d.Name] = d
+		names = append(names, d.Name)
+	}
+	targets := names
+	if dest != "" {
+		if _, ok := byName[dest]; !ok {
+			return nil, &renderer.InputError{Msg: fmt.Sprintf("destination %q is not defined in the platform configuration; known destinations: %s", dest, strings.Join(names, ", "))}
+		}
+		targets = []string{dest}
+	}
+	slices.Sort(targets)
+	if err := ph.enter(PhasePlanning); err != nil {
+		return nil, err
+	}
+	stores, err := e.open(plat, storeRefs(plat))
+	if err != nil {
+		return nil, ph.check(err)
+	}
+	rep := &PruneReport{Destinations: targets, DryRun: e.opts.DryRun}
+	views, failed := e.readViews(ctx, stores, "", "", nil)
+	if err := ph.check(nil); err != nil {
+		return nil, err
+	}
+	if len(failed) > 0 {
+		rep.Stores = failedReports(e, stores, failed)
+		return rep, nil
+	}
+
+	// The records of every workload placed on a target, by store.
+	byWorkload := map[string]map[renderer.StoreRef]statestore.Record{}
+	for _, name := range targets {
+		if err := ctx.Err(); err != nil {
+			return nil, ph.check(err)
+		}
+		d := byName[name]
+		recs, err := drainRecords(views, d.Store, name)
+		if err != nil {
+			return nil, ph.check(e.storeErr(d.Store, stores, err))
+		}
+		for k, byRef := range recs {
+			if byWorkload[k] == nil {
+				byWorkload[k] = map[renderer.StoreRef]statestore.Record{}
+			}
+			maps.Copy(byWorkload[k], byRef)
+		}
+	}
+
+	all := map[renderer.StoreRef][]statestore.Update{}
+	msg := statestore.Message{Subject: "render: prune misscheduled placements", Trailers: []statestore.Trailer{
+		{Key: "Render-Prune-Misscheduled", Value: pruneScope(dest)}, {Key: "Render-Version", Value: e.opts.Version}}}
+	for _, key := range slices.Sorted(maps.Keys(byWorkload)) {
+		if err := ctx.Err(); err != nil {
+			return nil, ph.check(err)
+		}
+		var rec statestore.Record
+		for _, ref := range sortedRefs(byWorkload[key]) {
+			rec = byWorkload[key][ref]
+			break
+		}
+		cuts, stuck := misscheduledCuts(rec, targets, byName)
+		rep.Stuck = append(rep.Stuck, stuck...)
+		if len(cuts) == 0 {
+			continue
+		}
+		placements := prunePlacements(rec.Placements, cuts)
+		for _, ref := range sortedRefs(byWorkload[key]) {
+			v := views[ref]
+			u, gone, err := pruneUpdate(v.snap, byWorkload[key][ref], placements, cuts, byName, plat, ref)
+			if err != nil {
+				return nil, ph.check(e.storeErr(ref, stores, err))
+			}
+			u.Message, u.DryRun = msg, e.opts.DryRun
+			all[ref] = append(all[ref], u)
+			for i := range cuts {
+				if byName[cuts[i].dest].Store == ref {
+					cuts[i].files += gone[i]
+				}
+			}
+		}
+		for _, c := range cuts {
+			rep.Pruned = append(rep.Pruned, Pruned{Workload: key, Group: c.group, Destination: c.dest, Files: c.files, Reason: c.reason})
+		}
+	}
+	if len(all) == 0 {
+		rep.Duration = time.Since(start)
+		ph.done()
+		return rep, nil
+	}
+
+	recs := map[renderer.StoreRef][]statestore.Record{}
+	for _, byRef := range byWorkload {
+		for ref, r := range byRef {
+			recs[ref] = append(recs[ref], r)
+		}
+	}
+	md, err := e.breaker(plat, views, recs, all, false)
+	if err != nil {
+		return nil, ph.check(err)
+	}
+	if rep.MassDeletion, err = e.checkBreaker(md); err != nil {
+		return nil, ph.check(err)
+	}
+	// The last point where a stop ends the prune with nothing written.
+	if err := ph.enter(PhasePublishing); err != nil {
+		return nil, err
+	}
+	pub, release := publishContext(ctx)
+	defer release()
+	rep.Stores = e.publishStores(pub, plat, stores, all)
+	rep.Duration = time.Since(start)
+	rep.Stopped = stopAsked(ctx)
+	ph.done()
+	return rep, nil
+}
+
+func pruneScope(dest string) string {
+	if dest == "" {
+		return "every destination"
+	}
+	return dest
+}
+
+// cut is one misscheduled placement to remove: group off dest.
+type cut struct {
+	group, dest, reason string
+	files               int
+}
+
+// misscheduledCuts returns the placements of rec on targets whose
+// destination no longer matches the group's selector, and the groups that
+// cannot be pruned: a group whose part of an aggregated file it shares
+// with a group that stays there (one contribution holds both).
+func misscheduledCuts(rec statestore.Record, targets []string, byName map[string]renderer.Destination) ([]cut, []Stuck) {
+	var cuts []cut
+	var stuck []Stuck
+	for _, p := range rec.Placements {
+		sel := drainGroup(p).Selector
+		for _, name := range p.Destinations {
+			d, ok := byName[name]
+			if !ok || !slices.Contains(targets, name) {
+				continue
+			}
+			why := renderer.Mismatch(sel, d)
+			if len(why) == 0 {
+				continue
+			}
+			cuts = append(cuts, cut{group: p.Group, dest: name, reason: strings.Join(why, "; ")})
+		}
+	}
+	// An aggregated destination keeps one contribution per workload: it can
+	// lose all of the workload's groups, not some.
+	var out []cut
+	for _, c := range cuts {
+		if byName[c.dest].Mode != renderer.AggregatedYAML {
+			out = append(out, c)
+			continue
+		}
+		stays := false
+		for _, p := range rec.Placements {
+			if p.Group == c.group || !slices.Contains(p.Destinations, c.dest) {
+				continue
+			}
+			if !slices.ContainsFunc(cuts, func(o cut) bool { return o.group == p.Group && o.dest == c.dest }) {
+				stays = true
+			}
+		}
+		if stays {
+			stuck = append(stuck, Stuck{Workload: rec.Workload, Group: c.group, Blocked: true, Reason: fmt.Sprintf(
+				"misscheduled on %s (%s), but its documents share %s's aggregated file part with a group that stays there: re-run the workflow to rewrite it", c.dest, c.reason, c.dest)})
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, stuck
+}
+
+// prunePlacements is ps without the cut destinations; a placement left
+// with none is dropped.
+func prunePlacements(ps []layout.Placement, cuts []cut) []layout.Placement {
+	var out []layout.Placement
+	for _, p := range ps {
+		q := p
+		q.Destinations = slices.DeleteFunc(slices.Clone(p.Destinations), func(d string) bool {
+			return slices.ContainsFunc(cuts, func(c cut) bool { return c.group == p.Group && c.dest == d })
+		})
+		if len(q.Destinations) > 0 {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// pruneUpdate is the update that leaves workload rec in store ref as it
+// is, less the cut groups' files: every other file (read from snap) and
+// aggregated part stays, and the record forgets the cut placements. gone
+// counts, per cut, the files it deletes.
+func pruneUpdate(snap statestore.Snapshot, rec statestore.Record, placements []layout.Placement, cuts []cut, byName map[string]renderer.Destination, p *inputs.Platform, ref renderer.StoreRef) (statestore.Update, []int, error) {
+	u := statestore.Update{Workload: rec.Workload, Files: map[string][]byte{}, Shared: map[string][]byte{}}
+	gone := make([]int, len(cuts))
+	groups := map[string]bool{}
+	for _, pl := range rec.Placements {
+		groups[pl.Group] = true
+	}
+	isCut := func(f string) int {
+		for i, c := range cuts {
+			d := byName[c.dest]
+			if d.Store != ref || !strings.HasPrefix(f, d.Path+"/") {
+				continue
+			}
+			if groupOfFile(rec, d, strings.TrimPrefix(f, d.Path+"/"), groups) == c.group {
+				return i
+			}
+		}
+		return -1
+	}
+	cutObject := map[[2]string]bool{}
+	for _, f := range rec.Files {
+		if t, ok := statestore.AggregateTarget(f, rec.Workload); ok {
+			data, err := snap.ReadFile(f)
+			if err != nil && !errors.Is(err, statestore.ErrNotFound) {
+				return u, nil, fmt.Errorf("read %s: %w", f, err)
+			}
+			withdrawn := false
+			for i, c := range cuts {
+				if d := byName[c.dest]; d.Store == ref && d.Mode == renderer.AggregatedYAML && path.Join(d.Path, d.Filename) == t {
+					withdrawn = true
+					gone[i]++
+				}
+			}
+			if withdrawn {
+				data = nil
+			}
+			u.Aggregates = append(u.Aggregates, layout.Aggregate{Target: t, Contribution: data})
+			continue
+		}
+		if layout.IsMeta(f) {
+			continue
+		}
+		if i := isCut(f); i >= 0 {
+			gone[i]++
+			d := byName[cuts[i].dest]
+			cutObject[[2]string{d.Path, strings.TrimPrefix(f, d.Path+"/")}] = true
+			continue
+		}
+		data, err := snap.ReadFile(f)
+		if err != nil {
+			return u, nil, fmt.Errorf("read %s: %w", f, err)
+		}
+		u.Files[f] = data
+	}
+	r := rec
+	r.Placements = placements
+	r.Objects = slices.DeleteFunc(slices.Clone(rec.Objects), func(o layout.Object) bool {
+		return cutObject[[2]string{o.Destination, o.File}]
+	})
+	r.Files = nil
+	u.Record = &r
+	for _, pl := range placements {
+		for _, name := range pl.Destinations {
+			if d, ok := byName[name]; ok && d.Store == ref && !slices.Contains(u.Destinations, d.Path) {
+				u.Destinations = append(u.Destinations, d.Path)
+			}
+		}
+	}
+	slices.Sort(u.Destinations)
+	for _, d := range p.Destinations {
+		if d.Store == ref {
+			maps.Copy(u.Shared, renderer.CanaryFiles(d))
+		}
+	}
+	return u, gone, nil
+}
+
+// groupOfFile is the group of rec that file rel (relative to destination
+// d) belongs to: in a nestedByMetadata destination the group whose id
+// names its folder, in a flat one the group whose directory is its first
+// folder, else the default group.
+func groupOfFile(rec statestore.Record, d renderer.Destination, rel string, groups map[string]bool) string {
+	parts := strings.Split(rel, "/")
+	if d.Mode == renderer.NestedByMetadata {
+		// dependencies/<promise>/<pipeline>/<id>/..., static dependencies
+		// dependencies/<promise>/<id>/..., and
+		// resources/<namespace>/<promise>/<name>/<pipeline>/<id>/...
+		i := 5
+		switch {
+		case parts[0] == "dependencies" && rec.Pipeline == "":
+			i = 2
+		case parts[0] == "dependencies":
+			i = 3
+		}
+		if i < len(parts)-1 {
+			for g := range groups {
+				if renderer.GroupID(g) == parts[i] {
+					return g
+				}
+			}
+		}
+		return ""
+	}
+	if len(parts) > 1 && parts[0] != renderer.DefaultGroup && groups[parts[0]] {
+		return parts[0]
+	}
+	return renderer.DefaultGroup
+}
+
+// publishStores writes each store's updates, the stores in parallel as a
+// render does, and reports each store's outcome in store order.
+func (e *Engine) publishStores(pub context.Context, p *inputs.Platform, stores map[renderer.StoreRef]statestore.Store, all map[renderer.StoreRef][]statestore.Update) []StoreReport {
+	out := make([]StoreReport, len(all))
+	refs := sortedRefs(all)
+	done := make(chan struct{}, len(refs))
+	for i, ref := range refs {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			st := stores[ref]
+			t0 := time.Now()
+			res, err := applyAll(pub, st, all[ref])
+			logFetched(e.log, st)
+			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
+			sr.Destinations = splitByDestination(p, ref, res.Diff)
+			out[i] = sr
+		}()
+	}
+	for range refs {
+		<-done
+	}
+	return out
+}
+
+// failedStores returns the reports of the stores that failed.
+func failedStores(rs []StoreReport) []StoreReport {
+	var out []StoreReport
+	for _, s := range rs {
+		if s.Err != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// failedReports turns stores that could not be read into reports, in
+// store order.
+func failedReports(e *Engine, stores map[renderer.StoreRef]statestore.Store, failed map[renderer.StoreRef]error) []StoreReport {
+	var out []StoreReport
+	for _, ref := range sortedRefs(failed) {
+		out = append(out, StoreReport{Store: ref, Name: stores[ref].String(), Err: e.annotate(ref, failed[ref])})
+	}
+	return out
+}
