@@ -359,7 +359,9 @@ ensure_redis() {
 		sudo=(sudo -n)
 	fi
 	log "redis-server: apt-get install redis-server"
-	{ "${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
+	# (Where services may start, the package also starts Debian's own Redis
+	# service on port 6379; the tests start theirs on a free port.)
+	{ "${sudo[@]}" apt-get update -qq && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends redis-server; } >&2 || die "apt-get install redis-server failed"
 	command -v redis-server >/dev/null 2>&1 || die "apt-get installed no redis-server"
 }
