@@ -27,7 +27,10 @@
 // and can count a client's requests through a proxy (Proxy).
 //
 // Kube gives the Flux end-to-end tests the API server of the optional Flux
-// stack (scripts/testservers.sh with --flux), read with plain REST calls.
+// stack (scripts/testservers.sh with --flux), read with plain REST calls;
+// ArgoCD gives the Argo CD end-to-end tests the Argo CD running against it
+// (with --argocd). Workload is the render world (platform, workflows, the
+// render binary) both end-to-end packages run.
 //
 // This package depends only on the standard library, minio-go and yaml.v3.
 package testenv
