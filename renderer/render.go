@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/render-dev/render/internal/layout"
 )
@@ -295,11 +296,41 @@ func renderGroups(ctx context.Context, in Input, plan *Plan, groups []Group) (*P
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := checkAggregated(in, byName, plan.Groups); err != nil {
+		return nil, err
+	}
 	plan.Writes = placeFiles(in, byName, plan.Groups, plan.Canaries)
 	if err := checkPaths(in, plan); err != nil {
 		return nil, err
 	}
 	return plan, nil
+}
+
+// checkAggregated refuses, as bad input naming the file, an output file
+// that is not text (not UTF-8, or holding a NUL byte, as an image is) in a
+// group placed on an aggregatedYAML destination: its bytes would go into
+// the destination's one YAML file, and the error would name that file
+// instead of the one at fault.
+func checkAggregated(in Input, byName map[string]*Destination, groups []Group) error {
+	data := map[string][]byte{}
+	for _, f := range in.Output {
+		data[f.Path] = f.Data
+	}
+	for _, g := range groups {
+		for _, name := range g.Destinations {
+			d := byName[name]
+			if d == nil || d.Mode != AggregatedYAML {
+				continue
+			}
+			for _, f := range g.Files {
+				if b := data[f]; !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+					return &InputError{File: f, Msg: fmt.Sprintf("is binary, not YAML, and goes to destination %s, whose filepath.mode aggregatedYAML puts every document into one file, %s: leave the file out of that group's output, or give the destination filepath.mode nestedByMetadata or none",
+						d.Name, layout.Quote(path.Join(d.Path, d.Filename)))}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // checkPaths refuses, as bad input, an output file whose place in a store
@@ -327,11 +358,11 @@ func checkPaths(in Input, plan *Plan) error {
 		}
 		for _, p := range slices.Sorted(maps.Keys(kinds)) {
 			if err := layout.ValidPath(p); err != nil {
-				return &InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the %s %s cannot be written: %v", kinds[p], p, err)}
+				return &InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the %s %s cannot be written: %v", kinds[p], layout.Quote(p), err)}
 			}
 			for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
 				if k, ok := kinds[dir]; ok {
-					return &InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the %s %s needs a folder where the %s %s would be: one path cannot be both", kinds[p], p, k, dir)}
+					return &InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the %s %s needs a folder where the %s %s would be: one path cannot be both", kinds[p], layout.Quote(p), k, layout.Quote(dir))}
 				}
 			}
 		}

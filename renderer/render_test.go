@@ -425,6 +425,25 @@ func TestFilepathModes(t *testing.T) {
 	equal(t, string(w.Aggregates[0].Contribution), "kind: A\n\n---\n---\nkind: B\n")
 }
 
+// A binary file in a group placed on an aggregatedYAML destination is
+// refused naming the file, not the aggregated file it would have broken;
+// the same file goes to a nestedByMetadata destination as it is.
+func TestBinaryFileInAggregatedDestination(t *testing.T) {
+	agg := dest("dev", nil)
+	agg.Mode, agg.Filename = AggregatedYAML, "aggregated.yaml"
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+	in := Input{Workflow: resourceWF("r1"), Destinations: []Destination{agg},
+		Output: []File{{Path: "a.yaml", Data: []byte("kind: A\n")}, {Path: "docs/diagram.png", Data: png}}}
+	_, err := Render(in)
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.File != "docs/diagram.png" || !strings.Contains(ie.Msg, "is binary") || !strings.Contains(ie.Msg, "dev/aggregated.yaml") {
+		t.Fatalf("err = %v, want an InputError on docs/diagram.png saying it is binary and naming dev/aggregated.yaml", err)
+	}
+	in.Destinations = []Destination{dest("dev", nil)}
+	w := mustRender(t, in).Writes[0]
+	equal(t, string(w.Files["dev/resources/default/jenkins/r1/instance/5058f/docs/diagram.png"]), string(png))
+}
+
 func TestGroupIDs(t *testing.T) {
 	equal(t, GroupID("."), "5058f") // Kratix's id of the default group
 	equal(t, len(GroupID("scheduled-dir")), 5)

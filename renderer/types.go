@@ -224,10 +224,12 @@ type InputError struct {
 	Msg   string
 }
 
+// Error is one line: the file (quoted as git quotes paths, when its name
+// needs it: see layout.Quote), where in it, and the problem.
 func (e *InputError) Error() string {
 	var b strings.Builder
 	if e.File != "" {
-		b.WriteString(e.File)
+		b.WriteString(layout.Quote(e.File))
 		b.WriteString(": ")
 	}
 	if e.Where != "" {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # testservers.sh - real Gitea, MinIO and OCI registry servers for integration
-# tests, and on request a Flux stack (etcd, kube-apiserver, source- and kustomize-controller).
+# tests, and on request a Flux stack (etcd, kube-apiserver, source- and kustomize-controller)
+# and Argo CD (Redis, argocd-repo-server, argocd-application-controller) on that API server.
 #
 # Binaries are built from the Go module proxy and cached outside the repo under
 # ${RENDER_CACHE_DIR:-$HOME/.cache/render}/bin/<name>-<version>. Servers run on
@@ -8,21 +9,26 @@
 #
 # Usage:
 #   scripts/testservers.sh build                 build + cache binaries (no-op when cached)
-#   scripts/testservers.sh start DIR [WHICH]     start the servers (or WHICH=gitea|minio|registry|flux), write DIR/env
+#   scripts/testservers.sh start DIR [WHICH]     start the servers (or WHICH=gitea|minio|registry|flux|argocd), write DIR/env
 #   scripts/testservers.sh stop DIR              stop every server started in DIR (by PID)
 #   scripts/testservers.sh stop-one NAME DIR     stop gitea|minio|registry, keep data and port
 #   scripts/testservers.sh start-one NAME DIR    restart gitea|minio|registry on the same port/data
 #   scripts/testservers.sh status DIR            print which servers are running
 #   scripts/testservers.sh paths                 print the cached binary paths
-#   scripts/testservers.sh with [--flux] CMD [ARG...]
-#                                                build, start all (and Flux) in a fresh DIR, run
-#                                                CMD with DIR/env exported, stop them whatever happens
+#   scripts/testservers.sh with [--flux] [--argocd] CMD [ARG...]
+#                                                build, start all (and Flux, Argo CD) in a fresh DIR,
+#                                                run CMD with DIR/env exported, stop them whatever happens
 #
 # The Flux stack is built and started with `all` only when RENDER_TESTSERVERS_FLUX=1
-# (or `with --flux`), so tests that do not need it do not pay for it.
+# (or `with --flux`), so tests that do not need it do not pay for it. Argo CD
+# likewise only with RENDER_TESTSERVERS_ARGOCD=1 (or `with --argocd`); it runs
+# on the Flux stack's API server, so it brings that stack with it.
 #
 # Besides the servers, the oras CLI is built the same way: tests pull what
 # render pushed to the registry with it, as a real consumer would.
+#
+# RENDER_TEST_REGISTRY_DELETE=false at `start` writes a registry config with
+# storage.delete.enabled false: a registry that refuses DELETE, for tests.
 #
 # DIR/env contains `export` lines (see write_env) that internal/testenv reads.
 # With CI=true every failure is fatal and reported with a clear message (it is
@@ -43,6 +49,11 @@ ETCD_VERSION="v3.6.8"
 # v1.9.3 (artifact v0.18.1) is the newest whose dependencies all download.
 SOURCE_CONTROLLER_VERSION="v1.9.3"
 KUSTOMIZE_CONTROLLER_VERSION="v1.9.5"
+# Argo CD (only started on request, see ARGOCD below). v3.2.5 builds with Go
+# 1.26 and has OCI sources; its go.mod's replaces all name published modules,
+# so it builds in a writable copy of its module (v3.4 and later replace
+# gitops-engine with a folder their module zip lacks).
+ARGOCD_VERSION="v3.2.5"
 
 GITEA_USER="render-admin"
 GITEA_PASSWORD="render-admin-pw-1"
@@ -68,6 +79,11 @@ SOURCE_CONTROLLER_BIN="${BIN_DIR}/source-controller-${SOURCE_CONTROLLER_VERSION}
 KUSTOMIZE_CONTROLLER_BIN="${BIN_DIR}/kustomize-controller-${KUSTOMIZE_CONTROLLER_VERSION}"
 # The controllers' CRDs, copied from their modules' config/crd/bases.
 FLUX_CRDS_DIR="${BIN_DIR}/flux-crds-${SOURCE_CONTROLLER_VERSION}-${KUSTOMIZE_CONTROLLER_VERSION}"
+# Argo CD's one binary picks its role from its name, so its folder holds
+# argocd, the links argocd-repo-server and argocd-application-controller to
+# it, and manifests/ (the CRDs and config objects copied from its module).
+ARGOCD_DIR="${BIN_DIR}/argocd-${ARGOCD_VERSION}"
+ARGOCD_BIN="${ARGOCD_DIR}/argocd"
 SCRIPT_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 
 START_TIMEOUT="${RENDER_TESTSERVERS_START_TIMEOUT:-90}" # seconds per server
@@ -194,12 +210,13 @@ build_oras() {
 	go_install oras "$ORAS_VERSION" oras.land/oras/cmd/oras "$ORAS_BIN" version
 }
 
-# build_go_module NAME MODULE VERSION PKG BIN FIXUP: build PKG of MODULE@VERSION
-# into BIN in a writable copy of the module, after FIXUP (a function run in
-# the copy) has repointed go.mod's local replaces at published modules. The
-# default GOMODCACHE/GOCACHE are shared, so common k8s modules compile once.
+# build_go_module NAME MODULE VERSION PKG BIN FIXUP [LDFLAGS]: build PKG of
+# MODULE@VERSION into BIN in a writable copy of the module, after FIXUP (a
+# function run in the copy) has repointed go.mod's local replaces at published
+# modules; LDFLAGS are added to -s -w. The default GOMODCACHE/GOCACHE are
+# shared, so common k8s modules compile once.
 build_go_module() {
-	local name=$1 module=$2 version=$3 pkg=$4 bin=$5 fixup=$6
+	local name=$1 module=$2 version=$3 pkg=$4 bin=$5 fixup=$6 ldflags=${7:-}
 	if [[ -x "$bin" ]]; then
 		log "$name ${version}: cached at ${bin}"
 		return 0
@@ -222,7 +239,7 @@ build_go_module() {
 		export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -mod=mod" GOTOOLCHAIN=local GOWORK=off
 		"$fixup" || exit 1
 		log "$name ${version}: go build ./${pkg#./} (several minutes)"
-		nice -n 10 go build -trimpath -ldflags "-s -w" -o "$tmpbin" "$pkg" >&2
+		nice -n 10 go build -trimpath -ldflags "-s -w${ldflags:+ $ldflags}" -o "$tmpbin" "$pkg" >&2
 	) || die "$name ${version}: build failed (see output above)"
 	"$tmpbin" --help >/dev/null 2>&1 || die "$name ${version}: built binary does not run"
 	mv -f "$tmpbin" "$bin"
@@ -298,11 +315,77 @@ flux_built() {
 		-x "$KUSTOMIZE_CONTROLLER_BIN" && -d "$FLUX_CRDS_DIR" ]]
 }
 
-# want_flux: the Flux stack is wanted (RENDER_TESTSERVERS_FLUX=1 or `--flux`).
-want_flux() { [[ "${RENDER_TESTSERVERS_FLUX:-0}" == 1 ]]; }
+# nothing: build_go_module's FIXUP for a module whose go.mod needs none.
+nothing() { :; }
+
+# build_argocd: the one argocd binary (./cmd, every component), then the
+# links that make it the repo server and the application controller.
+build_argocd() {
+	mkdir -p "$ARGOCD_DIR"
+	build_go_module argocd github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION" ./cmd "$ARGOCD_BIN" nothing \
+		"-X github.com/argoproj/argo-cd/v3/common.version=${ARGOCD_VERSION#v}"
+	ln -sfn argocd "$ARGOCD_DIR/argocd-repo-server"
+	ln -sfn argocd "$ARGOCD_DIR/argocd-application-controller"
+}
+
+# copy_argocd_manifests: what the test cluster needs from the module's
+# manifests/: the Application and AppProject CRDs, and the argocd-cm,
+# argocd-rbac-cm and argocd-secret objects of the base install.
+copy_argocd_manifests() {
+	[[ -d "$ARGOCD_DIR/manifests" ]] && return 0
+	local tmp dl dir f
+	tmp="$ARGOCD_DIR/.manifests.tmp.$$"
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	dl="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "github.com/argoproj/argo-cd/v3@${ARGOCD_VERSION}" 2>&1)" ||
+		die "argocd manifests: go mod download failed: $dl"
+	dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$dl")"
+	for f in crds/application-crd.yaml crds/appproject-crd.yaml base/config/argocd-cm.yaml \
+		base/config/argocd-rbac-cm.yaml base/config/argocd-secret.yaml; do
+		[[ -f "$dir/manifests/$f" ]] || die "argocd manifests: the module has no manifests/$f"
+		cp "$dir/manifests/$f" "$tmp/"
+	done
+	chmod -R u+w "$tmp"
+	mv "$tmp" "$ARGOCD_DIR/manifests"
+	log "argocd manifests: copied to $ARGOCD_DIR/manifests"
+}
+
+# ensure_redis: Argo CD's cache is Redis, Debian's redis-server package. CI
+# machines may have nothing installed by hand, so install it when missing
+# (as root, or with sudo that asks no password).
+ensure_redis() {
+	command -v redis-server >/dev/null 2>&1 && return 0
+	command -v apt-get >/dev/null 2>&1 || die "argocd needs redis-server, and there is no apt-get to install it: install Redis"
+	local sudo=()
+	if [[ $(id -u) -ne 0 ]]; then
+		sudo -n true 2>/dev/null || die "argocd needs redis-server: run 'sudo apt-get install redis-server'"
+		sudo=(sudo -n)
+	fi
+	log "redis-server: apt-get install redis-server"
+	# (Where services may start, the package also starts Debian's own Redis
+	# service on port 6379; the tests start theirs on a free port.)
+	{ "${sudo[@]}" apt-get update -qq && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends redis-server; } >&2 || die "apt-get install redis-server failed"
+	command -v redis-server >/dev/null 2>&1 || die "apt-get installed no redis-server"
+}
+
+argocd_built() {
+	[[ -x "$ARGOCD_BIN" && -L "$ARGOCD_DIR/argocd-repo-server" && -L "$ARGOCD_DIR/argocd-application-controller" &&
+		-d "$ARGOCD_DIR/manifests" ]] && command -v redis-server >/dev/null 2>&1
+}
+
+# want_argocd: Argo CD is wanted (RENDER_TESTSERVERS_ARGOCD=1 or `--argocd`).
+want_argocd() { [[ "${RENDER_TESTSERVERS_ARGOCD:-0}" == 1 ]]; }
+
+# want_flux: the Flux stack is wanted (RENDER_TESTSERVERS_FLUX=1 or `--flux`);
+# Argo CD runs on its API server, so wanting Argo CD wants it too.
+want_flux() { [[ "${RENDER_TESTSERVERS_FLUX:-0}" == 1 ]] || want_argocd; }
 
 all_built() {
 	[[ -x "$GITEA_BIN" && -x "$MINIO_BIN" && -x "$REGISTRY_BIN" && -x "$ORAS_BIN" ]] || return 1
+	if want_argocd; then
+		argocd_built || return 1
+	fi
 	want_flux || return 0
 	flux_built
 }
@@ -325,7 +408,7 @@ cmd_build() {
 	fi
 	# We hold the lock: leftovers from interrupted builds are garbage.
 	chmod -R u+w "${CACHE_DIR}/tmp" 2>/dev/null || true
-	rm -rf "${CACHE_DIR}/tmp/"*-build.* "${BIN_DIR}/".*.tmp.* "${BIN_DIR}/"flux-crds-*.tmp.*
+	rm -rf "${CACHE_DIR}/tmp/"*-build.* "${BIN_DIR}/".*.tmp.* "${BIN_DIR}/"flux-crds-*.tmp.* "$ARGOCD_DIR/".*.tmp.*
 	local t0=$SECONDS
 	# Sequential builds: measured cold on 2 cores, gitea then minio took 564s
 	# vs 665s for both in parallel (go build already uses every core).
@@ -340,6 +423,13 @@ cmd_build() {
 		# controller-runtime): built one after the other, the second reuses
 		# the first one's compiled packages.
 		builds+=(build_etcd build_apiserver build_source_controller build_kustomize_controller)
+	fi
+	if want_argocd; then
+		# argocd (./cmd, every component in one binary), measured on 2
+		# shared cores: 670 CPU-seconds (541 user, 129 system) with an
+		# empty build cache, 474 after the Flux stack's builds; 230 MB of
+		# module zips.
+		builds+=(ensure_redis build_argocd copy_argocd_manifests)
 	fi
 	for b in "${builds[@]}"; do
 		"$b" &
@@ -760,7 +850,7 @@ storage:
   filesystem:
     rootdirectory: $r/data
   delete:
-    enabled: true
+    enabled: ${RENDER_TEST_REGISTRY_DELETE:-true}
   maintenance:
     uploadpurging:
       enabled: false
@@ -1040,9 +1130,174 @@ flux_stop() { # DIR: controllers first, etcd last
 	stop_pid etcd "$dir/etcd.pid" "$ETCD_BIN" "$dir"
 }
 
+# ---------------------------------------------------------------- argocd
+#
+# Redis, argocd-repo-server and argocd-application-controller as local
+# processes on loopback ports (the controller's metrics and health server
+# binds every interface: Argo CD has no flag for its address), against the
+# Flux stack's API server. No Argo CD API server, UI, Dex, ApplicationSet or
+# notifications controller. Argo CD's namespace is argocd, as in its install.
+#
+# The in-cluster destination, https://kubernetes.default.svc, is the API
+# server of DIR/flux/kubeconfig: with ARGOCD_FAKE_IN_CLUSTER=true (Argo CD's
+# own setting for running it outside a cluster) the controller builds the
+# in-cluster cluster's client from KUBECONFIG instead of a pod's service
+# account.
+
+ARGOCD_NAMESPACE=argocd
+
+# argocd_objects DIR: the namespace, the Application and AppProject CRDs
+# (waited on until served), argocd-cm, argocd-rbac-cm and argocd-secret as the
+# install ships them, and what the Argo CD API server would add on its first
+# start: server.secretkey in argocd-secret (the controller's settings are
+# incomplete without it) and the AppProject default.
+argocd_objects() {
+	local dir=$1 m="$ARGOCD_DIR/manifests" ns=$ARGOCD_NAMESPACE crd name i key
+	kube_api "$dir" POST /api/v1/namespaces -H 'Content-Type: application/json' \
+		-d '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"'"$ns"'"}}' -o /dev/null ||
+		die "argocd: creating namespace $ns failed"
+	for crd in "$m"/application-crd.yaml "$m"/appproject-crd.yaml; do
+		kube_api "$dir" POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions \
+			-H 'Content-Type: application/yaml' --data-binary "@$crd" -o /dev/null ||
+			die "argocd: creating the CRD in $crd failed"
+	done
+	kube_api "$dir" POST "/api/v1/namespaces/$ns/configmaps" -H 'Content-Type: application/yaml' \
+		--data-binary "@$m/argocd-cm.yaml" -o /dev/null || die "argocd: creating argocd-cm failed"
+	kube_api "$dir" POST "/api/v1/namespaces/$ns/configmaps" -H 'Content-Type: application/yaml' \
+		--data-binary "@$m/argocd-rbac-cm.yaml" -o /dev/null || die "argocd: creating argocd-rbac-cm failed"
+	kube_api "$dir" POST "/api/v1/namespaces/$ns/secrets" -H 'Content-Type: application/yaml' \
+		--data-binary "@$m/argocd-secret.yaml" -o /dev/null || die "argocd: creating argocd-secret failed"
+	key="$(openssl rand -base64 32 | tr -d '\n' | base64 -w0)"
+	kube_api "$dir" PATCH "/api/v1/namespaces/$ns/secrets/argocd-secret" \
+		-H 'Content-Type: application/merge-patch+json' -d '{"data":{"server.secretkey":"'"$key"'"}}' -o /dev/null ||
+		die "argocd: adding server.secretkey to argocd-secret failed"
+	for crd in "$m"/application-crd.yaml "$m"/appproject-crd.yaml; do
+		name="$(awk '$1 == "name:" { print $2; exit }' "$crd")"
+		for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+			kube_api "$dir" GET "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/$name" |
+				jq -e '.status.conditions[]? | select(.type == "Established" and .status == "True")' \
+					>/dev/null 2>&1 && break
+			sleep 0.2
+		done
+		((i < START_TIMEOUT * 5)) || die "argocd: CRD $name was not established within ${START_TIMEOUT}s"
+	done
+	kube_api "$dir" POST "/apis/argoproj.io/v1alpha1/namespaces/$ns/appprojects" -H 'Content-Type: application/json' \
+		-d '{"apiVersion":"argoproj.io/v1alpha1","kind":"AppProject","metadata":{"name":"default","namespace":"'"$ns"'"},
+		     "spec":{"sourceRepos":["*"],"destinations":[{"server":"*","namespace":"*"}],
+		             "clusterResourceWhitelist":[{"group":"*","kind":"*"}]}}' -o /dev/null ||
+		die "argocd: creating AppProject default failed"
+	log "argocd CRDs established, settings and AppProject default created"
+}
+
+# redis_ping PORT: Redis answers PING.
+redis_ping() {
+	local reply
+	reply="$(
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf 'PING\r\n' >&3
+		IFS= read -r -t 3 line <&3 && printf '%s' "$line"
+	)" 2>/dev/null || return 1
+	[[ "$reply" == "+PONG"* ]]
+}
+
+redis_launch() { # DIR
+	local dir=$1 a="$1/argocd" port
+	port="$(<"$a/redis-port")"
+	port_in_use "$port" && return 2
+	mkdir -p "$a/redis"
+	# set-proc-title no: Redis keeps its arguments, which name DIR (pid_alive).
+	cat >"$a/redis.conf" <<EOF
+bind 127.0.0.1
+port $port
+dir $a/redis
+save ""
+appendonly no
+daemonize no
+set-proc-title no
+logfile ""
+EOF
+	launch "$dir/redis.pid" "$a/redis.log" redis-server "$a/redis.conf"
+	wait_for redis "$dir/redis.pid" "$a/redis.log" redis_ping "$port"
+}
+
+# argocd_env DIR: the environment of both Argo CD components: their files
+# in DIR/argocd, the API server of DIR/flux/kubeconfig as the in-cluster
+# destination, no GnuPG, and argocd on PATH (git runs it as GIT_ASKPASS).
+argocd_env() {
+	local a="$1/argocd"
+	mkdir -p "$a/home" "$a/tmp" "$a/tls" "$a/ssh" "$a/gnupg" "$a/plugins"
+	printf '%s\n' env HOME="$a/home" TMPDIR="$a/tmp" PATH="$ARGOCD_DIR:$PATH" \
+		KUBECONFIG="$1/flux/kubeconfig" ARGOCD_FAKE_IN_CLUSTER=true \
+		ARGOCD_TLS_DATA_PATH="$a/tls" ARGOCD_SSH_DATA_PATH="$a/ssh" ARGOCD_GNUPGHOME="$a/gnupg" \
+		ARGOCD_GPG_ENABLED=false ARGOCD_PLUGINSOCKFILEPATH="$a/plugins" ARGOCD_ASK_PASS_SOCK="$a/askpass.sock"
+}
+
+repo_server_launch() { # DIR
+	local dir=$1 a="$1/argocd" port mport e
+	port="$(<"$a/repo-server-port")"
+	mport="$(<"$a/repo-server-metrics-port")"
+	{ port_in_use "$port" || port_in_use "$mport"; } && return 2
+	mapfile -t e < <(argocd_env "$dir")
+	launch "$dir/argocd-repo-server.pid" "$a/repo-server.log" "${e[@]}" "$ARGOCD_DIR/argocd-repo-server" \
+		--address 127.0.0.1 --port "$port" --metrics-address 127.0.0.1 --metrics-port "$mport" \
+		--redis "127.0.0.1:$(<"$a/redis-port")" --disable-tls --logformat text --loglevel info
+	# ?full=true: the health check also dials the gRPC server.
+	wait_for argocd-repo-server "$dir/argocd-repo-server.pid" "$a/repo-server.log" \
+		http_ok "http://127.0.0.1:$mport/healthz?full=true"
+}
+
+application_controller_launch() { # DIR
+	local dir=$1 a="$1/argocd" mport e
+	mport="$(<"$a/controller-metrics-port")"
+	port_in_use "$mport" && return 2
+	mapfile -t e < <(argocd_env "$dir")
+	# --app-resync 30: the controller compares every Application with its
+	# source every 30s (3 minutes by default); tests still ask for a refresh
+	# after each render, as a webhook would.
+	launch "$dir/argocd-application-controller.pid" "$a/application-controller.log" "${e[@]}" \
+		"$ARGOCD_DIR/argocd-application-controller" --namespace "$ARGOCD_NAMESPACE" \
+		--repo-server "127.0.0.1:$(<"$a/repo-server-port")" --repo-server-plaintext \
+		--redis "127.0.0.1:$(<"$a/redis-port")" --metrics-port "$mport" \
+		--app-resync 30 --app-resync-jitter 0 --logformat text --loglevel info
+	wait_for argocd-application-controller "$dir/argocd-application-controller.pid" \
+		"$a/application-controller.log" http_ok "http://127.0.0.1:$mport/healthz"
+}
+
+argocd_first_start() { # DIR: after flux_first_start (it needs the API server)
+	local dir=$1 a="$1/argocd" p attempt rc t0=$SECONDS
+	mkdir -p "$a"
+	need redis-server openssl curl jq git
+	argocd_objects "$dir"
+	for p in redis-port repo-server-port repo-server-metrics-port controller-metrics-port; do
+		free_port >"$a/$p"
+	done
+	for p in redis repo_server application_controller; do
+		for attempt in 1 2 3 4 5; do
+			rc=0
+			"${p}_launch" "$dir" || rc=$?
+			[[ $rc -eq 0 ]] && break
+			[[ $attempt -lt 5 ]] || die "$p did not start (logs: $a)"
+			log "retrying $p on other ports"
+			case $p in
+			redis) free_port >"$a/redis-port" ;;
+			repo_server) free_port >"$a/repo-server-port" && free_port >"$a/repo-server-metrics-port" ;;
+			application_controller) free_port >"$a/controller-metrics-port" ;;
+			esac
+		done
+	done
+	log "argocd up in $((SECONDS - t0))s"
+}
+
+argocd_stop() { # DIR: the controller first, Redis last
+	local dir=$1
+	stop_pid argocd-application-controller "$dir/argocd-application-controller.pid" "$ARGOCD_BIN" "$dir"
+	stop_pid argocd-repo-server "$dir/argocd-repo-server.pid" "$ARGOCD_BIN" "$dir"
+	stop_pid redis "$dir/redis.pid" "$(command -v redis-server || echo redis-server)" "$dir"
+}
+
 # ---------------------------------------------------------------- commands
 
-write_env() { # DIR WHICH(all|gitea|minio|registry|flux)
+write_env() { # DIR WHICH(all|gitea|minio|registry|flux|argocd)
 	local dir=$1 which=$2 f="$1/env"
 	{
 		echo "# Written by scripts/testservers.sh start; source me."
@@ -1068,12 +1323,16 @@ write_env() { # DIR WHICH(all|gitea|minio|registry|flux)
 			echo "export RENDER_TEST_REGISTRY_PIDFILE='$dir/registry.pid'"
 			echo "export RENDER_TEST_ORAS='$ORAS_BIN'"
 		fi
-		if [[ -s "$dir/flux/apiserver-port" ]] && { [[ $which == flux ]] || { [[ $which == all ]] && want_flux; }; }; then
+		if [[ -s "$dir/flux/apiserver-port" ]] && { [[ $which == flux || $which == argocd ]] || { [[ $which == all ]] && want_flux; }; }; then
 			echo "export RENDER_TEST_KUBE_URL='https://127.0.0.1:$(<"$dir/flux/apiserver-port")'"
 			echo "export RENDER_TEST_KUBE_TOKEN='$(<"$dir/flux/token")'"
 			echo "export RENDER_TEST_KUBE_CA='$dir/flux/pki/ca.crt'"
 			echo "export RENDER_TEST_KUBECONFIG='$dir/flux/kubeconfig'"
 			echo "export RENDER_TEST_FLUX_LOGS='$dir/flux'"
+		fi
+		if [[ -s "$dir/argocd/repo-server-port" ]] && { [[ $which == argocd ]] || { [[ $which == all ]] && want_argocd; }; }; then
+			echo "export RENDER_TEST_ARGOCD_NAMESPACE='$ARGOCD_NAMESPACE'"
+			echo "export RENDER_TEST_ARGOCD_LOGS='$dir/argocd'"
 		fi
 	} >"$f.tmp"
 	mv -f "$f.tmp" "$f"
@@ -1084,11 +1343,12 @@ require_dir() {
 	[[ -d "$1" ]] || die "$1: no such directory"
 }
 
-cmd_start() { # DIR [all|gitea|minio|registry|flux]
+cmd_start() { # DIR [all|gitea|minio|registry|flux|argocd]
 	local which=${2:-all} dir
-	[[ -n "${1:-}" ]] || die "usage: $0 start DIR [all|gitea|minio|registry|flux]"
-	case "$which" in all | gitea | minio | registry | flux) ;; *) die "start: unknown server '$which' (all|gitea|minio|registry|flux)" ;; esac
+	[[ -n "${1:-}" ]] || die "usage: $0 start DIR [all|gitea|minio|registry|flux|argocd]"
+	case "$which" in all | gitea | minio | registry | flux | argocd) ;; *) die "start: unknown server '$which' (all|gitea|minio|registry|flux|argocd)" ;; esac
 	[[ $which != flux ]] || export RENDER_TESTSERVERS_FLUX=1
+	[[ $which != argocd ]] || export RENDER_TESTSERVERS_ARGOCD=1
 	need git setsid
 	cmd_build
 	dir="$(abs_dir "$1")"
@@ -1100,8 +1360,11 @@ cmd_start() { # DIR [all|gitea|minio|registry|flux]
 	[[ $which != all && $which != gitea ]] || gitea_first_start "$dir"
 	[[ $which != all && $which != minio ]] || minio_first_start "$dir"
 	[[ $which != all && $which != registry ]] || registry_first_start "$dir"
-	if [[ $which == flux ]] || { [[ $which == all ]] && want_flux; }; then
+	if [[ $which == flux || $which == argocd ]] || { [[ $which == all ]] && want_flux; }; then
 		flux_first_start "$dir"
+	fi
+	if [[ $which == argocd ]] || { [[ $which == all ]] && want_argocd; }; then
+		argocd_first_start "$dir"
 	fi
 	write_env "$dir" "$which"
 	trap - EXIT
@@ -1116,6 +1379,7 @@ cmd_stop() {
 	stop_pid gitea "$dir/gitea.pid" "$GITEA_BIN" "$dir"
 	stop_pid minio "$dir/minio.pid" "$MINIO_BIN" "$dir"
 	stop_pid registry "$dir/registry.pid" "$REGISTRY_BIN" "$dir"
+	argocd_stop "$dir"
 	flux_stop "$dir"
 }
 
@@ -1166,6 +1430,14 @@ cmd_status() {
 			if pid_alive "$dir/$n.pid" "$b" "$dir"; then echo "$n running pid $(<"$dir/$n.pid")"; else echo "$n stopped"; rc=1; fi
 		done
 	fi
+	if [[ -e "$dir/argocd/repo-server-port" ]]; then
+		local n b
+		for n in redis argocd-repo-server argocd-application-controller; do
+			b=$ARGOCD_BIN
+			[[ $n != redis ]] || b="$(command -v redis-server || echo redis-server)"
+			if pid_alive "$dir/$n.pid" "$b" "$dir"; then echo "$n running pid $(<"$dir/$n.pid")"; else echo "$n stopped"; rc=1; fi
+		done
+	fi
 	return $rc
 }
 
@@ -1173,10 +1445,14 @@ cmd_status() {
 # both use it. RENDER_TESTSERVERS_DIR picks the folder (default: a new
 # temporary one). It returns the command's exit code.
 cmd_with() {
-	if [[ ${1:-} == --flux ]]; then
-		export RENDER_TESTSERVERS_FLUX=1
+	while [[ ${1:-} == --flux || ${1:-} == --argocd ]]; do
+		if [[ $1 == --flux ]]; then
+			export RENDER_TESTSERVERS_FLUX=1
+		else
+			export RENDER_TESTSERVERS_ARGOCD=1
+		fi
 		shift
-	fi
+	done
 	[[ $# -gt 0 ]] || die "with: no command given"
 	local dir="${RENDER_TESTSERVERS_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/render-testservers.XXXXXX")}"
 	cmd_build
@@ -1207,10 +1483,11 @@ main() {
 		printf 'etcd %s\nkube-apiserver %s\n' "$ETCD_BIN" "$APISERVER_BIN"
 		printf 'source-controller %s\nkustomize-controller %s\nflux-crds %s\n' \
 			"$SOURCE_CONTROLLER_BIN" "$KUSTOMIZE_CONTROLLER_BIN" "$FLUX_CRDS_DIR"
+		printf 'argocd %s\n' "$ARGOCD_DIR"
 		;;
 	with) cmd_with "$@" ;;
 	*)
-		sed -n '2,29p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
+		sed -n '2,32p' "$SCRIPT_PATH" | sed 's/^# \{0,1\}//' >&2
 		exit 2
 		;;
 	esac

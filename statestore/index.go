@@ -149,7 +149,7 @@ func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
 			dirs = append(dirs, d)
 		}
 	}
-	prefetch(snap, Hint{Reads: []string{RecordPath(workload)}, Dirs: dirs})
+	Prefetch(snap, Hint{Reads: []string{RecordPath(workload)}, Dirs: dirs})
 	if f.Own, err = readRecord(snap, RecordPath(workload)); err != nil {
 		return f, err
 	}
@@ -178,7 +178,7 @@ func recordsIn(snap Snapshot, dir, workload string) ([]Record, error) {
 			mine = append(mine, p)
 		}
 	}
-	prefetch(snap, Hint{Reads: mine})
+	Prefetch(snap, Hint{Reads: mine})
 	var out []Record
 	for _, p := range mine {
 		r, err := readRecord(snap, p)
@@ -270,7 +270,7 @@ func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
 	for _, d := range dests {
 		dirs = append(dirs, path.Join(IndexDir, d, "resource"))
 	}
-	prefetch(snap, Hint{Dirs: dirs})
+	Prefetch(snap, Hint{Dirs: dirs})
 	for _, d := range dests {
 		dir := path.Join(IndexDir, d, "resource")
 		paths, err := snap.List(dir)
@@ -306,7 +306,7 @@ func PlacedOn(snap Snapshot, dest string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefetch(snap, Hint{Reads: paths})
+	Prefetch(snap, Hint{Reads: paths})
 	seen := map[string]bool{}
 	for _, p := range paths {
 		data, err := snap.ReadFile(p)
@@ -371,7 +371,7 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 	for p := range IndexPaths(&r) {
 		h.Paths = append(h.Paths, p)
 	}
-	prefetch(snap, h)
+	Prefetch(snap, h)
 	seen := map[string]bool{}
 	for _, o := range u.Record.Objects {
 		p := ClaimPath(o)
@@ -449,11 +449,27 @@ func LoadPaths(dests []string) []string {
 	return out
 }
 
-// prefetch passes a hint to snap when it takes one. A failed hint is not an
-// error: the lookups that follow fetch what they need and report failures.
-func prefetch(snap Snapshot, h Hint) {
-	if p, ok := snap.(Prefetcher); ok && (len(h.Paths) > 0 || len(h.Reads) > 0 || len(h.Dirs) > 0 || len(h.Load) > 0) {
-		_ = p.Prefetch(h)
+// Debugger is a snapshot that can log at debug level, naming its store
+// (each backend's snapshot, when its store was given a debug log).
+type Debugger interface {
+	Debug(msg string, args ...any)
+}
+
+// Prefetch passes h to snap when snap reads lazily (a Prefetcher) and h
+// names something. Every prefetch goes through here. A failed prefetch
+// does not fail the caller: the lookups that follow read what they need one
+// path at a time and report their own failures. It is not silent either: a
+// snapshot that is a Debugger logs it, saying what the lookups fall back to.
+func Prefetch(snap Snapshot, h Hint) {
+	p, ok := snap.(Prefetcher)
+	if !ok || len(h.Paths)+len(h.Reads)+len(h.Dirs)+len(h.Load) == 0 {
+		return
+	}
+	if err := p.Prefetch(h); err != nil {
+		if d, ok := snap.(Debugger); ok {
+			d.Debug("prefetch failed: the lookups read one path at a time instead",
+				"paths", len(h.Paths), "reads", len(h.Reads), "folders", len(h.Dirs), "load", len(h.Load), "error", err.Error())
+		}
 	}
 }
 
@@ -470,7 +486,7 @@ func ownMigratedClaims(snap Snapshot, old *Record, owned map[string]bool) error 
 	if len(paths) == 0 {
 		return nil
 	}
-	prefetch(snap, Hint{Reads: paths})
+	Prefetch(snap, Hint{Reads: paths})
 	for _, p := range paths {
 		data, err := snap.ReadFile(p)
 		if errors.Is(err, ErrNotFound) {
@@ -503,7 +519,7 @@ func AddPlacements(idx FileIndex, snap Snapshot, dests []string, paths map[strin
 	for _, d := range dests {
 		dirs = append(dirs, path.Join(IndexDir, d))
 	}
-	prefetch(snap, Hint{Dirs: dirs})
+	Prefetch(snap, Hint{Dirs: dirs})
 	byPath := map[string]string{}
 	for p, name := range paths {
 		byPath[name] = p

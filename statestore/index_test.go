@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/render-dev/render/internal/layout"
@@ -124,5 +125,40 @@ func TestLegacyStoreIsMigratedOnFirstWrite(t *testing.T) {
 	}
 	if l, _ := ReadLoad(m, []string{"d1", "d2"}, ""); fmt.Sprint(l.Total) != "map[d2:3]" {
 		t.Fatalf("load after the move: %v", l.Total)
+	}
+}
+
+// failingPrefetch is a lazy snapshot whose prefetch fails and which logs.
+type failingPrefetch struct {
+	memSnap
+	logged []string
+}
+
+func (f *failingPrefetch) Prefetch(Hint) error { return errors.New("server hung up") }
+
+func (f *failingPrefetch) Debug(msg string, args ...any) {
+	f.logged = append(f.logged, fmt.Sprint(append([]any{msg}, args...)...))
+}
+
+// A failed prefetch is not an error of the lookups (they read one path at
+// a time), and it is not silent: the snapshot logs it, with the error.
+func TestFailedPrefetchIsLogged(t *testing.T) {
+	snap := &failingPrefetch{memSnap: memSnap{}}
+	rec := resourceRec("w", "", on(".", "d1"))
+	if _, err := snap.apply(t, Update{Workload: "w", Files: map[string][]byte{"d1/a.yaml": []byte("a")}, Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	snap.logged = nil
+	f, err := ReadFacts(snap, "w", "")
+	if err != nil || f.Own == nil {
+		t.Fatalf("ReadFacts after a failed prefetch: %+v, %v; want the record read path by path", f, err)
+	}
+	if len(snap.logged) == 0 {
+		t.Fatal("the failed prefetch was not logged")
+	}
+	for _, l := range snap.logged {
+		if !strings.Contains(l, "prefetch failed: the lookups read one path at a time instead") || !strings.Contains(l, "server hung up") {
+			t.Errorf("logged %q, want the fallback and the error", l)
+		}
 	}
 }

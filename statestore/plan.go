@@ -55,7 +55,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		newRec = &r
 	}
 	first := UpdateHint(u)
-	prefetch(snap, first)
+	Prefetch(snap, first)
 	hint := first.Paths
 	old, err := readRecord(snap, recPath)
 	if err != nil {
@@ -84,7 +84,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 				dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", t))
 			}
 		}
-		prefetch(snap, Hint{Paths: hint, Dirs: dirs})
+		Prefetch(snap, Hint{Paths: hint, Dirs: dirs})
 	} else if u.Adopt != nil {
 		// A store Kratix wrote: what it wrote for the workload is its own.
 		files, err := adopted(snap, u.Adopt)
@@ -314,7 +314,7 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string
 	if err != nil {
 		return err
 	}
-	prefetch(snap, Hint{Reads: parts})
+	Prefetch(snap, Hint{Reads: parts})
 	mine := AggregatePath(target, workload)
 	content := map[string][]byte{} // every part the target is built from
 	for _, part := range parts {

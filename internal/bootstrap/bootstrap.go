@@ -19,10 +19,13 @@
 // moving tag, and the Kustomizations' paths are ./dependencies and
 // ./resources: the artifact holds the destination folder only.
 //
-// Argo CD: two Applications with directory.recurse, the resources one a sync
-// wave after the dependencies one, on the git repository or, for an
-// OCIStateStore, on the destination's artifact (an oci:// repoURL). Argo CD
-// cannot read a bucket.
+// Argo CD: two Applications with directory.recurse and automated sync with
+// prune, the resources one a sync wave after the dependencies one, on the
+// git repository or, for an OCIStateStore, on the destination's artifact
+// (an oci:// repoURL). Argo CD cannot read a bucket.
+//
+// An aggregatedYAML or none destination is flat (no dependencies/ or
+// resources/): it gets one Kustomization or Application on its folder.
 //
 // Credentials are referenced by Secret name and never printed; the worker's
 // Secret is the worker's own (read-only) credential, with the keys its
@@ -294,7 +297,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	}
 	header := []string{
 		fmt.Sprintf("Argo CD on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
-		"Sync waves order Applications that an app of apps creates; applied by hand, apply the dependencies one first.",
+		argoOrderNote,
 	}
 	if s.SecretRef != nil && s.SecretRef.Name != "" {
 		header = append(header, fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository) in namespace %s; give it the worker's read-only counterpart of Secret %s.", s.URL, o.Namespace, s.SecretRef.Name))
@@ -302,6 +305,11 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	out.YAML, err = encode(header, app("dependencies", "0"), app("resources", "1"))
 	return out, err
 }
+
+// argoOrderNote says what makes the resources Application wait for the
+// dependencies one (seen with Argo CD 3.2 in internal/argocde2e).
+const argoOrderNote = "Applied together, the resources one waits by retrying: its sync fails until the dependencies' CRDs exist, and automated sync retries it (5 times by default, 5s apart and doubling). " +
+	"The sync waves order the two only in an app of apps whose Argo CD has a health check for Applications (resource.customizations.health.argoproj.io_Application in argocd-cm)."
 
 // withoutCredentials is the store's URL with no credentials in it: no
 // password, and for http(s) no user name either (git sends it as one).
@@ -480,7 +488,9 @@ func ociTag(s *inputs.OCIStateStore) string {
 	return s.Tag
 }
 
-// argoOCI returns the two Applications on a destination's OCI artifact.
+// argoOCI returns the two Applications on a destination's OCI artifact, or
+// for an aggregatedYAML or none destination one Application on the
+// artifact's root.
 func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 	s := t.oci
 	out := &Output{}
@@ -501,11 +511,16 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
 		return d
 	}
+	flat := t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting
 	header := []string{
 		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
-		"Sync waves order Applications that an app of apps creates; applied by hand, apply the dependencies one first.",
-		"The artifact has one layer, application/vnd.oci.image.layer.v1.tar+gzip, which Argo CD's repo server accepts by default (no ARGOCD_REPO_SERVER_OCI_LAYER_MEDIA_TYPES needed).",
+		argoOrderNote,
 	}
+	if flat {
+		header = []string{fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s (filepath mode %s: everything is at the artifact's root): one Application.", t.dest.Name, t.dest.Mode)}
+	}
+	header = append(header,
+		"The artifact has one layer, application/vnd.oci.image.layer.v1.tar+gzip, which Argo CD's repo server accepts by default (no ARGOCD_REPO_SERVER_OCI_LAYER_MEDIA_TYPES needed).")
 	if s.SecretRef != nil && s.SecretRef.Name != "" || s.Insecure {
 		note := fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository, type: oci, url: %s, the Applications' repoURL) in namespace %s", s.Registry, ociURL(s, t.dest), o.Namespace)
 		if s.SecretRef != nil && s.SecretRef.Name != "" {
@@ -517,6 +532,14 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 		header = append(header, note+".")
 	}
 	var err error
+	if flat {
+		// Kratix writes these destinations flat: there is no
+		// dependencies/ or resources/ in the artifact.
+		d := app(".", "0")
+		d.name, d.annotations = t.dest.Name, nil
+		out.YAML, err = encode(header, d)
+		return out, err
+	}
 	out.YAML, err = encode(header, app("dependencies", "0"), app("resources", "1"))
 	return out, err
 }

@@ -98,3 +98,29 @@ func TestBootstrapArgoCDOCI(t *testing.T) {
 		}
 	}
 }
+
+// An aggregatedYAML or none destination in a registry is flat: one
+// Application on the artifact's root (an Application on dependencies/ fails
+// in Argo CD with "app path does not exist"; internal/argocde2e saw it).
+func TestBootstrapArgoCDOCIFlat(t *testing.T) {
+	for _, mode := range []renderer.FilepathMode{renderer.AggregatedYAML, renderer.NoNesting} {
+		p := ociPlatform()
+		p.Destinations[0].Mode = mode
+		out, err := ArgoCD(p, "dev", ArgoCDOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := decodeAll(t, out.YAML)
+		if len(objs) != 1 {
+			t.Fatalf("%s: %d documents:\n%s", mode, len(objs), out.YAML)
+		}
+		src := objs[0].Spec["source"].(map[string]any)
+		if objs[0].Kind != "Application" || objs[0].Metadata.Name != "dev" || src["path"] != "." ||
+			src["repoURL"] != "oci://registry.example.com:5000/fleet/state/clusters/dev" {
+			t.Fatalf("%s:\n%s", mode, out.YAML)
+		}
+		if !strings.Contains(string(out.YAML), "insecureOCIForceHttp") {
+			t.Fatalf("%s: no note on the repository Secret:\n%s", mode, out.YAML)
+		}
+	}
+}

@@ -107,7 +107,10 @@ func runBootstrap(io IO, platform []string, build func(*inputs.Platform) (*boots
 			for _, w := range out.Warnings {
 				fmt.Fprintf(io.Err, "render: warning: %s\n", w)
 			}
-			if _, err := io.Out.Write(out.YAML); err != nil {
+			// The documents as they are: they name Secrets and hold none,
+			// so redaction could only break them (a repository named like
+			// a user).
+			if _, err := io.documents().Write(out.YAML); err != nil {
 				return &ExitError{Code: ExitStoreFailed, Err: err}
 			}
 			return nil

@@ -26,17 +26,6 @@ import (
 // Version is set at build time (-ldflags "-X .../internal/cli.Version=...").
 var Version = "dev"
 
-// Exit codes, as the design fixes them.
-const (
-	ExitOK          = 0
-	ExitStoreFailed = 1
-	ExitBadInput    = 2
-	ExitUnscheduled = 3
-	// ExitMassDeletion: the mass-deletion breaker refused the write
-	// (nothing written), or with --dry-run would refuse it.
-	ExitMassDeletion = 4
-)
-
 // ExitError carries an exit code and the one line to print.
 type ExitError struct {
 	Code int
@@ -64,6 +53,19 @@ type IO struct {
 	// phaseHook, when set (tests), is called as a one-shot render or drain
 	// enters each phase, with the context a first signal cancels.
 	phaseHook func(ctx context.Context, phase string)
+	// docs is standard output without redaction, for the documents render
+	// prints (render bootstrap): they hold no secret by construction, and
+	// must reach the worker byte for byte.
+	docs io.Writer
+}
+
+// documents is where the documents render prints go: standard output as
+// given, never redacted.
+func (c IO) documents() io.Writer {
+	if c.docs != nil {
+		return c.docs
+	}
+	return c.Out
 }
 
 // commonOptions are the flags render and render drain share, registered and
@@ -250,10 +252,7 @@ func NewCommand(io IO) *cobra.Command {
 workload group to destinations by label, and writes every destination's folder to its
 git repository or S3 bucket, where Flux or Argo CD on the worker reconciles it.
 
-Exit codes: 0 written, 1 a store failed, 2 bad input or usage, 3 written but some group
-unscheduled, 4 refused by the mass-deletion breaker (nothing written), 5 a pull request still open when
-its wait ended, 130 and 143 stopped by SIGINT or SIGTERM (the last line says whether anything
-was written).`,
+` + exitCodesHelp(),
 		Example: `  # render once, as a pipeline's last container does (KRATIX_* variables set by Kratix)
   render --platform /platform
 
@@ -292,19 +291,39 @@ func Main(ctx context.Context, args []string, io IO) int {
 	if io.Getenv == nil {
 		io.Getenv = os.Getenv
 	}
-	// Every secret value the inputs load is masked in all render prints.
+	// Every secret value the inputs load is masked in all render prints,
+	// except the documents it prints (see IO.docs).
+	io.docs = io.Out
 	io.Out, io.Err = redact.Writer(io.Out), redact.Writer(io.Err)
-	root := NewCommand(io)
+	return execute(ctx, NewCommand(io), args, io)
+}
+
+// execute runs root with args and turns what it returns into an exit
+// code, printing the error's line.
+func execute(ctx context.Context, root *cobra.Command, args []string, io IO) int {
+	// Cobra checks the command, its flags and its arguments before it runs
+	// one: an error from before that is the command line's.
+	ran := false
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	markRuns(root, &ran)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
 	var ee *ExitError
-	if !errors.As(err, &ee) {
-		// Every command returns an ExitError; anything else is cobra's
-		// own: an unknown command or a wrong number of arguments.
+	switch {
+	case errors.As(err, &ee):
+	case !ran:
+		// Cobra's own error before the command ran: an unknown command
+		// or flag, a flag's value that does not parse, a wrong number of
+		// arguments. A mistake in the command line.
 		ee = &ExitError{Code: ExitBadInput, Err: err, Usage: true}
+	default:
+		// An error no command classified is not the user's input: it is
+		// never exit 2, and no usage hint goes with it.
+		ee = &ExitError{Code: ExitStoreFailed, Err: err}
 	}
 	if ee.Err != nil && ee.Err.Error() != "" {
 		fmt.Fprintf(io.Err, "render: %v\n", ee.Err)
@@ -316,6 +335,18 @@ func Main(ctx context.Context, args []string, io IO) int {
 		fmt.Fprintf(io.Err, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return ee.Code
+}
+
+// markRuns sets *ran when any command of the tree below c starts to run.
+func markRuns(c *cobra.Command, ran *bool) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error { *ran = true; return run(cmd, args) }
+	} else if run := c.Run; run != nil {
+		c.Run = func(cmd *cobra.Command, args []string) { *ran = true; run(cmd, args) }
+	}
+	for _, sub := range c.Commands() {
+		markRuns(sub, ran)
+	}
 }
 
 // runRender is one render, or a watch loop with --watch.

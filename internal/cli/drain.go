@@ -32,8 +32,8 @@ It copies the files from the store, updates the placement records, and writes on
 per store. Promise dependencies stay: they go to every matching destination.
 
 Cordon the destination first (spec.unschedulable: true) so new resources skip it too.
-Exit codes: 0 all moved, 1 a store failed, 2 bad input, 3 some resource could not move,
-130 and 143 stopped by SIGINT or SIGTERM.`,
+
+` + exitCodesHelp(ExitOK, ExitStoreFailed, ExitBadInput, ExitUnscheduled, ExitMassDeletion, ExitSIGINT, ExitSIGTERM),
 		Example: `  # where would dev-eu's resources go?
   render drain dev-eu --platform platform/ --dry-run
 

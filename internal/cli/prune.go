@@ -34,9 +34,7 @@ workload placed there whose group's selector no longer matches the destination, 
 group's files on that destination and updates the workload's record; everything else of the
 workload stays as it is. The mass-deletion breaker judges it like any other write.
 
-Exit codes: 0 pruned (or nothing to prune), 1 a store failed, 2 bad input, 3 some group
-could not be pruned, 4 refused by the mass-deletion breaker, 130 and 143 stopped by SIGINT
-or SIGTERM.`,
+` + exitCodesHelp(ExitOK, ExitStoreFailed, ExitBadInput, ExitUnscheduled, ExitMassDeletion, ExitSIGINT, ExitSIGTERM),
 		Example: `  # what is kept where it no longer matches, and what would go
   render prune-misscheduled --platform platform/ --dry-run
 

@@ -10,11 +10,6 @@ import (
 	"github.com/render-dev/render/internal/engine"
 )
 
-// ExitPullRequestOpen: a store in pull-request mode waited
-// (spec.pullRequest.wait) and its pull request was still open when the
-// wait ended.
-const ExitPullRequestOpen = 5
-
 // jsonPullRequest is a store's pull request in the JSON report.
 type jsonPullRequest struct {
 	Action  string `json:"action"`

@@ -27,13 +27,6 @@ import (
 	"github.com/render-dev/render/internal/engine"
 )
 
-// Exit codes after a signal: 128 + the signal's number, as shells report
-// a process a signal ended.
-const (
-	ExitSIGINT  = 128 + int(syscall.SIGINT)  // 130
-	ExitSIGTERM = 128 + int(syscall.SIGTERM) // 143
-)
-
 // abandonGrace is how long a signal waits for the work it stops to return:
 // a first one before publishing, a second one that abandons a publish (so
 // that it lets go of what it holds, such as a branch lock file).

@@ -35,6 +35,17 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"render with a bogus log level", []string{"--platform", plat, "--log-level", "loud"}, []string{`--log-level "loud"`}},
 		{"render with a bogus retry deadline", []string{"--platform", plat, "--retry-deadline", "0s"}, []string{"--retry-deadline must be positive"}},
 		{"drain with a bogus retry deadline", []string{"drain", "a", "--platform", plat, "--retry-deadline", "-1s"}, []string{"--retry-deadline must be positive"}},
+		// Every way cobra itself refuses a command line is exit 2 too.
+		{"an argument render does not take", []string{"extra", "--platform", plat}, []string{`unknown command "extra"`, "Run 'render --help' for usage."}},
+		{"a duration that does not parse", []string{"--platform", plat, "--retry-deadline", "soon"}, []string{`invalid argument "soon" for "--retry-deadline"`, "Run 'render --help' for usage."}},
+		{"a boolean that does not parse", []string{"--platform", plat, "--allow-mass-deletion=maybe"}, []string{`invalid argument "maybe"`, "Run 'render --help' for usage."}},
+		{"a mistyped shorthand", []string{"--platform", plat, "-x"}, []string{"unknown shorthand flag: 'x'", "Run 'render --help' for usage."}},
+		{"drain with two destinations", []string{"drain", "a", "b", "--platform", plat}, []string{"one argument", "Run 'render drain --help' for usage."}},
+		{"bootstrap with two destinations", []string{"bootstrap", "flux", "a", "b", "--platform", plat}, []string{"one argument", "Run 'render bootstrap flux --help' for usage."}},
+		{"a mistyped bootstrap flag", []string{"bootstrap", "argocd", "a", "--platfrom", plat}, []string{"unknown flag: --platfrom", "Run 'render bootstrap argocd --help' for usage."}},
+		{"a bootstrap interval that does not parse", []string{"bootstrap", "flux", "a", "--platform", plat, "--interval", "often"}, []string{`invalid argument "often" for "--interval"`}},
+		{"a bootstrap interval that is not positive", []string{"bootstrap", "flux", "a", "--platform", plat, "--interval", "0s"}, []string{"--interval must be positive"}},
+		{"a mistyped completion flag", []string{"completion", "bash", "--bogus"}, []string{"unknown flag: --bogus"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,7 +12,8 @@ package cli
 // stops watching. A render in progress finishes, then one last render of
 // whatever is on disk runs, and it decides the exit code: 0 when it wrote
 // or had nothing to do (unscheduled groups are logged, not an error here),
-// 1 when a store failed, 2 for bad input. A second signal exits at once
+// 1 when a store failed or watching failed (the files, or serving
+// --metrics-addr), 2 for bad input. A second signal exits at once
 // with code 130, abandoning the render in progress; a git push or an S3
 // upload in flight is either complete or absent, and the next render
 // repairs the rest.
@@ -38,9 +39,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ExitInterrupted is watch mode's exit code after a second signal.
-const ExitInterrupted = 130
-
 // watchHooks are what tests replace: the signal source and the backoff.
 type watchHooks struct {
 	signals <-chan os.Signal
@@ -54,6 +52,8 @@ type watchHooks struct {
 	// second signal will report on, so tests can wait for it to let go of
 	// their folders.
 	abandoned func(<-chan outcome)
+	// listen, when set, stands for net.Listen for --metrics-addr.
+	listen func(network, addr string) (net.Listener, error)
 }
 
 // runWatch is watch mode. It handles SIGINT and SIGTERM itself; the
@@ -77,8 +77,15 @@ func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h wat
 	}
 	m := metrics.New()
 	hs := &health{alive: true}
+	// served reports why the metrics server stopped serving, if it does
+	// before watch ends.
+	var served <-chan error
 	if o.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", o.MetricsAddr)
+		listen := h.listen
+		if listen == nil {
+			listen = net.Listen
+		}
+		ln, err := listen("tcp", o.MetricsAddr)
 		if err != nil {
 			return &ExitError{Code: ExitStoreFailed, Err: fmt.Errorf("--metrics-addr: %w", err)}
 		}
@@ -86,7 +93,9 @@ func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h wat
 		mux.Handle("/metrics", m.Handler())
 		mux.Handle("/healthz", hs)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
+		serving := make(chan error, 1)
+		served = serving
+		go func() { serving <- srv.Serve(ln) }()
 		defer srv.Close()
 		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
 	}
@@ -209,6 +218,15 @@ func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h wat
 			case res == metrics.BadInput || res == metrics.Refused:
 				log.Info("waiting for the next change")
 			}
+
+		case err := <-served:
+			// Serve only returns when the listener failed: /healthz is
+			// gone, and a probe would take the sidecar for dead. Stop as
+			// when watching files fails: a last render, then exit 1.
+			served = nil
+			watchErr = fmt.Errorf("--metrics-addr: serving /metrics and /healthz stopped: %w", err)
+			log.Error("serving /metrics and /healthz stopped", "addr", o.MetricsAddr, "error", err.Error())
+			stop("the metrics server stopped")
 
 		case <-retryC:
 			retry, retryC = nil, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -250,14 +251,14 @@ func watchOptions(t testing.TB, args []string) *renderOptions {
 	return o
 }
 
-func startWatch(t testing.TB, args []string, backoff time.Duration) *watchRun {
+func startWatch(t testing.TB, args []string, backoff time.Duration, hooks ...func(*watchHooks)) *watchRun {
 	t.Helper()
-	return startWatchClock(t, args, backoff, nil)
+	return startWatchClock(t, args, backoff, nil, hooks...)
 }
 
 // startWatchClock is startWatch with the backoff timed by clk (nil: the
 // real clock).
-func startWatchClock(t testing.TB, args []string, backoff time.Duration, clk clock.Clock) *watchRun {
+func startWatchClock(t testing.TB, args []string, backoff time.Duration, clk clock.Clock, hooks ...func(*watchHooks)) *watchRun {
 	t.Helper()
 	o := watchOptions(t, args)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -265,10 +266,12 @@ func startWatchClock(t testing.TB, args []string, backoff time.Duration, clk clo
 	var abandoned <-chan outcome
 	io := IO{Out: io.Discard, Err: r.logs, Getenv: func(k string) string { return watchEnv[k] }}
 	log := newLogger(r.logs, "json", "debug")
-	go func() {
-		r.done <- watch(ctx, o, io, log, watchHooks{signals: r.sigs, backoffMin: backoff, backoffMax: 4 * backoff, clock: clk,
-			abandoned: func(c <-chan outcome) { abandoned = c }})
-	}()
+	h := watchHooks{signals: r.sigs, backoffMin: backoff, backoffMax: 4 * backoff, clock: clk,
+		abandoned: func(c <-chan outcome) { abandoned = c }}
+	for _, f := range hooks {
+		f(&h)
+	}
+	go func() { r.done <- watch(ctx, o, io, log, h) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -518,6 +521,43 @@ func TestWatchLastRenderStoreFailureExitsOne(t *testing.T) {
 	r.sigs <- syscall.SIGTERM
 	if code, _ := r.wait(t); code != ExitStoreFailed {
 		t.Fatalf("exit %d, want %d", code, ExitStoreFailed)
+	}
+}
+
+// brokenListener accepts nothing: once closed is closed, Accept fails
+// with a permanent error, as a listener whose socket died does.
+type brokenListener struct {
+	net.Listener
+	closed chan struct{}
+}
+
+func (l brokenListener) Accept() (net.Conn, error) {
+	<-l.closed
+	return nil, errors.New("accept: socket died")
+}
+
+// The metrics server's failure is not dropped: it is logged, the watch
+// stops with a last render, and the exit code is 1.
+func TestWatchMetricsServerFailureExitsOne(t *testing.T) {
+	repo := filepath.Join(t.TempDir(), "state.git")
+	d := newWatchDirs(t, watchLocalStore(repo))
+	watchWrite(t, filepath.Join(d.output, "a.yaml"), watchObj(""))
+	die := make(chan struct{})
+	r := startWatch(t, d.args("--metrics-addr", "127.0.0.1:0"), time.Second, func(h *watchHooks) {
+		h.listen = func(network, addr string) (net.Listener, error) {
+			ln, err := net.Listen(network, addr)
+			return brokenListener{ln, die}, err
+		}
+	})
+	watchWaitRepo(t, watchLocalRepo(repo), "the first render", 20*time.Second, func(s watchRepoState) bool { return s.has("/a.yaml") })
+	close(die)
+	watchWaitLog(t, r.logs, `"msg":"serving /metrics and /healthz stopped".*"error":"accept: socket died"`, 10*time.Second)
+	code, err := r.wait(t)
+	if code != ExitStoreFailed || err == nil || !strings.Contains(err.Error(), "--metrics-addr: serving /metrics and /healthz stopped: accept: socket died") {
+		t.Fatalf("exit %d (%v), want %d naming the metrics server", code, err, ExitStoreFailed)
+	}
+	if !strings.Contains(r.logs.String(), `"reason":"last render before exit"`) {
+		t.Error("no last render before exiting")
 	}
 }
 

@@ -197,9 +197,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[rendere
 				h.Reads = append(h.Reads, path.Join(d.Path, d.Filename))
 			}
 		}
-		if pf, ok := snap.(statestore.Prefetcher); ok {
-			_ = pf.Prefetch(h)
-		}
+		statestore.Prefetch(snap, h)
 		for _, d := range p.Destinations {
 			if d.Store != ref {
 				continue

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
@@ -17,7 +18,7 @@ func (e *Engine) openBucket(p *inputs.Platform, ref renderer.StoreRef, bs *input
 	cfg := s3store.Config{
 		Name: ref.String(), Endpoint: bs.Endpoint, Bucket: bs.BucketName, Path: bs.Path,
 		Region: bs.Region, Insecure: bs.Insecure, CreateBucket: bs.CreateBucket,
-		RetryDeadline: e.opts.RetryDeadline,
+		RetryDeadline: e.opts.RetryDeadline, Debug: e.storeLog(slog.LevelDebug, ref),
 	}
 	var secret map[string][]byte
 	switch bs.AuthMethod {

@@ -726,15 +726,16 @@ func readView(ctx context.Context, s statestore.Store, key, promise string, hint
 	if err != nil {
 		return nil, err
 	}
-	if p, ok := snap.(statestore.Prefetcher); ok && key != "" {
+	if key != "" {
 		// Everything the render will look at, that can be known before
 		// it reads the store, in one go: a lazy snapshot fetches it a
-		// folder level per request for all paths at once.
+		// folder level per request for all paths at once (a failure is
+		// logged at debug level, with the store).
 		h := statestore.Hint{Reads: []string{statestore.RecordPath(key)}}
 		if promise != "" {
 			h.Dirs = append(h.Dirs, path.Join(statestore.RecordsDir, "promise", promise))
 		}
-		_ = p.Prefetch(h.Merge(hint))
+		statestore.Prefetch(snap, h.Merge(hint))
 	}
 	f, err := statestore.ReadFacts(snap, key, promise)
 	if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
@@ -17,6 +18,7 @@ func (e *Engine) openOCI(p *inputs.Platform, ref renderer.StoreRef, os *inputs.O
 		Name: ref.String(), Registry: os.Registry, Repository: os.Repository, Tag: os.Tag,
 		Insecure: os.Insecure, Create: os.Create, Source: os.Source, Author: os.Author,
 		RetryDeadline: e.opts.RetryDeadline,
+		Warn:          e.storeLog(slog.LevelWarn, ref), Debug: e.storeLog(slog.LevelDebug, ref),
 	}
 	secret, err := e.secret(p, os.File, where, os.SecretRef, false)
 	if err != nil {

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path"
@@ -34,9 +36,7 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 			AuthorName: gs.GitAuthor.Name, AuthorEmail: gs.GitAuthor.Email,
 			InsecureSkipTLS: gs.InsecureSkipTLSVerify,
 			RetryDeadline:   e.opts.RetryDeadline,
-			Warn: func(msg string, args ...any) {
-				e.log.Warn(msg, append([]any{"store", ref.String()}, args...)...)
-			},
+			Warn:            e.storeLog(slog.LevelWarn, ref), Debug: e.storeLog(slog.LevelDebug, ref),
 		}
 		where := "GitStateStore " + gs.Name
 		if dir, local := gitstore.LocalPath(gs.URL); local {
@@ -44,8 +44,13 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 			// only inside a folder that exists: a missing one is a mistyped
 			// URL, known before any store is contacted.
 			if parent := filepath.Dir(dir); !isDir(parent) {
-				return nil, "", &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf(
-					"spec.url %s: folder %s does not exist (a local repository is created on first use, inside an existing folder)", gs.URL, parent)}
+				msg := fmt.Sprintf("spec.url %s: folder %s does not exist (a local repository is created on first use, inside an existing folder)", gs.URL, parent)
+				if _, err := os.Stat(dir); err != nil {
+					if tl, ok := inputs.TooLong(err); ok {
+						msg = fmt.Sprintf("spec.url %s: %s", gs.URL, tl)
+					}
+				}
+				return nil, "", &renderer.InputError{File: gs.File, Where: where, Msg: msg}
 			}
 		} else {
 			secret, err := e.secret(p, gs.File, where, gs.SecretRef, gs.AuthMethod != "")
@@ -82,6 +87,13 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 		return e.openOCI(p, ref, p.OCIStores[ref.Name])
 	}
 	return nil, "", fmt.Errorf("unknown store kind %s", ref.Kind)
+}
+
+// storeLog logs at level, naming the store: a store's Warn or Debug.
+func (e *Engine) storeLog(level slog.Level, ref renderer.StoreRef) func(msg string, args ...any) {
+	return func(msg string, args ...any) {
+		e.log.Log(context.Background(), level, msg, append([]any{"store", ref.String()}, args...)...)
+	}
 }
 
 func isDir(p string) bool {

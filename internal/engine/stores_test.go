@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
 )
 
 // The ssh user is what go-git's endpoint parsing says, "git" by default:
@@ -52,5 +57,35 @@ func TestBasicAuthOverPlainHTTP(t *testing.T) {
 		case !c.ok && (!errors.As(err, &ie) || !strings.Contains(err.Error(), "allowInsecureHTTP") || ie.File != "p.yaml"):
 			t.Errorf("%s: err = %v, want an InputError naming p.yaml and allowInsecureHTTP", c.url, err)
 		}
+	}
+}
+
+// A store's snapshots log at debug level through the render's log, naming
+// the store: a failed prefetch says which store fell back to single reads.
+func TestStoreDebugLogNamesTheStore(t *testing.T) {
+	var logs bytes.Buffer
+	e := New(Options{Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	dir := t.TempDir()
+	p := &inputs.Platform{GitStores: map[string]*inputs.GitStateStore{
+		"default": {Name: "default", File: "p.yaml", URL: "file://" + filepath.Join(dir, "state.git")},
+	}}
+	ref := renderer.StoreRef{Kind: "GitStateStore", Name: "default"}
+	st, _, err := e.openStore(p, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	snap, err := st.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := snap.(statestore.Debugger)
+	if !ok {
+		t.Fatalf("a git snapshot (%T) is not a statestore.Debugger", snap)
+	}
+	d.Debug("prefetch failed: the lookups read one path at a time instead", "error", "server hung up")
+	want := `"level":"DEBUG","msg":"prefetch failed: the lookups read one path at a time instead","store":"GitStateStore/default","error":"server hung up"`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("log %q lacks %q", logs.String(), want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"path"
 	"sort"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -42,7 +43,7 @@ func Duplicates(mine []Object, others map[string][]Object) error {
 				continue
 			}
 			o := mine[i]
-			where := fmt.Sprintf("%s of %s", path.Join(o.Destination, sectionDir(o.Section)), o.Store)
+			where := fmt.Sprintf("%s of %s", layout.Quote(path.Join(o.Destination, sectionDir(o.Section))), o.Store)
 			return &renderer.InputError{
 				File: display(o),
 				Msg: fmt.Sprintf("%s is already written by workload %s (from %s) to %s; Flux builds them together, so its build would fail for every workload there",
@@ -55,7 +56,7 @@ func Duplicates(mine []Object, others map[string][]Object) error {
 
 func otherFile(o Object) string {
 	if o.Source != "" {
-		return o.Source + ", at " + path.Join(o.Destination, o.File)
+		return layout.Quote(o.Source) + ", at " + layout.Quote(path.Join(o.Destination, o.File))
 	}
-	return path.Join(o.Destination, o.File)
+	return layout.Quote(path.Join(o.Destination, o.File))
 }

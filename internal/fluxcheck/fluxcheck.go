@@ -353,7 +353,7 @@ func duplicateError(o, prev Object) *checkError {
 			if prev.File == o.File {
 				return fmt.Sprintf("%s is defined twice in this file; Flux's build of %s would fail (may not add resource with an already registered id)", o, sec)
 			}
-			return fmt.Sprintf("%s is also defined in %s; both are in %s, so Flux's build would fail (may not add resource with an already registered id)", o, other, sec)
+			return fmt.Sprintf("%s is also defined in %s; both are in %s, so Flux's build would fail (may not add resource with an already registered id)", o, layout.Quote(other), sec)
 		},
 	}
 }

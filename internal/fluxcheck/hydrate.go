@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 	kustypes "sigs.k8s.io/kustomize/api/types"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -93,7 +94,7 @@ func Hydrate(ctx context.Context, files []renderer.File) ([]renderer.File, error
 				return nil, &renderer.InputError{
 					File: mem.kustomizationIn("."),
 					Msg: fmt.Sprintf("it builds objects from folder %s, which has its own kustomization and is hydrated on its own into %s: its objects would be scheduled twice; remove %s from the root kustomization, or its kustomization file",
-						dir, path.Join(dir, HydratedFile), dir),
+						layout.Quote(dir), layout.Quote(path.Join(dir, HydratedFile)), layout.Quote(dir)),
 				}
 			}
 		}
@@ -141,7 +142,7 @@ func hydrateDir(mem *memTree, dir string, origins bool) ([]byte, map[string]bool
 	}
 	res, err := runKrusty(mem.fs, dir, mem.warn)
 	if err != nil {
-		return nil, nil, &renderer.InputError{File: kfile, Msg: "kustomize build of " + dir + " fails: " + cleanBuildErr(err)}
+		return nil, nil, &renderer.InputError{File: kfile, Msg: "kustomize build of " + layout.Quote(dir) + " fails: " + cleanBuildErr(err)}
 	}
 	used := map[string]bool{}
 	if origins {
@@ -165,12 +166,12 @@ func hydrateDir(mem *memTree, dir string, origins bool) ([]byte, map[string]bool
 	}
 	for _, r := range res.Resources() {
 		if r.GetApiVersion() == "" || r.GetKind() == "" || r.GetName() == "" {
-			return nil, nil, &renderer.InputError{File: kfile, Msg: fmt.Sprintf("kustomize build of %s gives an object without apiVersion, kind or metadata.name (%s %s)", dir, r.GetKind(), r.GetName())}
+			return nil, nil, &renderer.InputError{File: kfile, Msg: fmt.Sprintf("kustomize build of %s gives an object without apiVersion, kind or metadata.name (%s %s)", layout.Quote(dir), r.GetKind(), r.GetName())}
 		}
 	}
 	data, err := res.AsYaml()
 	if err != nil {
-		return nil, nil, &renderer.InputError{File: kfile, Msg: "kustomize build of " + dir + ": " + err.Error()}
+		return nil, nil, &renderer.InputError{File: kfile, Msg: "kustomize build of " + layout.Quote(dir) + ": " + err.Error()}
 	}
 	return data, used, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -65,9 +66,9 @@ func CheckPlan(ctx context.Context, plan *renderer.Plan) ([]Object, error) {
 					}
 					return path.Join(d, rel)
 				})
-				at := fmt.Sprintf("in %s of %s", path.Join(d, sectionDir(sectionOf(err.file))), w.Store)
+				at := fmt.Sprintf("in %s of %s", layout.Quote(path.Join(d, sectionDir(sectionOf(err.file)))), w.Store)
 				if sources[err.file] != "" {
-					at = fmt.Sprintf("written to %s in %s", path.Join(d, err.file), w.Store)
+					at = fmt.Sprintf("written to %s in %s", layout.Quote(path.Join(d, err.file)), w.Store)
 				}
 				if ie.Where != "" {
 					at = ie.Where + ", " + at

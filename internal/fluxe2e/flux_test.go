@@ -17,17 +17,17 @@ import (
 // rather than fail and retry).
 func (sc *scenario) configured(dest string) {
 	sc.t.Helper()
-	deps := sc.waitApplied(dest+"-dependencies", sc.crd(), sc.namespace())
-	res := sc.waitApplied(dest+"-resources", sc.widget(), sc.configMap())
-	for _, r := range []object{sc.widget(), sc.configMap()} {
-		for _, d := range []object{sc.crd(), sc.namespace()} {
-			if rt, dt := created(sc.t, r, res[r]), created(sc.t, d, deps[d]); rt.Before(dt) {
+	deps := sc.waitApplied(dest+"-dependencies", sc.CRD(), sc.NamespaceObject())
+	res := sc.waitApplied(dest+"-resources", sc.Widget(), sc.ConfigMap())
+	for _, r := range []object{sc.Widget(), sc.ConfigMap()} {
+		for _, d := range []object{sc.CRD(), sc.NamespaceObject()} {
+			if rt, dt := testenv.Created(sc.t, r, res[r]), testenv.Created(sc.t, d, deps[d]); rt.Before(dt) {
 				sc.t.Errorf("%s was created at %v, before the dependency %s (%v)", r, rt, d, dt)
 			}
 		}
 	}
-	if spec, _ := testenv.Field(res[sc.widget()], "spec").(map[string]any); spec["size"] != "small" {
-		sc.t.Errorf("%s spec = %v, want the workflow's (size: small)", sc.widget(), spec)
+	if spec, _ := testenv.Field(res[sc.Widget()], "spec").(map[string]any); spec["size"] != "small" {
+		sc.t.Errorf("%s spec = %v, want the workflow's (size: small)", sc.Widget(), spec)
 	}
 }
 
@@ -35,15 +35,15 @@ func (sc *scenario) configured(dest string) {
 // waits for Flux to prune their objects in turn.
 func (sc *scenario) deleted() {
 	sc.t.Helper()
-	sc.resourceWorkflow("delete")
+	sc.ResourceWorkflow("delete")
 	sc.reconcileSources()
-	sc.waitPruned(sc.widget(), sc.configMap())
-	if sc.get(sc.crd()) == nil {
-		sc.t.Fatalf("%s was pruned by the resource's delete; only the promise's delete removes it", sc.crd())
+	sc.waitPruned(sc.Widget(), sc.ConfigMap())
+	if sc.get(sc.CRD()) == nil {
+		sc.t.Fatalf("%s was pruned by the resource's delete; only the promise's delete removes it", sc.CRD())
 	}
-	sc.promiseWorkflow("delete")
+	sc.PromiseWorkflow("delete")
 	sc.reconcileSources()
-	sc.waitPruned(sc.crd(), sc.namespace())
+	sc.waitPruned(sc.CRD(), sc.NamespaceObject())
 }
 
 // TestGitRepository: a promise workflow and a resource workflow render into
@@ -54,11 +54,11 @@ func (sc *scenario) deleted() {
 func TestGitRepository(t *testing.T) {
 	t.Parallel()
 	sc := newScenario(t)
-	kind := sc.gitStore(testenv.Gitea(t))
-	dest := "worker-" + sc.s
-	sc.platform(kind, destination{name: dest, mode: "nestedByMetadata"})
-	sc.promiseWorkflow("configure")
-	sc.resourceWorkflow("configure")
+	sc.gitStore(testenv.Gitea(t))
+	dest := "worker-" + sc.Suffix
+	sc.Platform(testenv.Destination{Name: dest, Mode: "nestedByMetadata"})
+	sc.PromiseWorkflow("configure")
+	sc.ResourceWorkflow("configure")
 	printed := sc.bootstrap(dest)
 	for _, want := range []string{"kind: GitRepository", "name: " + dest + "-dependencies", "name: " + dest + "-resources", "dependsOn:"} {
 		if !strings.Contains(printed, want) {
@@ -74,11 +74,11 @@ func TestGitRepository(t *testing.T) {
 func TestBucket(t *testing.T) {
 	t.Parallel()
 	sc := newScenario(t)
-	kind := sc.bucketStore(testenv.MinIO(t))
-	dest := "worker-" + sc.s
-	sc.platform(kind, destination{name: dest, mode: "nestedByMetadata"})
-	sc.promiseWorkflow("configure")
-	sc.resourceWorkflow("configure")
+	sc.bucketStore(testenv.MinIO(t))
+	dest := "worker-" + sc.Suffix
+	sc.Platform(testenv.Destination{Name: dest, Mode: "nestedByMetadata"})
+	sc.PromiseWorkflow("configure")
+	sc.ResourceWorkflow("configure")
 	printed := sc.bootstrap(dest)
 	for _, want := range []string{"kind: Bucket", "prefix: clusters/" + dest + "/", "dependsOn:"} {
 		if !strings.Contains(printed, want) {
@@ -86,6 +86,35 @@ func TestBucket(t *testing.T) {
 		}
 	}
 	sc.configured(dest)
+	sc.deleted()
+}
+
+// TestOCIRepository: the same into the OCI registry, read by the
+// OCIRepository `render bootstrap flux` prints for an OCIStateStore (the
+// destination's own artifact, plain HTTP, a dockerconfigjson Secret) and
+// Kustomizations on the artifact's folders; a changed resource is updated
+// in place.
+func TestOCIRepository(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	r := testenv.Registry(t)
+	sc.ociStore(r)
+	dest := "worker-" + sc.Suffix
+	sc.Platform(testenv.Destination{Name: dest, Mode: "nestedByMetadata"})
+	sc.PromiseWorkflow("configure")
+	sc.ResourceWorkflow("configure")
+	printed := sc.bootstrap(dest)
+	for _, want := range []string{"kind: OCIRepository", "url: oci://" + r.Addr() + "/render-e2e/" + sc.Suffix + "/" + dest,
+		"insecure: true", "path: ./dependencies", "path: ./resources", "dependsOn:"} {
+		if !strings.Contains(printed, want) {
+			t.Fatalf("render bootstrap flux printed no %q:\n%s", want, printed)
+		}
+	}
+	sc.configured(dest)
+	sc.Size = "large"
+	sc.ResourceWorkflow("configure")
+	sc.reconcileSources()
+	sc.waitSize("large")
 	sc.deleted()
 }
 
@@ -97,21 +126,21 @@ func TestBucket(t *testing.T) {
 func TestDrain(t *testing.T) {
 	t.Parallel()
 	sc := newScenario(t)
-	kind := sc.gitStore(testenv.Gitea(t))
-	a, b := "worker-a-"+sc.s, "worker-b-"+sc.s
-	sc.platform(kind, destination{name: a, mode: "nestedByMetadata"}, destination{name: b, mode: "nestedByMetadata"})
-	sc.promiseWorkflow("configure")
-	sc.resourceWorkflow("configure")
+	sc.gitStore(testenv.Gitea(t))
+	a, b := "worker-a-"+sc.Suffix, "worker-b-"+sc.Suffix
+	sc.Platform(testenv.Destination{Name: a, Mode: "nestedByMetadata"}, testenv.Destination{Name: b, Mode: "nestedByMetadata"})
+	sc.PromiseWorkflow("configure")
+	sc.ResourceWorkflow("configure")
 	sc.bootstrap(a)
 	sc.bootstrap(b)
 
 	// Where did the resource go? Its Widget is owned by that worker's
 	// resources Kustomization.
 	var from, to string
-	sc.waitFor(sc.widget().String()+" applied by a worker", func() (bool, string) {
-		obj := sc.get(sc.widget())
+	sc.waitFor(sc.Widget().String()+" applied by a worker", func() (bool, string) {
+		obj := sc.get(sc.Widget())
 		if obj == nil {
-			return false, sc.widget().String() + " does not exist"
+			return false, sc.Widget().String() + " does not exist"
 		}
 		switch owner(obj) {
 		case sc.flux + "/" + a + "-resources":
@@ -119,45 +148,45 @@ func TestDrain(t *testing.T) {
 		case sc.flux + "/" + b + "-resources":
 			from, to = b, a
 		default:
-			return false, fmt.Sprintf("%s is owned by %q", sc.widget(), owner(obj))
+			return false, fmt.Sprintf("%s is owned by %q", sc.Widget(), owner(obj))
 		}
 		return true, ""
 	})
-	sc.waitApplied(from+"-resources", sc.widget(), sc.configMap())
+	sc.waitApplied(from+"-resources", sc.Widget(), sc.ConfigMap())
 	for _, d := range []string{a, b} {
 		sc.waitFor("the CRD in "+d+"-dependencies' inventory", func() (bool, string) {
 			inv := sc.inventory(d + "-dependencies")
-			return slices.Contains(inv, sc.crd().inventoryID()), fmt.Sprintf("inventory %v", inv)
+			return slices.Contains(inv, inventoryID(sc.CRD())), fmt.Sprintf("inventory %v", inv)
 		})
 	}
 
 	// Cordon the worker, then drain it.
-	dests := []destination{{name: a, mode: "nestedByMetadata"}, {name: b, mode: "nestedByMetadata"}}
+	dests := []testenv.Destination{{Name: a, Mode: "nestedByMetadata"}, {Name: b, Mode: "nestedByMetadata"}}
 	for i := range dests {
-		dests[i].unschedulable = dests[i].name == from
+		dests[i].Unschedulable = dests[i].Name == from
 	}
-	sc.platform(kind, dests...)
-	r := sc.mustRun(nil, "drain", from, "--platform", sc.dir+"/platform")
-	t.Logf("render drain %s:\n%s%s", from, r.stdout, r.stderr)
+	sc.Platform(dests...)
+	r := sc.MustRun(nil, "drain", from, "--platform", sc.PlatformDir())
+	t.Logf("render drain %s:\n%s%s", from, r.Stdout, r.Stderr)
 	sc.reconcileSources()
 
-	moved := []object{sc.widget(), sc.configMap()}
+	moved := []object{sc.Widget(), sc.ConfigMap()}
 	sc.waitApplied(to+"-resources", moved...)
 	sc.waitFor("the resource's objects out of "+from+"-resources' inventory and in "+to+"-resources'", func() (bool, string) {
 		src, dst := sc.inventory(from+"-resources"), sc.inventory(to+"-resources")
 		for _, o := range moved {
-			if slices.Contains(src, o.inventoryID()) || !slices.Contains(dst, o.inventoryID()) {
+			if slices.Contains(src, inventoryID(o)) || !slices.Contains(dst, inventoryID(o)) {
 				return false, fmt.Sprintf("%s: %s inventory %v, %s inventory %v", o, from, src, to, dst)
 			}
 		}
 		return true, ""
 	})
 	for _, d := range []string{a, b} {
-		if inv := sc.inventory(d + "-dependencies"); !slices.Contains(inv, sc.crd().inventoryID()) {
+		if inv := sc.inventory(d + "-dependencies"); !slices.Contains(inv, inventoryID(sc.CRD())) {
 			t.Errorf("after the drain, %s-dependencies' inventory lost the promise's CRD: %v", d, inv)
 		}
 	}
-	if sc.get(sc.crd()) == nil || sc.get(sc.namespace()) == nil {
+	if sc.get(sc.CRD()) == nil || sc.get(sc.NamespaceObject()) == nil {
 		t.Errorf("the drain pruned the promise's dependencies")
 	}
 }
@@ -171,21 +200,21 @@ func TestFlatDestinations(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			sc := newScenario(t)
-			kind := sc.gitStore(testenv.Gitea(t))
-			dest := strings.ToLower(mode) + "-" + sc.s
-			sc.platform(kind, destination{name: dest, mode: mode})
-			sc.promiseWorkflow("configure")
-			sc.resourceWorkflow("configure")
+			sc.gitStore(testenv.Gitea(t))
+			dest := strings.ToLower(mode) + "-" + sc.Suffix
+			sc.Platform(testenv.Destination{Name: dest, Mode: mode})
+			sc.PromiseWorkflow("configure")
+			sc.ResourceWorkflow("configure")
 			printed := sc.bootstrap(dest)
 			if strings.Contains(printed, "dependsOn") || strings.Count(printed, "kind: Kustomization") != 1 {
 				t.Fatalf("render bootstrap flux for a %s destination should print one Kustomization:\n%s", mode, printed)
 			}
-			sc.waitApplied(dest, sc.crd(), sc.namespace(), sc.widget(), sc.configMap())
-			sc.resourceWorkflow("delete")
+			sc.waitApplied(dest, sc.CRD(), sc.NamespaceObject(), sc.Widget(), sc.ConfigMap())
+			sc.ResourceWorkflow("delete")
 			sc.reconcileSources()
-			sc.waitPruned(sc.widget(), sc.configMap())
-			if sc.get(sc.crd()) == nil {
-				t.Fatalf("%s was pruned by the resource's delete", sc.crd())
+			sc.waitPruned(sc.Widget(), sc.ConfigMap())
+			if sc.get(sc.CRD()) == nil {
+				t.Fatalf("%s was pruned by the resource's delete", sc.CRD())
 			}
 		})
 	}

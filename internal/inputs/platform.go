@@ -357,6 +357,9 @@ func isYAML(p string) bool {
 }
 
 func cleanErr(err error) string {
+	if msg, ok := TooLong(err); ok {
+		return msg
+	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		return pe.Err.Error()

@@ -252,3 +252,22 @@ func FuzzValidPath(f *testing.F) {
 		}
 	})
 }
+
+// Names are printed as they are unless they need quotes, as git does.
+func TestQuote(t *testing.T) {
+	for name, want := range map[string]string{
+		"clusters/dev/app.yaml": "clusters/dev/app.yaml",
+		"with space.yaml":       "with space.yaml",
+		"café.yaml":             "café.yaml",
+		"new\nline.yaml":        `"new\nline.yaml"`,
+		"tab\there":             `"tab\there"`,
+		`say "hi".yaml`:         `"say \"hi\".yaml"`,
+		`back\slash`:            `"back\\slash"`,
+		"zero\u200bwidth":       `"zero\u200bwidth"`,
+		"bad\xffutf8":           `"bad\xffutf8"`,
+	} {
+		if got := Quote(name); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", name, got, want)
+		}
+	}
+}

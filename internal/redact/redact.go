@@ -1,10 +1,13 @@
-// Package redact keeps secret values out of everything render prints. The
-// inputs register every secret value as they load it (Secret data and
-// stringData, mounted secret files, the password of a URL); the command
-// line wraps its standard output and standard error in a Writer, which
-// replaces each registered value, and its base64 and URL-escaped forms,
-// wherever it appears: messages, log lines and reports alike, however the
-// value got there.
+// Package redact keeps secret values out of the messages render prints.
+// The inputs register every secret field as they load it (Secret data and
+// stringData, mounted secret files, the password of a URL), except the
+// identifiers that also name things (a user name, an access key ID) and
+// public material; the command line wraps its standard output and standard
+// error in a Writer, which replaces each registered value, and its base64
+// and URL-escaped forms, wherever it appears: messages, log lines and
+// reports alike, however the value got there. The documents render prints
+// (render bootstrap) bypass it: they hold no secret by construction, and a
+// value that happens to spell a name in them must not break them.
 //
 // Redaction works on each Write: a value split across two writes is not
 // seen. The loggers and reports render writes each line or document in one

@@ -57,6 +57,24 @@ func Registry(t testing.TB) *RegistryServer {
 	}
 }
 
+// PrivateRegistryNoDeletes starts a registry used only by this test whose
+// storage refuses deletes (storage.delete.enabled: false, as distribution
+// ships by default): every DELETE is 405 Method Not Allowed. It is stopped
+// when the test ends, and skips/fails like Registry when the test servers
+// are not set up.
+func PrivateRegistryNoDeletes(t testing.TB) *RegistryServer {
+	t.Helper()
+	vars := startPrivateEnv(t, "registry", "OCI registry", []string{"RENDER_TEST_REGISTRY_DELETE=false"}, registryVars...)
+	get := func(k string) string { return vars[k] }
+	return &RegistryServer{
+		addr:     get(EnvRegistryAddr),
+		user:     get(EnvRegistryUser),
+		password: get(EnvRegistryPassword),
+		oras:     get(EnvORAS),
+		ctl:      newServerControl("registry", get(EnvServersDir), get(EnvRegistryPIDFile)),
+	}
+}
+
 // Addr returns host:port.
 func (r *RegistryServer) Addr() string { return r.addr }
 

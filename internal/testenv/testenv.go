@@ -27,7 +27,10 @@
 // and can count a client's requests through a proxy (Proxy).
 //
 // Kube gives the Flux end-to-end tests the API server of the optional Flux
-// stack (scripts/testservers.sh with --flux), read with plain REST calls.
+// stack (scripts/testservers.sh with --flux), read with plain REST calls;
+// ArgoCD gives the Argo CD end-to-end tests the Argo CD running against it
+// (with --argocd). Workload is the render world (platform, workflows, the
+// render binary) both end-to-end packages run.
 //
 // This package depends only on the standard library, minio-go and yaml.v3.
 package testenv
@@ -150,12 +153,23 @@ func serversScript() (string, error) {
 // runServersScript runs `testservers.sh ARGS...`.
 func runServersScript(t testing.TB, args ...string) {
 	t.Helper()
+	runServersScriptEnv(t, nil, args...)
+}
+
+// runServersScriptEnv runs `testservers.sh ARGS...` with env added to its
+// environment.
+func runServersScriptEnv(t testing.TB, env []string, args ...string) {
+	t.Helper()
 	script, err := serversScript()
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	out, err := exec.Command("bash", append([]string{script}, args...)...).CombinedOutput()
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("testenv: %s %s: %v\n%s", script, strings.Join(args, " "), err, out)
 	}
@@ -202,10 +216,17 @@ func (c *serverControl) start(t testing.TB) {
 // binaries are built); otherwise the test is skipped (failed when CI=true).
 func startPrivate(t testing.TB, which, what string, sharedVars ...string) map[string]string {
 	t.Helper()
+	return startPrivateEnv(t, which, what, nil, sharedVars...)
+}
+
+// startPrivateEnv is startPrivate with env (KEY=VALUE) added to the
+// script's environment, for the settings it takes from there.
+func startPrivateEnv(t testing.TB, which, what string, env []string, sharedVars ...string) map[string]string {
+	t.Helper()
 	requireEnv(t, what, sharedVars...)
 	dir := t.TempDir()
 	t.Cleanup(func() { runServersScript(t, "stop", dir) }) // runs before TempDir's removal
-	runServersScript(t, "start", dir, which)
+	runServersScriptEnv(t, env, "start", dir, which)
 	data, err := os.ReadFile(filepath.Join(dir, "env"))
 	if err != nil {
 		t.Fatalf("testenv: %v", err)

@@ -9,7 +9,7 @@ import (
 // PublishRequest publishes u as a group-commit request and stops there, as a
 // writer killed right after publishing would.
 func PublishRequest(ctx context.Context, s *Store, u statestore.Update) error {
-	r := s.repo.(*remoteRepo)
+	r := s.repo.server()
 	if _, _, err := r.head(ctx, true); err != nil {
 		return err
 	}

@@ -62,6 +62,9 @@ type Config struct {
 	// Warn, when set, is told about waits the user should know of, such as a
 	// branch lock left by a writer that died.
 	Warn func(msg string, args ...any)
+	// Debug, when set, is told what helps to explain a slow render, such
+	// as a prefetch that failed (see statestore.Prefetch).
+	Debug func(msg string, args ...any)
 }
 
 // Store is a git state store. It is safe for one goroutine at a time; a
@@ -84,6 +87,11 @@ type repository interface {
 	// when someone else moved it first.
 	publish(ctx context.Context, objects storer.EncodedObjectStorer, old, commit plumbing.Hash) error
 	close() error
+	// server is the branch's server, for what only a remote repository
+	// has: refs besides the branch (group commit's requests, proposal
+	// branches) and partial reads. It is nil for a repository on this
+	// machine.
+	server() *remoteRepo
 }
 
 // errStale means the branch moved between reading and publishing.
@@ -175,7 +183,7 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	if err != nil {
 		return nil, s.wrap("read", err)
 	}
-	return newTreeSnap(objs, root, s.prefix), nil
+	return s.newSnap(objs, root), nil
 }
 
 // Apply plans u against the newest tip, commits once, and publishes without
@@ -196,7 +204,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 		return res, nil
 	}
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	if r, ok := s.repo.(*remoteRepo); ok && len(us) == 1 && !us[0].DryRun && r.space != "" {
+	if r := s.repo.server(); r != nil && len(us) == 1 && !us[0].DryRun && r.space != "" {
 		return s.applyGrouped(ctx, r, us[0])
 	}
 	refresh := false
@@ -245,7 +253,7 @@ func (s *Store) planCommit(ctx context.Context, us []statestore.Update, refresh 
 	}
 	res.Revision = tip.String()
 	ov = newOverlay(objs)
-	snap := newTreeSnap(ov, root, s.prefix)
+	snap := s.newSnap(ov, root)
 	for _, u := range us {
 		plan, err := statestore.PlanUpdate(snap, u)
 		if err != nil {
@@ -301,7 +309,7 @@ func (s *Store) author(u statestore.Update) object.Signature {
 
 // commit writes a commit of tree on parent, by author; this store commits it.
 func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Hash, msg statestore.Message, author object.Signature) (plumbing.Hash, error) {
-	if r, ok := s.repo.(*remoteRepo); ok && r.large {
+	if r := s.repo.server(); r != nil && r.large {
 		// Tell the next writer to read this store partially (lazy.go).
 		msg.Trailers = append(append([]statestore.Trailer(nil), msg.Trailers...), statestore.Trailer{Key: largeTrailer, Value: largeValue})
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/render-dev/render/statestore"
 )
@@ -64,7 +65,7 @@ func (s *Store) applyGrouped(ctx context.Context, r *remoteRepo, u statestore.Up
 		}
 		res.Revision = tip.String()
 		ov := newOverlay(objs)
-		snap := newTreeSnap(ov, root, s.prefix)
+		snap := s.newSnap(ov, root)
 		plan, err := statestore.PlanUpdate(snap, u)
 		if err != nil {
 			return fail("plan", err)
@@ -90,7 +91,10 @@ func (s *Store) applyGrouped(ctx context.Context, r *remoteRepo, u statestore.Up
 		if !published.IsZero() {
 			deletes = append(deletes, &packp.Command{Name: mine, Old: published})
 		}
-		head, folded := s.fold(ov, snap, head, u.Workload, mine)
+		head, folded, err := s.fold(ov, snap, head, u.Workload, r.st, r.space)
+		if err != nil {
+			return fail("read", err)
+		}
 		deletes = append(deletes, folded...)
 		if head == tip && len(deletes) == 0 {
 			return res, nil // the branch already holds this update
@@ -201,19 +205,21 @@ func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plum
 	return ahead, all
 }
 
-// fold plans every request waiting on the server on top of snap, after
-// head, skipping this writer's own workload. It returns the new head and the
-// commands that delete the folded requests. A request that cannot be
-// planned (it conflicts with another workload) is left for its owner, who
-// will meet the same error on its own.
-func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload string, mine plumbing.ReferenceName) (plumbing.Hash, []*packp.Command) {
-	r := s.repo.(*remoteRepo)
-	if r.space == "" {
-		return head, nil
+// fold plans every request waiting in space (as refs, the last fetch's,
+// lists them) on top of snap, after head, skipping this writer's own
+// workload. It returns the new head and the commands that delete the
+// folded requests. A request that cannot be read, planned (it conflicts
+// with another workload) or committed is left for its owner, who will
+// meet the same error on its own. Refs that cannot be listed are an error:
+// the push would carry a guess.
+func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload string, refs storer.ReferenceStorer, space string) (plumbing.Hash, []*packp.Command, error) {
+	if space == "" {
+		return head, nil, nil
 	}
-	reqs, err := requests(r.st, r.space)
+	mine := pendingRef(space, workload)
+	reqs, err := requests(refs, space)
 	if err != nil {
-		return head, nil
+		return head, nil, fmt.Errorf("list pending updates: %w", err)
 	}
 	type waiting struct {
 		ref    plumbing.ReferenceName
@@ -228,7 +234,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 			continue
 		}
 		fu, author, err := readRequest(ov, q.commit)
-		if err != nil || fu.Workload == workload || pendingRef(r.space, fu.Workload) != q.ref {
+		if err != nil || fu.Workload == workload || pendingRef(space, fu.Workload) != q.ref {
 			continue
 		}
 		folds = append(folds, waiting{q.ref, q.commit, fu, author})
@@ -236,7 +242,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 	}
 	// One prefetch for every request's paths: a folder level per request
 	// to the server, not a few per folded update.
-	_ = snap.Prefetch(hint)
+	statestore.Prefetch(snap, hint)
 	var deletes []*packp.Command
 	for _, f := range folds {
 		q, fu, author := f, f.u, f.author
@@ -257,7 +263,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 		}
 		deletes = append(deletes, &packp.Command{Name: q.ref, Old: q.commit})
 	}
-	return head, deletes
+	return head, deletes, nil
 }
 
 // request publishes u as this writer's request. errStale means a request

@@ -456,8 +456,8 @@ type FetchStats struct {
 
 // FetchStats reports what the store fetched so far.
 func (s *Store) FetchStats() FetchStats {
-	r, ok := s.repo.(*remoteRepo)
-	if !ok {
+	r := s.repo.server()
+	if r == nil {
 		return FetchStats{}
 	}
 	return FetchStats{Requests: r.requests, Objects: r.objectsFetched, Bytes: r.bytesFetched, Partial: r.mode == modePartial}

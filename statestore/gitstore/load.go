@@ -140,7 +140,7 @@ func (t *treeSnap) subtree(p string) (map[string]plumbing.Hash, error) {
 // holds for exactly the index in this tree (a destination with no index
 // folder holds none), and the destinations it cannot answer for.
 func (t *treeSnap) SummaryLoad(dests []string) (map[string]map[string]int, []string, error) {
-	_ = t.Prefetch(statestore.Hint{Paths: []string{statestore.IndexDir, LoadDir}})
+	statestore.Prefetch(t, statestore.Hint{Paths: []string{statestore.IndexDir, LoadDir}})
 	placed, err := t.subtree(statestore.IndexDir)
 	if err != nil {
 		return nil, nil, err
@@ -238,7 +238,7 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 		}
 	}
 	if len(recount) > 0 {
-		_ = after.Prefetch(statestore.Hint{Dirs: recount})
+		statestore.Prefetch(after, statestore.Hint{Dirs: recount})
 	}
 	var out []statestore.Op
 	keys := map[string]bool{}

@@ -221,3 +221,6 @@ func (l *localRepo) publish(_ context.Context, objs storer.EncodedObjectStorer, 
 }
 
 func (l *localRepo) close() error { return nil }
+
+// server is nil: a repository on this machine has no server.
+func (l *localRepo) server() *remoteRepo { return nil }

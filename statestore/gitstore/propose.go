@@ -70,8 +70,8 @@ var refUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]`)
 func (s *Store) Propose(ctx context.Context, branch string, us []statestore.Update) (Proposal, error) {
 	var out Proposal
 	out.Branch = branch
-	r, ok := s.repo.(*remoteRepo)
-	if !ok {
+	r := s.repo.server()
+	if r == nil {
 		return out, s.wrap("propose", errors.New("a repository on this machine has no pull requests"))
 	}
 	if len(us) == 0 {
@@ -142,8 +142,8 @@ func (r *remoteRepo) sameProposal(ctx context.Context, ov *overlay, old, fresh p
 
 // DeleteBranch removes branch from the server, if it is there.
 func (s *Store) DeleteBranch(ctx context.Context, branch string) error {
-	r, ok := s.repo.(*remoteRepo)
-	if !ok {
+	r := s.repo.server()
+	if r == nil {
 		return nil
 	}
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)

@@ -271,6 +271,8 @@ func serverMessage(s string) string {
 
 func (r *remoteRepo) close() error { return nil }
 
+func (r *remoteRepo) server() *remoteRepo { return r }
+
 // send pushes commit over old with exactly the objects this render made.
 // go-git's own Push works out what to send by walking everything reachable
 // from the remote's tip, which costs as much as the repository is large;

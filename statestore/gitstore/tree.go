@@ -24,10 +24,28 @@ type treeSnap struct {
 	root   plumbing.Hash // zero for an empty repository
 	prefix string        // the store's path inside the repository ("" for the root)
 	cache  map[plumbing.Hash]*object.Tree
+	debug  func(msg string, args ...any) // the store's Debug, if any
 }
 
 func newTreeSnap(s storer.EncodedObjectStorer, root plumbing.Hash, prefix string) *treeSnap {
 	return &treeSnap{s: s, root: root, prefix: prefix, cache: map[plumbing.Hash]*object.Tree{}}
+}
+
+// newSnap is a view of tree root in s, at the store's path, that logs
+// through the store's Debug.
+func (s *Store) newSnap(objs storer.EncodedObjectStorer, root plumbing.Hash) *treeSnap {
+	t := newTreeSnap(objs, root, s.prefix)
+	t.debug = s.cfg.Debug
+	return t
+}
+
+var _ statestore.Debugger = (*treeSnap)(nil)
+
+// Debug implements statestore.Debugger.
+func (t *treeSnap) Debug(msg string, args ...any) {
+	if t.debug != nil {
+		t.debug(msg, args...)
+	}
 }
 
 func (t *treeSnap) full(p string) string {
@@ -354,7 +372,7 @@ func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
 		return nil, err
 	}
 	next := newTreeSnap(t.s, root, t.prefix)
-	next.cache = t.cache
+	next.cache, next.debug = t.cache, t.debug
 	// The load summary follows the index (see load.go).
 	extra, err := summaryOps(t, next, ops)
 	if err != nil {
@@ -367,7 +385,7 @@ func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
 		return nil, err
 	}
 	final := newTreeSnap(t.s, root, t.prefix)
-	final.cache = t.cache
+	final.cache, final.debug = t.cache, t.debug
 	return final, nil
 }
 

@@ -153,13 +153,23 @@ func (s *Store) foldersOf(st *state, us []statestore.Update) []string {
 }
 
 // locked reads, plans, commits and publishes us holding the lock.
-func (s *Store) locked(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
-	var res statestore.Result
+// A lock that cannot be released is not lost: it is added to the error of
+// a write that failed, and logged (Config.Warn) after one that landed.
+func (s *Store) locked(ctx context.Context, us []statestore.Update) (res statestore.Result, err error) {
 	l, err := s.acquire(ctx)
 	if err != nil {
 		return res, s.wrap("lock", err)
 	}
-	defer l.release(ctx)
+	defer func() {
+		rerr := l.release(ctx)
+		switch {
+		case rerr == nil:
+		case err != nil:
+			err = fmt.Errorf("%w; %w", err, rerr)
+		default:
+			s.warn("the write landed, but the writers' lock could not be released", "error", rerr.Error())
+		}
+	}()
 	snap, err := s.snapshot(ctx)
 	if err != nil {
 		return res, s.wrap("read", err)

@@ -49,6 +49,15 @@ import (
 // belongs to a writer that died: waiters delete it. A holder checks its
 // lease before committing, so a slow writer whose lock was taken from it
 // commits nothing.
+//
+// The lock therefore needs a registry that deletes tags (DELETE of a
+// manifest by tag). Tags cannot be given back any other way: one that is
+// overwritten still names something, and the tags of every writer that
+// ever ran would pile up in each listing. So before its first lock a Store
+// asks the registry to delete a tag that does not exist: a registry that
+// refuses deletes (distribution without storage.delete.enabled answers 405
+// to every DELETE) is refused at once, with the fix, and nothing is
+// written.
 
 const (
 	lockArtifactType = "application/vnd.render.lock.v1"
@@ -160,6 +169,34 @@ func (s *Store) pushLockTag(ctx context.Context, tag, id string) (ocispec.Descri
 	return desc, err
 }
 
+// errNoDeletes is a registry that refuses to delete tags.
+var errNoDeletes = errors.New("the registry refuses to delete tags")
+
+// noDeletes is the one line for a registry that refuses DELETE: what it
+// answered, and what it must allow.
+func noDeletes(method, path string, status int) error {
+	return fmt.Errorf("%w (%s %s: %d %s), which the writers' lock needs: allow DELETE of manifests by tag (distribution's registry: storage.delete.enabled: true)",
+		errNoDeletes, method, path, status, http.StatusText(status))
+}
+
+// checkDeletes makes sure, once per Store, that the registry deletes tags,
+// by deleting one that does not exist, before the lock writes any tag.
+func (s *Store) checkDeletes(ctx context.Context) error {
+	s.mu.Lock()
+	checked := s.deletesOK
+	s.mu.Unlock()
+	if checked {
+		return nil
+	}
+	if err := s.untag(ctx, "lock-probe-"+newID()); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.deletesOK = true
+	s.mu.Unlock()
+	return nil
+}
+
 // untag deletes a tag of the base repository (DELETE by tag, which
 // distribution answers by removing the tag alone); one already gone is not
 // an error. The lock's manifests, once untagged, are left to the
@@ -187,6 +224,8 @@ func (s *Store) untag(ctx context.Context, tag string) error {
 			return nil
 		case resp.StatusCode == http.StatusNotFound:
 			return nil // gone already
+		case resp.StatusCode == http.StatusMethodNotAllowed:
+			return noDeletes(req.Method, req.URL.Path, resp.StatusCode)
 		}
 		return &errcode.ErrorResponse{Method: req.Method, URL: req.URL, StatusCode: resp.StatusCode}
 	})
@@ -214,26 +253,27 @@ func (s *Store) lockTags(ctx context.Context) ([]lockTag, error) {
 }
 
 // acquire takes the writers' lock, waiting for earlier writers up to the
-// render's retry deadline.
+// render's retry deadline. When it fails, the tags it had pushed are
+// deleted; those it could not delete are named in its error (they hold
+// other writers back until their lease ends).
 func (s *Store) acquire(ctx context.Context) (*lock, error) {
+	if err := s.checkDeletes(ctx); err != nil {
+		return nil, err
+	}
 	l := &lock{s: s, id: newID()}
 	l.expires = time.Now().Add(s.cfg.LockLease)
 	exp := l.expires.Unix()
 	choosing := fmt.Sprintf("%s%d-%s", choosingPrefix, exp, l.id)
 	if _, err := s.pushLockTag(ctx, choosing, l.id); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+		return nil, err
 	}
-	cleanup := func(tags ...string) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		for _, t := range tags {
-			_ = s.untag(cctx, t)
-		}
+	// fail deletes tags and returns err, with the tags that stay.
+	fail := func(err error, tags ...string) (*lock, error) {
+		return nil, withLeft(err, s.untagAll(ctx, tags...))
 	}
 	tags, err := s.lockTags(ctx)
 	if err != nil {
-		cleanup(choosing)
-		return nil, fmt.Errorf("lock: %w", err)
+		return fail(err, choosing)
 	}
 	var number uint64
 	for _, t := range tags {
@@ -244,19 +284,16 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 	me.tag = fmt.Sprintf("%s%020d-%d-%s", ticketPrefix, number, exp, l.id)
 	l.ticket = me.tag
 	if _, err = s.pushLockTag(ctx, me.tag, l.id); err != nil {
-		cleanup(choosing, me.tag)
-		return nil, fmt.Errorf("lock: %w", err)
+		return fail(err, choosing, me.tag)
 	}
 	if err := s.untag(ctx, choosing); err != nil {
-		cleanup(me.tag, choosing)
-		return nil, fmt.Errorf("lock: %w", err)
+		return fail(err, me.tag, choosing)
 	}
 	// Writers choosing in a listing made after our ticket was tagged: wait
 	// until each has its ticket (or is gone). Writers that start choosing
 	// later see our ticket and queue behind it, so they need no wait.
 	if tags, err = s.lockTags(ctx); err != nil {
-		cleanup(me.tag)
-		return nil, fmt.Errorf("lock: %w", err)
+		return fail(err, me.tag)
 	}
 	choosers := map[string]bool{}
 	for _, t := range tags {
@@ -267,13 +304,16 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 	for attempt := 1; ; attempt++ {
 		ahead, err := s.ahead(ctx, me, choosers)
 		if err != nil {
-			cleanup(me.tag)
-			return nil, fmt.Errorf("lock: %w", err)
+			return fail(err, me.tag)
 		}
 		if len(ahead) == 0 {
 			if time.Until(l.expires) < s.cfg.LockLease/2 {
-				// The wait ate most of the lease: take a fresh one.
-				cleanup(me.tag)
+				// The wait ate most of the lease: take a fresh one. A
+				// ticket left behind holds the next one back until its
+				// lease ends: say so, and go on.
+				if err := s.untagAll(ctx, me.tag); err != nil {
+					s.warn("could not delete this writer's expired lock ticket: the next lock waits until its lease ends", "ticket", me.tag, "error", err.Error())
+				}
 				return s.acquire(ctx)
 			}
 			return l, nil
@@ -283,13 +323,43 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 		// looking: about one writer's turn per writer ahead.
 		wait := min(time.Duration(len(ahead))*pollStep, pollLimit)
 		if at, _ := statestore.RetryDeadline(ctx); time.Now().Add(wait).After(at) {
-			cleanup(me.tag)
-			return nil, fmt.Errorf("%w (%w: gave up after %d looks)", cause, statestore.ErrDeadline, attempt)
+			return fail(fmt.Errorf("%w (%w: gave up after %d looks)", cause, statestore.ErrDeadline, attempt), me.tag)
 		}
 		if err := statestore.Sleep(ctx, wait/2+mrand.N(wait/2+1)); err != nil {
-			cleanup(me.tag)
-			return nil, fmt.Errorf("%w (%w)", cause, err)
+			return fail(fmt.Errorf("%w (%w)", cause, err), me.tag)
 		}
+	}
+}
+
+// untagAll deletes tags, even when ctx was cancelled, and returns what
+// could not be deleted.
+func (s *Store) untagAll(ctx context.Context, tags ...string) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var errs []string
+	for _, t := range tags {
+		if err := s.untag(cctx, t); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", t, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("could not delete lock tags, which hold other writers back until their lease ends: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// withLeft is err, with the lock tags left behind if there are some.
+func withLeft(err, left error) error {
+	if left == nil {
+		return err
+	}
+	return fmt.Errorf("%w (and %w)", err, left)
+}
+
+// warn passes a message to the store's Warn, if it has one.
+func (s *Store) warn(msg string, args ...any) {
+	if s.cfg.Warn != nil {
+		s.cfg.Warn(msg, args...)
 	}
 }
 
@@ -331,9 +401,13 @@ func (s *Store) ahead(ctx context.Context, me lockTag, choosers map[string]bool)
 	return out, nil
 }
 
-// release lets the lock go.
+// release lets the lock go, even when ctx was cancelled. A ticket that
+// could not be deleted holds the next writer back until its lease ends.
 func (l *lock) release(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	return l.s.untag(cctx, l.ticket)
+	if err := l.s.untag(cctx, l.ticket); err != nil {
+		return fmt.Errorf("release the writers' lock (%s; other writers wait until its lease ends at %s): %w", l.ticket, l.expires.UTC().Format(time.RFC3339), err)
+	}
+	return nil
 }

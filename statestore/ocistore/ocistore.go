@@ -119,6 +119,12 @@ type Config struct {
 	LockLease time.Duration
 	// Transport replaces the HTTP transport (tests).
 	Transport http.RoundTripper
+	// Warn, when set, is told what the user should know of although the
+	// write went on, such as a lock that could not be released.
+	Warn func(msg string, args ...any)
+	// Debug, when set, is told what helps to explain a slow render, such
+	// as a prefetch that failed (see statestore.Prefetch).
+	Debug func(msg string, args ...any)
 }
 
 // Store is an open OCI state store.
@@ -132,6 +138,9 @@ type Store struct {
 	layers map[digest.Digest]map[string][]byte // unpacked layers, by digest
 	repos  map[string]*remote.Repository
 	pushed map[string]bool // repo + "@" + digest known to exist
+	// deletesOK is set once the registry showed it deletes tags (see
+	// checkDeletes).
+	deletesOK bool
 }
 
 // CheckConfig refuses a configuration that cannot name a store: an empty

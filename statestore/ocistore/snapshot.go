@@ -30,6 +30,8 @@ var (
 	_ statestore.Snapshot   = (*snapshot)(nil)
 	_ statestore.Prefetcher = (*snapshot)(nil)
 	_ statestore.Prefetcher = (*overlay)(nil)
+	_ statestore.Debugger   = (*snapshot)(nil)
+	_ statestore.Debugger   = (*overlay)(nil)
 )
 
 func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
@@ -265,3 +267,13 @@ func (o *overlay) List(dir string) ([]string, error) {
 
 // Prefetch pulls the layers the lookups will read.
 func (o *overlay) Prefetch(h statestore.Hint) error { return o.base.Prefetch(h) }
+
+// Debug implements statestore.Debugger through the store's Config.Debug.
+func (sn *snapshot) Debug(msg string, args ...any) {
+	if sn.s.cfg.Debug != nil {
+		sn.s.cfg.Debug(msg, args...)
+	}
+}
+
+// Debug implements statestore.Debugger.
+func (o *overlay) Debug(msg string, args ...any) { o.base.Debug(msg, args...) }

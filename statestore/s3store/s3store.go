@@ -300,6 +300,9 @@ type Config struct {
 	// Transport is the HTTP transport (optional; tests wrap it to count
 	// requests). CABundle is applied to it when it is an *http.Transport.
 	Transport http.RoundTripper
+	// Debug, when set, is told what helps to explain a slow render, such
+	// as a prefetch that failed (see statestore.Prefetch).
+	Debug func(msg string, args ...any)
 }
 
 // Store is an S3 state store. It is safe for one goroutine at a time, like

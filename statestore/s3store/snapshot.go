@@ -399,7 +399,17 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	return parallel(sn.ctx, 2, jobs)
 }
 
-var _ statestore.Prefetcher = (*snapshot)(nil)
+var (
+	_ statestore.Prefetcher = (*snapshot)(nil)
+	_ statestore.Debugger   = (*snapshot)(nil)
+)
+
+// Debug implements statestore.Debugger through the store's Config.Debug.
+func (sn *snapshot) Debug(msg string, args ...any) {
+	if sn.s.cfg.Debug != nil {
+		sn.s.cfg.Debug(msg, args...)
+	}
+}
 
 // List returns every file below dir, sorted, listing dir recursively the
 // first time. Tombstones are not files.

@@ -1,0 +1,44 @@
+package cli_test
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A file name holding a newline is quoted, as git quotes paths, so the
+// message naming it stays on one line; plain names are printed as they are.
+func TestFileNameWithNewlineStaysOnOneLine(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", dest("dev", nil))
+	wf := w.workflow("wf")
+	for _, c := range []struct {
+		content, want string
+	}{
+		{"kind: [\n", strconv.Quote(filepath.Join(wf.output, "new\nline.yaml")) + ": document 1: invalid YAML"},
+		{obj("ConfigMap"), `"new\nline.yaml": cannot be written to a state store: path "new\nline.yaml" holds a control character`},
+	} {
+		wf.setOutput(map[string]string{"new\nline.yaml": c.content})
+		r := wf.run(promiseEnv("p", "pipe"))
+		if r.code != 2 {
+			t.Fatalf("want exit 2, got %s", r)
+		}
+		if strings.Count(r.errout, "\n") != 1 || !strings.HasPrefix(r.errout, "render: "+c.want) {
+			t.Errorf("stderr is not the one line %q...:\n%s", c.want, r.errout)
+		}
+	}
+}
+
+// A binary file in the output of a group placed on an aggregatedYAML
+// destination is reported against that file, not the aggregated file.
+func TestBinaryFileInAggregatedOutputNamesTheFile(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", dest("dev", nil, "filepath: {mode: aggregatedYAML}"))
+	wf := w.workflow("wf").setOutput(map[string]string{"cm.yaml": obj("ConfigMap"), "diagram.png": "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"})
+	r := wf.run(promiseEnv("p", "pipe"))
+	want := "render: diagram.png: is binary, not YAML, and goes to destination dev, whose filepath.mode aggregatedYAML puts every document into one file, dev/aggregated.yaml"
+	if r.code != 2 || strings.Count(r.errout, "\n") != 1 || !strings.HasPrefix(r.errout, want) {
+		t.Errorf("want exit 2 and the one line %q..., got %s", want, r)
+	}
+}
