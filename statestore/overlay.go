@@ -93,6 +93,14 @@ func (o *Overlay) Prefetch(h Hint) error {
 	return nil
 }
 
+// Debug passes a debug message to the snapshot underneath, when it logs
+// (a Debugger).
+func (o *Overlay) Debug(msg string, args ...any) {
+	if d, ok := o.base.(Debugger); ok {
+		d.Debug(msg, args...)
+	}
+}
+
 // ValidateUpdate checks what every backend needs of an update before
 // planning it: a workload key, and paths a store can hold for its files,
 // shared files and aggregated files (layout.CheckStorePath) and its

@@ -66,6 +66,15 @@ type Finisher interface {
 	Finish(ctx context.Context)
 }
 
+// Releaser is a Committer that may hold the store from one attempt to the
+// next (OCI's writers' lock). Release is called once the write ended,
+// whatever its outcome, with the error it ends with (nil when it landed);
+// the write returns what Release returns, so that a lock that could not be
+// let go is never dropped.
+type Releaser interface {
+	Release(ctx context.Context, err error) error
+}
+
 // Change is what one attempt of a write planned.
 type Change struct {
 	// Updates are the write's updates, in order.
@@ -162,8 +171,7 @@ func (p RetryPolicy) Wait(ctx context.Context, attempt int, lost string, cause e
 // committers, under policy. It is the whole write loop: see the top of
 // this file. Its errors name the store (StoreError) and are classified
 // with the sentinel errors.
-func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (Result, error) {
-	var res Result
+func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res Result, err error) {
 	if len(us) == 0 {
 		return res, nil
 	}
@@ -179,6 +187,9 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (Res
 	}
 	if f, ok := c.(Finisher); ok {
 		defer f.Finish(ctx)
+	}
+	if r, ok := c.(Releaser); ok {
+		defer func() { err = r.Release(ctx, err) }()
 	}
 	g, _ := c.(Grouper)
 	var last *Change

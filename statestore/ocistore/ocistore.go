@@ -127,8 +127,10 @@ type Config struct {
 	Debug func(msg string, args ...any)
 }
 
-// Store is an open OCI state store.
+// Store is an open OCI state store. Its Apply and ApplyAll are
+// statestore.Write's (see write in apply.go).
 type Store struct {
+	statestore.Writer
 	cfg    Config
 	name   string
 	client *auth.Client
@@ -242,6 +244,7 @@ func Open(cfg Config) (*Store, error) {
 		pushed: map[string]bool{},
 	}
 	s.base = s.repo(cfg.Repository)
+	s.Writer = statestore.Writer{Backend: backend{s}, Policy: statestore.RetryPolicy{Deadline: cfg.RetryDeadline}, Batch: true}
 	return s, nil
 }
 
@@ -277,11 +280,11 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
-		return nil, s.wrap("read", err)
+		return nil, statestore.Wrap(s.name, "read", err)
 	}
 	recs, err := statestore.ReadRecords(snap)
 	if err != nil {
-		return nil, s.wrap("read", err)
+		return nil, statestore.Wrap(s.name, "read", err)
 	}
 	return recs, nil
 }
@@ -291,20 +294,9 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
-		return nil, s.wrap("read", err)
+		return nil, statestore.Wrap(s.name, "read", err)
 	}
 	return snap, nil
-}
-
-func (s *Store) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var oe *statestore.OwnedError
-	if errors.As(err, &oe) {
-		return err
-	}
-	return &statestore.StoreError{Store: s.name, Op: op, Err: err}
 }
 
 // retryLimit caps the wait between two tries of one request.
@@ -315,7 +307,9 @@ func (s *Store) retry(ctx context.Context, op func() error) error {
 	return statestore.Retry(ctx, retryLimit, func() error { return s.translate(op()) })
 }
 
-// translate maps a registry error to the statestore sentinels.
+// translate maps a registry error to the statestore sentinels: the
+// registry's answers here, failures below HTTP (DNS, TLS, a connection
+// that fails) as every backend classifies them.
 func (s *Store) translate(err error) error {
 	if err == nil {
 		return nil
@@ -345,8 +339,8 @@ func (s *Store) translate(err error) error {
 	if errors.Is(err, errdef.ErrNotFound) {
 		return fmt.Errorf("%w: %w", statestore.ErrNotFound, err)
 	}
-	if statestore.Transient(err) {
-		return fmt.Errorf("%w: %w", statestore.ErrUnreachable, err)
+	if out, ok := statestore.TranslateNetwork(err, statestore.Network{Server: s.cfg.Registry, Field: "registry"}); ok {
+		return out
 	}
 	return err
 }
