@@ -264,12 +264,13 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 	l.expires = time.Now().Add(s.cfg.LockLease)
 	exp := l.expires.Unix()
 	choosing := fmt.Sprintf("%s%d-%s", choosingPrefix, exp, l.id)
-	if _, err := s.pushLockTag(ctx, choosing, l.id); err != nil {
-		return nil, err
-	}
 	// fail deletes tags and returns err, with the tags that stay.
 	fail := func(err error, tags ...string) (*lock, error) {
 		return nil, withLeft(err, s.untagAll(ctx, tags...))
+	}
+	if _, err := s.pushLockTag(ctx, choosing, l.id); err != nil {
+		// A push cut short (a cancelled render) may have tagged it.
+		return fail(err, choosing)
 	}
 	tags, err := s.lockTags(ctx)
 	if err != nil {

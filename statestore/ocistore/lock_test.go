@@ -2,6 +2,7 @@ package ocistore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -87,5 +88,41 @@ func TestLockReleaseFailureIsNotLost(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "PUT /v2/"+cfg.Repository+"/manifests/"+ocistore.StateTag) ||
 		!strings.Contains(err.Error(), "release the writers' lock (lock-t-") {
 		t.Fatalf("a failed write whose lock stays: %v, want both failures", err)
+	}
+}
+
+// cutShort passes every request to the registry, and fails those cut picks
+// once the registry has handled them, as a render cancelled while the
+// answer was on its way sees them.
+type cutShort struct {
+	cut func(*http.Request) bool
+}
+
+func (rt cutShort) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || !rt.cut(req) {
+		return resp, err
+	}
+	resp.Body.Close()
+	return nil, context.Canceled
+}
+
+// A write cut short while it tags its place in the writers' queue leaves
+// no lock tag behind: other writers do not wait out its lease.
+func TestLockCutShortLeavesNoTag(t *testing.T) {
+	r := testenv.Registry(t)
+	cfg := config(r, repoName("cut"))
+	cfg.Transport = cutShort{func(req *http.Request) bool {
+		return req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/lock-c-")
+	}}
+	u := statestore.Update{Workload: "w/a", Destinations: []string{"d1"}, Files: map[string][]byte{"d1/a.yaml": []byte("a\n")},
+		Record: &statestore.Record{Type: "promise", Promise: "p", Pipeline: "a"}}
+	if _, err := open(t, cfg).Apply(context.Background(), u); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write cut short while it queued: %v, want context.Canceled", err)
+	}
+	for _, tag := range r.Tags(t, cfg.Registry+"/"+cfg.Repository) {
+		if strings.HasPrefix(tag, "lock-") {
+			t.Errorf("lock tag %s stays after the write was cut short", tag)
+		}
 	}
 }
