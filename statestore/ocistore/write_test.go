@@ -100,28 +100,37 @@ func storeFiles(t *testing.T, s *ocistore.Store) map[string]string {
 	return out
 }
 
-// A writer whose state moved between its read and its lock plans again
-// on the state it reads under the lock, without letting the lock go and
-// queueing again: one ticket, the state read twice, planned twice, and
-// both writers' files in the store.
-func TestCommitAfterTheStateMoved(t *testing.T) {
-	r := testenv.Registry(t)
+// overtaken writes mine through an interposer, on a store holding one
+// seed file, while another writer commits theirs between mine's first read
+// of the state and its lock. refuse picks what mine's requests the
+// registry refuses. It returns mine's result, the interposer, the other
+// writer's client and mine's error.
+func overtaken(t *testing.T, r *testenv.RegistryServer, mine, theirs statestore.Update, refuse func(*http.Request) bool) (statestore.Result, *interposer, *ocistore.Store, error) {
+	t.Helper()
 	ctx := context.Background()
-	cfg := config(r, repoName("moved"))
+	cfg := config(r, repoName("overtaken"))
 	other := open(t, cfg)
 	if _, err := other.Apply(ctx, fileUpdate("w/seed", map[string]string{"d1/seed.yaml": "seed\n"})); err != nil {
 		t.Fatal(err)
 	}
 	var otherErr error
-	ip := &interposer{after: isStateRead, run: func() {
-		_, otherErr = other.Apply(ctx, fileUpdate("w/b", map[string]string{"d1/b.yaml": "b\n"}))
-	}}
-	mine := cfg
-	mine.Transport = ip
-	res, err := open(t, mine).Apply(ctx, fileUpdate("w/a", map[string]string{"d1/a.yaml": "a\n"}))
+	ip := &interposer{after: isStateRead, refuse: refuse, run: func() { _, otherErr = other.Apply(ctx, theirs) }}
+	cfg.Transport = ip
+	res, err := open(t, cfg).Apply(ctx, mine)
 	if otherErr != nil {
 		t.Fatalf("the other writer: %v", otherErr)
 	}
+	return res, ip, other, err
+}
+
+// A writer whose state moved between its read and its lock plans again
+// on the state it reads under the lock, without letting the lock go and
+// queueing again: one ticket, the state read twice, planned twice, and
+// both writers' files in the store and its artifact.
+func TestCommitAfterTheStateMoved(t *testing.T) {
+	r := testenv.Registry(t)
+	res, ip, other, err := overtaken(t, r, fileUpdate("w/a", map[string]string{"d1/a.yaml": "a\n"}),
+		fileUpdate("w/b", map[string]string{"d1/b.yaml": "b\n"}), nil)
 	if err != nil || !res.Updated || res.Attempts != 2 {
 		t.Fatalf("a write whose state moved before its lock: %+v, %v; want it written on its second plan", res, err)
 	}
@@ -132,7 +141,7 @@ func TestCommitAfterTheStateMoved(t *testing.T) {
 	if got := storeFiles(t, other); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the store holds %v, want %v", got, want)
 	}
-	if got := orasPull(t, r, cfg.Registry+"/"+cfg.Repository+"/d1:latest"); len(got) != 3 {
+	if got := orasPull(t, r, r.Addr()+"/"+other.DestinationRepository("d1")+":latest"); len(got) != 3 {
 		t.Fatalf("d1:latest holds %v, want the three files", got)
 	}
 }
@@ -142,22 +151,8 @@ func TestCommitAfterTheStateMoved(t *testing.T) {
 // released its error says so too.
 func TestRefusedUnderTheLockSaysTheLockStays(t *testing.T) {
 	r := testenv.Registry(t)
-	ctx := context.Background()
-	cfg := config(r, repoName("refused"))
-	other := open(t, cfg)
-	if _, err := other.Apply(ctx, fileUpdate("w/seed", map[string]string{"d1/seed.yaml": "seed\n"})); err != nil {
-		t.Fatal(err)
-	}
-	var otherErr error
-	ip := &interposer{after: isStateRead, refuse: isTicketDelete, run: func() {
-		_, otherErr = other.Apply(ctx, fileUpdate("w/b", map[string]string{"d1/x.yaml": "b\n"}))
-	}}
-	mine := cfg
-	mine.Transport = ip
-	_, err := open(t, mine).Apply(ctx, fileUpdate("w/a", map[string]string{"d1/x.yaml": "a\n"}))
-	if otherErr != nil {
-		t.Fatalf("the other writer: %v", otherErr)
-	}
+	_, _, other, err := overtaken(t, r, fileUpdate("w/a", map[string]string{"d1/x.yaml": "a\n"}),
+		fileUpdate("w/b", map[string]string{"d1/x.yaml": "b\n"}), isTicketDelete)
 	var oe *statestore.OwnedError
 	if !errors.As(err, &oe) || oe.Owner != "w/b" || !strings.Contains(err.Error(), "release the writers' lock (lock-t-") {
 		t.Fatalf("a write refused under a lock that stays: %v; want the OwnedError naming w/b and the lock", err)
