@@ -91,38 +91,65 @@ func TestLockReleaseFailureIsNotLost(t *testing.T) {
 	}
 }
 
-// cutShort passes every request to the registry, and fails those cut picks
-// once the registry has handled them, as a render cancelled while the
-// answer was on its way sees them.
-type cutShort struct {
-	cut func(*http.Request) bool
+// late delays the requests pick chooses by delay, and lets them reach the
+// registry even when the client gave up on them meanwhile, as a request
+// already on its way does.
+type late struct {
+	pick  func(*http.Request) bool
+	delay time.Duration
+	wg    sync.WaitGroup
 }
 
-func (rt cutShort) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil || !rt.cut(req) {
-		return resp, err
+func (rt *late) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !rt.pick(req) {
+		return http.DefaultTransport.RoundTrip(req)
 	}
-	resp.Body.Close()
-	return nil, context.Canceled
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	ch := make(chan answer, 1)
+	sent := req.Clone(context.WithoutCancel(req.Context()))
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		time.Sleep(rt.delay)
+		resp, err := http.DefaultTransport.RoundTrip(sent)
+		ch <- answer{resp, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.resp, a.err
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
 }
 
-// A write cut short while it tags its place in the writers' queue leaves
-// no lock tag behind: other writers do not wait out its lease.
-func TestLockCutShortLeavesNoTag(t *testing.T) {
+// A write cancelled while it tags its place in the writers' queue leaves
+// no lock tag behind, even when the registry finishes that request after
+// the cancellation: other writers do not wait out its lease.
+func TestLockCancelledLeavesNoTag(t *testing.T) {
 	r := testenv.Registry(t)
 	cfg := config(r, repoName("cut"))
-	cfg.Transport = cutShort{func(req *http.Request) bool {
-		return req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/lock-c-")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt := &late{delay: 300 * time.Millisecond, pick: func(req *http.Request) bool {
+		if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/lock-c-") {
+			cancel()
+			return true
+		}
+		return false
 	}}
+	cfg.Transport = rt
 	u := statestore.Update{Workload: "w/a", Destinations: []string{"d1"}, Files: map[string][]byte{"d1/a.yaml": []byte("a\n")},
 		Record: &statestore.Record{Type: "promise", Promise: "p", Pipeline: "a"}}
-	if _, err := open(t, cfg).Apply(context.Background(), u); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a write cut short while it queued: %v, want context.Canceled", err)
+	if _, err := open(t, cfg).Apply(ctx, u); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write cancelled while it queued: %v, want context.Canceled", err)
 	}
+	rt.wg.Wait() // the late request has landed
 	for _, tag := range r.Tags(t, cfg.Registry+"/"+cfg.Repository) {
 		if strings.HasPrefix(tag, "lock-") {
-			t.Errorf("lock tag %s stays after the write was cut short", tag)
+			t.Errorf("lock tag %s stays after the write was cancelled", tag)
 		}
 	}
 }
