@@ -71,6 +71,11 @@ type Config struct {
 // Store kept between renders (watch mode) keeps its clone and fetches
 // incrementally.
 type Store struct {
+	// Writer gives the store Apply and ApplyAll: statestore.Write, the one
+	// write loop, over this store's backend (write.go). ApplyAll writes
+	// several workloads' updates as one commit, each planned on top of the
+	// ones before it, with the first update's message.
+	statestore.Writer
 	cfg    Config
 	prefix string
 	repo   repository
@@ -133,6 +138,8 @@ func New(cfg Config) (*Store, error) {
 		}
 	}
 	s := &Store{cfg: cfg, prefix: prefix}
+	s.Writer = statestore.Writer{Backend: backend{s}, Batch: true,
+		Policy: statestore.RetryPolicy{Limit: time.Second, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline}}
 	if dir, ok := LocalPath(cfg.URL); ok {
 		s.repo = &localRepo{dir: dir, branch: plumbing.NewBranchReferenceName(cfg.Branch), warn: cfg.Warn}
 	} else {
@@ -186,112 +193,7 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	return s.newSnap(objs, root), nil
 }
 
-// Apply plans u against the newest tip, commits once, and publishes without
-// force. When another writer moved the branch first, it reads the new tip
-// and plans again, up to MaxAttempts times with jittered backoff.
-func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
-	return s.ApplyAll(ctx, []statestore.Update{u})
-}
-
 var _ statestore.BatchApplier = (*Store)(nil)
-
-// ApplyAll writes several workloads' updates as one commit, each planned on
-// top of the ones before it. The message is the first update's. DryRun is
-// taken from the first update.
-func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
-	var res statestore.Result
-	if len(us) == 0 {
-		return res, nil
-	}
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	if r := s.repo.server(); r != nil && len(us) == 1 && !us[0].DryRun && r.space != "" {
-		return s.applyGrouped(ctx, r, us[0])
-	}
-	refresh := false
-	for attempt := 1; ; attempt++ {
-		var (
-			ov          *overlay
-			tip, commit plumbing.Hash
-			err         error
-		)
-		res, ov, tip, commit, err = s.planCommit(ctx, us, refresh)
-		res.Attempts = attempt
-		refresh = true
-		if err != nil || commit.IsZero() {
-			return res, err
-		}
-		err = s.repo.publish(ctx, ov, tip, commit)
-		if err == nil {
-			res.Revision = commit.String()
-			return res, nil
-		}
-		if !errors.Is(err, errStale) {
-			return res, s.wrap("push", err)
-		}
-		lost := fmt.Errorf("%w: the branch kept moving", statestore.ErrConflict)
-		if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
-			return res, s.wrap("push", fmt.Errorf("%w; gave up after %d attempts", lost, attempt))
-		}
-		if err := statestore.Pause(ctx, attempt, time.Second, lost); err != nil {
-			return res, s.wrap("push", err)
-		}
-	}
-}
-
-// planCommit plans us, one on top of the other, on the branch's tip (the
-// newest one when refresh is set) and commits the result as the tip's
-// child. commit is zero when nothing changes, or with DryRun (the first
-// update's); res then says what would.
-func (s *Store) planCommit(ctx context.Context, us []statestore.Update, refresh bool) (res statestore.Result, ov *overlay, tip, commit plumbing.Hash, err error) {
-	tip, objs, err := s.repo.head(ctx, refresh)
-	if err != nil {
-		return res, nil, tip, commit, s.wrap("read", err)
-	}
-	root, err := rootTree(objs, tip)
-	if err != nil {
-		return res, nil, tip, commit, s.wrap("read", err)
-	}
-	res.Revision = tip.String()
-	ov = newOverlay(objs)
-	snap := s.newSnap(ov, root)
-	for _, u := range us {
-		plan, err := statestore.PlanUpdate(snap, u)
-		if err != nil {
-			return res, ov, tip, commit, s.wrap("plan", err)
-		}
-		res.Added = append(res.Added, plan.Diff.Added...)
-		res.Changed = append(res.Changed, plan.Diff.Changed...)
-		res.Deleted = append(res.Deleted, plan.Diff.Deleted...)
-		if !plan.Changed() {
-			continue
-		}
-		res.Updated = true
-		// Later updates in the batch see this one's files.
-		if snap, err = snap.apply(plan.Ops); err != nil {
-			return res, ov, tip, commit, s.wrap("write", err)
-		}
-	}
-	if !res.Updated || us[0].DryRun {
-		return res, ov, tip, commit, nil
-	}
-	newRoot := snap.root
-	if newRoot.IsZero() {
-		// Every file is gone: commit git's empty tree.
-		newRoot, err = writeObject(ov, plumbing.TreeObject, nil)
-		if err != nil {
-			return res, ov, tip, commit, s.wrap("write", err)
-		}
-	}
-	msg, err := us[0].MessageFor(res.Diff)
-	if err != nil {
-		return res, ov, tip, commit, s.wrap("commit message", err)
-	}
-	commit, err = s.commit(ov, tip, newRoot, msg, s.author(us[0]))
-	if err != nil {
-		return res, ov, tip, commit, s.wrap("commit", err)
-	}
-	return res, ov, tip, commit, nil
-}
 
 // signature is this store's author and committer, now.
 func (s *Store) signature() object.Signature {
