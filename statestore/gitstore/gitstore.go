@@ -1,12 +1,34 @@
 // Package gitstore is the git state store backend, written with go-git.
 //
-// A file:// URL (or a plain local path) is written in place: new objects go
-// into the bare repository and the branch moves with git's own lock-file
-// protocol, so many processes on one machine can write one branch safely
-// with no server and no clone. Any other URL is cloned shallow and
-// single-branch into memory, and written with a normal (never forced) push;
-// a rejected push is met by fetching again and re-planning this workload's
-// files on top of the new tip.
+// Writes go through statestore.Write, the one write loop (write.go): a
+// snapshot is the branch's tip read into an overlay of new objects, and a
+// commit is a push that names the tip it was planned on, so a lost race is
+// a refused push and the loop plans again on the new tip. A file:// URL
+// (or a plain local path) is written in place: new objects go into the
+// bare repository and the branch moves with git's lock-file protocol, so
+// processes on one machine share a branch with no server and no clone.
+//
+// Group commit (pending.go, group.go). When many writers share a branch on
+// a server, a writer that loses the race publishes its update as a request
+// commit on a ref of its own (refs/render/pending/...), and whoever wins
+// next folds every waiting request into the same atomic push, one commit
+// per workload, and deletes the requests it carried. A request holds the
+// Update itself, so folding it is what its owner would do on a retry; a
+// writer whose request was folded is done, and one that gives up withdraws
+// its request first.
+//
+// The partial clone (lazy.go). A large store is not fetched whole: the
+// first fetch brings the tip commit and the top folders, and every other
+// tree and blob is fetched by id the first time a render looks at it, a
+// folder level at a time for every path a lookup hint names. Whether a
+// store is large is read from a trailer render's commits carry.
+//
+// The load summary (load.go). How many resources each destination holds,
+// which the spread strategy weighs, is kept in the names of empty files in
+// .render/load/, stamped with the id of the index folder they were counted
+// from; a reader trusts only counts whose stamp matches, and every write
+// brings them up to date, so a render reads two trees instead of every
+// placement entry.
 package gitstore
 
 import (
