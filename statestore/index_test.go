@@ -162,3 +162,33 @@ func TestFailedPrefetchIsLogged(t *testing.T) {
 		}
 	}
 }
+
+// ParseIndexPath reads back exactly what IndexPaths writes.
+func TestParseIndexPath(t *testing.T) {
+	r := &Record{Workload: "resource/ns/pg/db/configure", Type: "resource", Flavour: "gold",
+		Placements: []layout.Placement{{Group: ".", Destinations: []string{"east", "west"}}}}
+	p := &Record{Workload: "promise/pg/install", Type: "promise",
+		Placements: []layout.Placement{{Group: ".", Destinations: []string{"east"}}}}
+	n := 0
+	for _, rec := range []*Record{r, p} {
+		for path := range IndexPaths(rec) {
+			e, ok := ParseIndexPath(path)
+			if !ok || e.Type != rec.Type || e.Resource() != (rec.Type == "resource") || e.Name == "" ||
+				(e.Destination != "east" && e.Destination != "west") {
+				t.Fatalf("%s: %+v %v", path, e, ok)
+			}
+			if rec == r && e.Flavour != "gold" {
+				t.Fatalf("%s: flavour %q", path, e.Flavour)
+			}
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d entries", n)
+	}
+	for _, bad := range []string{".render/placed/east", ".render/placed/east/resource/gold", "clusters/east/x.yaml", ".render/placed/east/resource/x"} {
+		if e, ok := ParseIndexPath(bad); ok {
+			t.Errorf("%s parsed as %+v", bad, e)
+		}
+	}
+}

@@ -49,10 +49,11 @@ type Committer interface {
 // writers that win (git's group commit) instead of only waiting.
 type Grouper interface {
 	// Lost is called after attempt lost a race with cause (which wraps
-	// ErrConflict). It may wait; Outcome.Landed reports that another writer
-	// published the change meanwhile. A nil error and no landing means:
-	// plan again now. Lost must respect the render's retry deadline (see
-	// Pause).
+	// ErrConflict), in place of the policy's wait. It may wait;
+	// Outcome.Landed reports that another writer published the change
+	// meanwhile. A nil error and no landing means: plan again now. Lost
+	// must respect the render's retry deadline and the policy's
+	// MaxAttempts (see RetryPolicy.Wait).
 	Lost(ctx context.Context, c *Change, attempt int, cause error) (Outcome, error)
 	// Abandon is called when the write gives up with err: it takes back
 	// what Lost handed over. Outcome.Landed reports that the change had
@@ -105,6 +106,9 @@ type Outcome struct {
 	Wrote bool
 	// Landed is set when another writer published the change (Grouper).
 	Landed bool
+	// Diff, with Landed, is the change as it was planned when it was
+	// handed over (a fresh plan finds nothing left to do).
+	Diff *Diff
 }
 
 // Revisioned is a Snapshot that knows the revision it shows.
@@ -196,10 +200,7 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 	fail := func(op string, err error) (Result, error) {
 		if g != nil && last != nil {
 			if out := g.Abandon(ctx, last, err); out.Landed {
-				res.Updated = true
-				if out.Revision != "" {
-					res.Revision = out.Revision
-				}
+				landed(&res, out)
 				return res, nil
 			}
 		}
@@ -228,31 +229,42 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 		if Classify(err) != ClassConflict || ctx.Err() != nil {
 			return fail(op, err)
 		}
-		lost := "other writers kept changing the store"
-		var ce *ConflictError
-		if errors.As(err, &ce) && ce.What != "" {
-			lost = ce.What
-		}
 		if g != nil {
-			if policy.MaxAttempts > 0 && attempt >= policy.MaxAttempts {
-				return fail("write", policy.Wait(ctx, attempt, lost, err))
-			}
+			// The Grouper waits its own way (and counts attempts).
 			out, err := g.Lost(ctx, ch, attempt, err)
 			if err != nil {
-				return fail("write", err)
+				return fail(op, err)
 			}
 			if out.Landed {
-				res.Updated = true
-				if out.Revision != "" {
-					res.Revision = out.Revision
-				}
+				landed(&res, out)
 				return res, nil
 			}
 			continue
 		}
-		if err := policy.Wait(ctx, attempt, lost, err); err != nil {
-			return fail("write", err)
+		if err := policy.Wait(ctx, attempt, LostWhat(err), err); err != nil {
+			return fail(op, err)
 		}
+	}
+}
+
+// LostWhat says, for messages, what kept moving in a lost race err.
+func LostWhat(err error) string {
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.What != "" {
+		return ce.What
+	}
+	return "other writers kept changing the store"
+}
+
+// landed makes res say that another writer published the change: as that
+// change was planned (Outcome.Diff), at the revision it landed in.
+func landed(res *Result, out Outcome) {
+	res.Updated = true
+	if out.Diff != nil {
+		res.Diff = *out.Diff
+	}
+	if out.Revision != "" {
+		res.Revision = out.Revision
 	}
 }
 
