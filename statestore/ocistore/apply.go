@@ -145,7 +145,7 @@ func (w *write) Commit(ctx context.Context, c *statestore.Change) (statestore.Ou
 // waits for the writers ahead as long as the retry deadline allows.
 func (w *write) Lost(ctx context.Context, c *statestore.Change, attempt int, cause error) (statestore.Outcome, error) {
 	if p := w.s.Policy; p.MaxAttempts > 0 && attempt >= p.MaxAttempts {
-		return statestore.Outcome{}, p.Wait(ctx, attempt, "the state kept moving", cause)
+		return statestore.Outcome{}, p.Wait(ctx, attempt, statestore.LostWhat(cause), cause)
 	}
 	return statestore.Outcome{}, nil
 }
