@@ -127,9 +127,9 @@ var storeKinds StoreKinds
 // internal/storekind calls it.
 func UseStoreKinds(k StoreKinds) { storeKinds = k }
 
-// storeKindsInUse is the StoreKinds in use. A program that loads a platform without
-// linking internal/storekind could not check a store: that is a mistake
-// in the program, not in its input.
+// storeKindsInUse is the StoreKinds in use. A program that loads a
+// platform without linking internal/storekind could not check a store:
+// that is a mistake in the program, not in its input.
 func storeKindsInUse() StoreKinds {
 	if storeKinds == nil {
 		panic("inputs: no store kinds: import github.com/render-dev/render/internal/storekind")

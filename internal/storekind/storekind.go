@@ -129,9 +129,6 @@ func (r *Registry) Open(p *inputs.Platform, ref renderer.StoreRef, opts Options)
 	if spec == nil {
 		return nil, "", fmt.Errorf("%s is not defined", ref)
 	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
 	return k.Open(spec, p, opts)
 }
 
@@ -203,6 +200,9 @@ type env struct {
 }
 
 func newEnv(spec inputs.StoreSpec, secrets Secrets, opts Options) env {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
 	m := spec.Meta()
 	return env{secrets: secrets, opts: opts, meta: m, name: m.Ref().String(), where: m.Kind + " " + m.Name}
 }
