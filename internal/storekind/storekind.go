@@ -109,10 +109,10 @@ func (r *Registry) CheckDestination(spec inputs.StoreSpec, path string) error {
 }
 
 func (r *Registry) kindOf(spec inputs.StoreSpec) (Kind, error) {
-	m := spec.Meta()
-	k, ok := r.kinds[m.Kind]
+	kind := spec.Meta().Kind
+	k, ok := r.Lookup(kind)
 	if !ok {
-		return nil, fmt.Errorf("unknown store kind %s", m.Kind)
+		return nil, fmt.Errorf("unknown store kind %s", kind)
 	}
 	return k, nil
 }
@@ -121,7 +121,7 @@ func (r *Registry) kindOf(spec inputs.StoreSpec) (Kind, error) {
 // platform's secrets. Problems with the configuration (a missing secret
 // or key) are InputErrors: they are known before anything is written.
 func (r *Registry) Open(p *inputs.Platform, ref renderer.StoreRef, opts Options) (statestore.Store, string, error) {
-	k, ok := r.kinds[ref.Kind]
+	k, ok := r.Lookup(ref.Kind)
 	if !ok {
 		return nil, "", fmt.Errorf("unknown store kind %s", ref.Kind)
 	}
