@@ -1,7 +1,10 @@
-// Package engine runs one render end to end: it loads and validates every
-// input, reads what the stores remember, calls the pure renderer, and
-// applies one update per store. It holds store clients between renders, so
-// watch mode keeps its clones. It prints nothing; the CLI reports.
+// Package engine runs one render end to end, as a few named steps (see
+// Render): it loads and validates every input, reads what the stores
+// remember, calls the pure renderer, guards and applies one update per
+// store; drain and prune-misscheduled end with the same guard and publish
+// steps. Store clients come from their kinds (internal/storekind); the
+// engine holds them between renders, so watch mode keeps its clones. It
+// prints nothing; the CLI reports.
 package engine
 
 import (

@@ -2,7 +2,9 @@
 // environment — the platform configuration, secrets, the workflow's output,
 // metadata and input — and validates it completely, so that bad input is
 // refused with one message naming the file and document before anything is
-// written. It knows the Kubernetes shapes of Kratix's resources.
+// written. It knows the Kubernetes shapes of Kratix's resources; each
+// state store's own fields are checked by its kind, which it asks through
+// StoreKinds (package internal/storekind).
 package inputs
 
 import (
