@@ -369,7 +369,7 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 		for _, o := range u.Record.Objects {
 			if r, ok := byClaim[ClaimPath(o)]; ok {
 				mine := o
-				var theirs *layout.Object
+				var theirs *Object
 				for _, ro := range r.Objects {
 					if ClaimPath(ro) == ClaimPath(o) {
 						ro := ro

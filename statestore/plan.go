@@ -118,7 +118,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	}
 
 	// Claims on the workload's Kubernetes objects (see ClaimPath).
-	claimed := map[string]layout.Object{}
+	claimed := map[string]Object{}
 	if u.Record != nil {
 		for _, o := range u.Record.Objects {
 			if _, ok := claimed[ClaimPath(o)]; !ok {

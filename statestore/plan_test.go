@@ -65,13 +65,13 @@ func (m memSnap) visible() map[string]string {
 	return out
 }
 
-func cm(dest, section, file, apiVersion, ns string) layout.Object {
-	return layout.Object{APIVersion: apiVersion, Kind: "ConfigMap", Namespace: ns, Name: "cm",
+func cm(dest, section, file, apiVersion, ns string) Object {
+	return Object{APIVersion: apiVersion, Kind: "ConfigMap", Namespace: ns, Name: "cm",
 		Section: section, File: file, Destination: dest, Source: "out/" + file}
 }
 
 // upd is a workload's update: files (path: content), objects recorded.
-func upd(workload string, files map[string]string, objs ...layout.Object) Update {
+func upd(workload string, files map[string]string, objs ...Object) Update {
 	u := Update{Workload: workload, Files: map[string][]byte{},
 		Record: &Record{Type: "promise", Promise: "p", Pipeline: "x", Objects: objs}}
 	for p, c := range files {
@@ -92,7 +92,7 @@ func TestPlanUpdate(t *testing.T) {
 		return u
 	}
 	agg := func(u Update, part string) Update {
-		u.Aggregates = []layout.Aggregate{{Target: "d/all.yaml", Contribution: []byte(part)}}
+		u.Aggregates = []Aggregate{{Target: "d/all.yaml", Contribution: []byte(part)}}
 		return u
 	}
 	res := cm("d", "resources", "resources/a.yaml", "v1", "ns")

@@ -12,8 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/render-dev/render/internal/layout"
 )
 
 // Store is one state store as render sees it: a git branch or an S3 bucket,
@@ -89,7 +87,7 @@ type Update struct {
 	// Aggregates are multi-document files shared by several workloads
 	// (aggregatedYAML destinations): each workload contributes a part, and
 	// the target holds every contribution, ordered by workload.
-	Aggregates []layout.Aggregate
+	Aggregates []Aggregate
 	// Record is written beside the files, outside every destination. Its
 	// Files field is filled in by the planner. A nil Record deletes it.
 	Record *Record

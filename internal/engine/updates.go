@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,6 +32,15 @@ func (s storeUpdates) has(ref renderer.StoreRef, key string) bool {
 	return false
 }
 
+// clone is s with slices of its own (the updates are copied).
+func (s storeUpdates) clone() storeUpdates {
+	out := storeUpdates{}
+	for ref, us := range s {
+		out[ref] = slices.Clone(us)
+	}
+	return out
+}
+
 // addPlan adds what plan writes for workload key, with its record (and the
 // objects of each store), and removes the workload from the stores in
 // holders that get nothing now.
@@ -43,7 +53,7 @@ func (s storeUpdates) addPlan(plan *renderer.Plan, record *statestore.Record, ob
 			}
 		}
 		s.add(w.Store, statestore.Update{
-			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates,
+			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: aggregates(w.Aggregates),
 			Destinations: w.Destinations, Record: &r,
 		})
 	}
@@ -190,4 +200,22 @@ func folderTaken(p *inputs.Platform, plan *renderer.Plan, views map[renderer.Sto
 		}
 	}
 	return nil
+}
+
+// placements is a plan's placements as a store records them.
+func placements(p *renderer.Plan) []statestore.Placement {
+	var out []statestore.Placement
+	for _, pl := range p.Placements() {
+		out = append(out, statestore.Placement{Group: pl.Group, Destinations: pl.Destinations, MatchLabels: pl.MatchLabels, MatchExpressions: pl.MatchExpressions})
+	}
+	return out
+}
+
+// aggregates is a store write's aggregated parts as a store takes them.
+func aggregates(as []renderer.Aggregate) []statestore.Aggregate {
+	var out []statestore.Aggregate
+	for _, a := range as {
+		out = append(out, statestore.Aggregate{Target: a.Target, Contribution: a.Contribution})
+	}
+	return out
 }

@@ -580,7 +580,7 @@ func TestManyWorkloadsOneDestination(t *testing.T) {
 				Workload:     fmt.Sprintf("w/%d", i),
 				Files:        map[string][]byte{fmt.Sprintf("dev/w%d/f.yaml", i): fmt.Appendf(nil, "w: %d\n", i)},
 				Shared:       map[string][]byte{"dev/canary.yaml": fmt.Appendf(nil, "canary: %d\n", i)},
-				Aggregates:   []layout.Aggregate{{Target: "dev/all.yaml", Contribution: fmt.Appendf(nil, "w: %d\n", i)}},
+				Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: fmt.Appendf(nil, "w: %d\n", i)}},
 				Record:       &statestore.Record{},
 				Destinations: []string{"dev"},
 				Message:      statestore.Message{Subject: fmt.Sprintf("writer %d", i)},

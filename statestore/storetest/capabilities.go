@@ -138,7 +138,7 @@ func testLoad(t *testing.T, h Harness) {
 	placed := func(workload, flavour string, dests ...string) statestore.Update {
 		u := update(workload, map[string]string{dests[0] + "/" + workload + "/x.yaml": "x\n"})
 		u.Record.Type, u.Record.Flavour = "resource", flavour
-		u.Record.Placements = []layout.Placement{{Group: ".", Destinations: dests}}
+		u.Record.Placements = []statestore.Placement{{Group: ".", Destinations: dests}}
 		u.Destinations = dests
 		return u
 	}

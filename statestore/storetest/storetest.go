@@ -55,7 +55,7 @@ func configMap(data string) string {
 func objectUpdate(workload, dest, section, data string) statestore.Update {
 	file := section + "/" + strings.ReplaceAll(workload, "/", "-") + "/cm.yaml"
 	u := update(workload, map[string]string{dest + "/" + file: configMap(data)})
-	u.Record.Objects = []layout.Object{{
+	u.Record.Objects = []statestore.Object{{
 		APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm",
 		Section: section, File: file, Destination: dest, Source: "out/cm.yaml",
 	}}
@@ -259,10 +259,10 @@ func testAggregates(t *testing.T, h Harness) {
 	defer a.Close()
 	defer b.Close()
 	ua := update("w/a", nil)
-	ua.Aggregates = []layout.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: A\n")}}
+	ua.Aggregates = []statestore.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: A\n")}}
 	apply(t, a, ua)
 	ub := update("w/b", nil)
-	ub.Aggregates = []layout.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: B\n")}}
+	ub.Aggregates = []statestore.Aggregate{{Target: "d1/all.yaml", Contribution: []byte("kind: B\n")}}
 	apply(t, b, ub)
 	// Kratix's bytes: each part as it is, joined by "\n---\n".
 	equal(t, "contents", contents(t, a), map[string]string{"d1/all.yaml": "kind: A\n\n---\nkind: B\n"})
