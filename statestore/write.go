@@ -96,6 +96,10 @@ type Outcome struct {
 	Wrote bool
 	// Landed is set when another writer published the change (Grouper).
 	Landed bool
+	// Diff, when set, replaces the plan's diff in the write's Result: a
+	// store whose lost attempts may have written already (S3) reports
+	// what every attempt so far changed.
+	Diff *Diff
 }
 
 // Revisioned is a Snapshot that knows the revision it shows.
@@ -209,6 +213,9 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (Res
 		}
 		if out.Revision != "" {
 			res.Revision = out.Revision
+		}
+		if out.Diff != nil {
+			res.Diff = *out.Diff
 		}
 		res.Updated = res.Updated || out.Wrote || out.Landed
 		if err == nil {

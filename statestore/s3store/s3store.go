@@ -308,6 +308,9 @@ type Config struct {
 // Store is an S3 state store. It is safe for one goroutine at a time, like
 // the git backend; separate Stores may write one bucket concurrently.
 type Store struct {
+	// Writer gives the Store Apply and ApplyAll, through statestore.Write
+	// with this package's backend.
+	statestore.Writer
 	cfg    Config
 	prefix string // Config.Path, cleaned, "" for the bucket's root
 	client *minio.Client
@@ -392,6 +395,10 @@ func New(cfg Config) (*Store, error) {
 		return fail("%s", s.redact(err.Error()))
 	}
 	s.client, s.owned = client, owned
+	s.Writer = statestore.Writer{
+		Backend: backend{s},
+		Policy:  statestore.RetryPolicy{Limit: retryLimit, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline},
+	}
 	return s, nil
 }
 
@@ -447,14 +454,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) wrap(op string, err error) error {
-	var se *statestore.StoreError
-	if errors.As(err, &se) {
-		return err
-	}
-	return &statestore.StoreError{Store: s.String(), Op: op, Err: err}
-}
-
 // key is the object key of a path relative to the store.
 func (s *Store) key(p string) string {
 	if s.prefix == "" {
@@ -466,14 +465,12 @@ func (s *Store) key(p string) string {
 // Records reads every workload record: one listing of the records folder
 // and one GET per record, Concurrency of them at a time.
 func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	for attempt := 1; ; attempt++ {
+	ctx = s.Policy.Context(ctx)
+	var recs []statestore.Record
+	err := s.Policy.Conflicts(ctx, "the bucket changed underneath", func(int) error {
 		snap, err := s.list(ctx, statestore.RecordsDir)
-		if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
-			return nil, nil
-		}
 		if err != nil {
-			return nil, s.wrap("read", err)
+			return statestore.InOp("read", err)
 		}
 		var paths []string
 		for p := range snap.objs {
@@ -481,21 +478,19 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 				paths = append(paths, p)
 			}
 		}
-		err = snap.prefetch(paths)
-		var recs []statestore.Record
-		if err == nil {
-			recs, err = statestore.ReadRecords(snap)
+		if err := snap.prefetch(paths); err != nil {
+			return err
 		}
-		if err == nil {
-			return recs, nil
-		}
-		if !errors.Is(err, errChanged) || s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
-			return nil, s.wrap("read records", err)
-		}
-		if err := statestore.Pause(ctx, attempt, retryLimit, err); err != nil {
-			return nil, s.wrap("read records", err)
-		}
+		recs, err = statestore.ReadRecords(snap)
+		return err
+	})
+	switch {
+	case errors.Is(err, errNoBucket) && s.cfg.CreateBucket:
+		return nil, nil
+	case err != nil:
+		return nil, statestore.Wrap(s.String(), "read records", err)
 	}
+	return recs, nil
 }
 
 // Snapshot returns a lazy view of the store: it checks that the bucket
@@ -504,7 +499,7 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 // in the listed version: a file that changed since its listing fails to
 // read with an error wrapping statestore.ErrConflict.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ctx = s.Policy.Context(ctx)
 	var ok bool
 	err := s.retry(ctx, func() error {
 		var err error
@@ -513,11 +508,11 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	})
 	switch {
 	case err != nil:
-		return nil, s.wrap("read", err)
+		return nil, statestore.Wrap(s.String(), "read", err)
 	case !ok && s.cfg.CreateBucket:
 		return s.emptySnapshot(ctx), nil
 	case !ok:
-		return nil, s.wrap("read", fmt.Errorf("bucket %q does not exist at %s: %w", s.cfg.Bucket, s.cfg.Endpoint, errNoBucket))
+		return nil, statestore.Wrap(s.String(), "read", fmt.Errorf("bucket %q does not exist at %s: %w", s.cfg.Bucket, s.cfg.Endpoint, errNoBucket))
 	}
 	return s.newSnapshot(ctx), nil
 }
