@@ -248,14 +248,46 @@ func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (pr
 	return pr, snap.lookAll(paths, dirs)
 }
 
-func aggregateDir(target string) string { return path.Join(layout.MetaDir, "aggregate", target) }
+// aggregatePrefix starts the folder of every aggregated file's parts.
+var aggregatePrefix = layout.MetaDir + "/aggregate/"
 
-// lookAll looks up paths and lists dirs recursively, all in parallel.
+func aggregateDir(target string) string { return aggregatePrefix + target }
+
+// lookAll looks up paths and lists dirs recursively, all in parallel,
+// except what lies in the parts folder of an aggregated file: that is
+// looked at only once the file itself was. Every writer uploads its part
+// before the target, so a target another render wrote is then always seen
+// with the parts it was built from; seen before them, it could look like
+// a target without parts, which the planner takes for Kratix's (and the
+// snapshot keeps the first answer about every path, see add).
 func (sn *snapshot) lookAll(paths, dirs []string) error {
-	jobs := []func(context.Context) error{func(context.Context) error { return sn.need(paths) }}
-	for _, d := range dirs {
-		jobs = append(jobs, func(context.Context) error { _, err := sn.List(d); return err })
+	var first, parts []string
+	for _, p := range paths {
+		if strings.HasPrefix(p, aggregatePrefix) {
+			parts = append(parts, p)
+		} else {
+			first = append(first, p)
+		}
 	}
+	var jobs, later []func(context.Context) error
+	for _, d := range dirs {
+		list := func(context.Context) error { _, err := sn.List(d); return err }
+		if t, ok := strings.CutPrefix(d, aggregatePrefix); ok {
+			first = append(first, t)
+			later = append(later, list)
+		} else {
+			jobs = append(jobs, list)
+		}
+	}
+	if len(parts) > 0 {
+		later = append(later, func(context.Context) error { return sn.need(parts) })
+	}
+	jobs = append(jobs, func(ctx context.Context) error {
+		if err := sn.need(first); err != nil {
+			return err
+		}
+		return parallel(ctx, sn.s.cfg.Concurrency, later)
+	})
 	return parallel(sn.ctx, sn.s.cfg.Concurrency, jobs)
 }
 
