@@ -43,14 +43,14 @@ func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.
 // write is one write of one update, from attempt to attempt: a snapshot
 // that lists only the folders the update touches, then files, deletes,
 // aggregated targets, the record as the commit point, and the workload's
-// markers. See the package documentation for the guarantees.
+// markers. See docs/design.md, "S3", for the guarantees.
 type write struct {
 	s     *Store
 	u     statestore.Update
 	dests []string
 	diff  diffSet
 	// dirty is set once anything was written: from then on the write ends
-	// only with a successful commit of the record (see the package doc).
+	// only with a successful commit of the record (see docs/design.md, "S3").
 	dirty bool
 	// nonce names this write's pending changes in load summaries, and
 	// announced holds them, by destination and workload (see announce).
@@ -401,7 +401,7 @@ func (w *written) set(p, etag string) {
 	w.mu.Unlock()
 }
 
-// publish writes a plan in the order the package doc describes, the
+// publish writes a plan in the order docs/design.md ("S3") describes, the
 // record last, conditioned on the record's listed ETag.
 func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Plan, u statestore.Update, dests, staleMarkers []string, w *written) (string, error) {
 	recPath := statestore.RecordPath(u.Workload)

@@ -19,7 +19,7 @@ import (
 )
 
 // loadDir holds the load summaries, one object per destination named in
-// the placement index (see the package doc, "Load summaries").
+// the placement index (see docs/design.md, "Load summaries").
 var loadDir = path.Join(layout.MetaDir, "load")
 
 // errUnreadable marks a load summary this render cannot read.
