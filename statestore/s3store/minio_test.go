@@ -722,6 +722,11 @@ func TestStaleUploadAfterOtherCommit(t *testing.T) {
 	if bres.Attempts != 1 || ares.Attempts != 2 {
 		t.Fatalf("attempts: A %d, B %d; want A to re-plan once", ares.Attempts, bres.Attempts)
 	}
+	// A's result says what A's write did over both attempts: the first
+	// uploaded x and y, the second (which found them) deleted B's z.
+	if !slices.Equal(ares.Added, []string{"d/w/y.yaml"}) || !slices.Equal(ares.Changed, []string{"d/w/x.yaml"}) || !slices.Equal(ares.Deleted, []string{"d/w/z.yaml"}) {
+		t.Fatalf("A's result: %+v, want y added, x changed, z deleted", ares.Diff)
+	}
 	s := open(t, cfg)
 	if got := contents(t, s); !maps.Equal(got, aFiles) {
 		t.Fatalf("store holds %v, want A whole %v", got, aFiles)
