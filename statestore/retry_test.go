@@ -107,7 +107,9 @@ func (b *stepBackend) String() string { return "test store" }
 func (b *stepBackend) Begin(context.Context, []Update) (Committer, error) {
 	return b, nil
 }
-func (b *stepBackend) Snapshot(context.Context, int) (Snapshot, error) { return NewOverlay(memSnap{}), nil }
+func (b *stepBackend) Snapshot(context.Context, int) (Snapshot, error) {
+	return NewOverlay(memSnap{}), nil
+}
 func (b *stepBackend) Commit(context.Context, *Change) (Outcome, error) {
 	b.commits++
 	return Outcome{}, b.err
