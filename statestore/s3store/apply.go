@@ -89,7 +89,7 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 		pr, err = prior{legacy: true}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, failed("read", err)
 	}
 	w.snap, w.pr = snap, pr
 	return snap, nil
