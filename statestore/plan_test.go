@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path"
 	"reflect"
 	"sort"
 	"strings"
@@ -261,5 +262,42 @@ func TestPlanUpdateReplanAfterRace(t *testing.T) {
 	var oe *OwnedError
 	if _, err := PlanUpdate(base, b); !errors.As(err, &oe) || oe.Owner != "w/a" {
 		t.Fatalf("re-plan: err = %v, want an OwnedError naming w/a", err)
+	}
+}
+
+// A workload whose record holds a part of an aggregated file that has no
+// parts left (its writer deleted the part and failed before it deleted
+// the file: S3 writes one object at a time) finds render's own leftover
+// there, not Kratix's documents: its next render rebuilds the file from
+// the parts, and keeps nothing of it as a legacy part.
+func TestPlanUpdateOwnLeftoverIsNotKratixs(t *testing.T) {
+	const target = "d/all.yaml"
+	for _, c := range []struct {
+		name         string
+		contribution string
+		want         map[string]string
+	}{
+		{"removed", "", map[string]string{}},
+		{"contributing again", "kind: B\n", map[string]string{target: "kind: B\n"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := memSnap{}
+			u := upd("w/a", nil)
+			u.Aggregates = []Aggregate{{Target: target, Contribution: []byte("kind: A\n")}}
+			if _, err := m.apply(t, u); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, AggregatePath(target, "w/a")) // the part went, the file stayed
+			u.Aggregates[0].Contribution = []byte(c.contribution)
+			if _, err := m.apply(t, u); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.visible(); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("store holds %v, want %v", got, c.want)
+			}
+			if _, ok := m[path.Join(layout.MetaDir, "aggregate", target, LegacyPart)]; ok {
+				t.Fatal("render's own leftover was kept as Kratix's part")
+			}
+		})
 	}
 }

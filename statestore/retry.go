@@ -243,6 +243,8 @@ func Classify(err error) Class {
 		return ClassDone
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ClassPermanent
+	case errors.Is(err, ErrDeadline):
+		return ClassPermanent // a step's own retries spent the render's budget
 	case errors.Is(err, ErrConflict):
 		var oe *OwnedError
 		if errors.As(err, &oe) {

@@ -106,8 +106,11 @@ type Outcome struct {
 	Wrote bool
 	// Landed is set when another writer published the change (Grouper).
 	Landed bool
-	// Diff, with Landed, is the change as it was planned when it was
-	// handed over (a fresh plan finds nothing left to do).
+	// Diff, when set, replaces the plan's diff in the write's Result:
+	// with Landed, the change as it was planned when it was handed over (a
+	// fresh plan finds nothing left to do); from a store whose lost
+	// attempts may have written already (S3), what every attempt so far
+	// changed.
 	Diff *Diff
 }
 
@@ -221,6 +224,9 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 		}
 		if out.Revision != "" {
 			res.Revision = out.Revision
+		}
+		if out.Diff != nil {
+			res.Diff = *out.Diff
 		}
 		res.Updated = res.Updated || out.Wrote || out.Landed
 		if err == nil {
