@@ -61,6 +61,26 @@ type Grouper interface {
 	Abandon(ctx context.Context, c *Change, err error) Outcome
 }
 
+// Unfinished is a Committer that can be left half-written: one whose
+// commit is several steps a reader can see one by one (S3's uploads before
+// the record that commits them). While it says so, Write goes on past a
+// cancellation of its context, until the commit lands or the retry
+// deadline passes, so that a write in flight ends whole or not at all.
+type Unfinished interface {
+	Unfinished() bool
+}
+
+// Finishing returns a context for work that must not be cut off half-way
+// once it has started (a push, a commit of several uploads): not cancelled
+// with ctx, and done a little after ctx's retry deadline.
+func Finishing(ctx context.Context) (context.Context, context.CancelFunc) {
+	at, _ := RetryDeadline(ctx)
+	return context.WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
+}
+
+// finishGrace is how long finishing work may outlast the retry deadline.
+const finishGrace = 30 * time.Second
+
 // Finisher is a Committer with work to do once the write ended, whatever
 // its outcome (S3 settles the load summaries it announced).
 type Finisher interface {
@@ -209,12 +229,19 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 		}
 		return res, Wrap(b.String(), op, err)
 	}
+	uf, _ := c.(Unfinished)
+	run := ctx // what the attempts run on: see Unfinished
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
-		if err := ctx.Err(); err != nil {
+		if uf != nil && uf.Unfinished() && run == ctx {
+			var cancel context.CancelFunc
+			run, cancel = Finishing(ctx)
+			defer cancel()
+		}
+		if err := run.Err(); err != nil {
 			return fail("write", err)
 		}
-		ch, out, op, err := attemptWrite(ctx, c, us, attempt)
+		ch, out, op, err := attemptWrite(run, c, us, attempt)
 		if ch != nil {
 			last = ch
 			res.Diff, res.Updated = ch.Plan.Diff, ch.Plan.Changed()
@@ -232,12 +259,12 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 		if err == nil {
 			return res, nil
 		}
-		if Classify(err) != ClassConflict || ctx.Err() != nil {
+		if Classify(err) != ClassConflict || run.Err() != nil {
 			return fail(op, err)
 		}
 		if g != nil {
 			// The Grouper waits its own way (and counts attempts).
-			out, err := g.Lost(ctx, ch, attempt, err)
+			out, err := g.Lost(run, ch, attempt, err)
 			if err != nil {
 				return fail(op, err)
 			}
@@ -247,7 +274,7 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 			}
 			continue
 		}
-		if err := policy.Wait(ctx, attempt, LostWhat(err), err); err != nil {
+		if err := policy.Wait(run, attempt, LostWhat(err), err); err != nil {
 			return fail(op, err)
 		}
 	}

@@ -13,6 +13,10 @@ type Writer struct {
 	Batch bool
 }
 
+// AtomicBatches reports whether ApplyAll writes a batch as one change
+// (all of it or none of it).
+func (w Writer) AtomicBatches() bool { return w.Batch }
+
 // Apply writes one workload's update.
 func (w Writer) Apply(ctx context.Context, u Update) (Result, error) {
 	return Write(ctx, w.Backend, w.Policy, []Update{u})

@@ -333,7 +333,7 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Comman
 	// the render's cancellation must not cut it off half-way (a file://
 	// repository's receive-pack killed while it holds the branch's lock
 	// file leaves the lock behind). It still ends at the retry deadline.
-	ctx, cancel := pushContext(ctx)
+	ctx, cancel := statestore.Finishing(ctx)
 	defer cancel()
 	if len(ov.added) == 0 && allDeletes(cmds) {
 		// Only deletions: git sends no packfile at all.
@@ -366,17 +366,6 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Comman
 		return rs.Error()
 	}
 	return nil
-}
-
-// pushGrace is how long a push that has started may outlast the render's
-// retry deadline.
-const pushGrace = 30 * time.Second
-
-// pushContext is the context a push runs on once it has started: not
-// cancelled with ctx, and done at ctx's retry deadline (plus pushGrace).
-func pushContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	at, _ := statestore.RetryDeadline(ctx)
-	return context.WithDeadline(context.WithoutCancel(ctx), at.Add(pushGrace))
 }
 
 func touchesRequests(cmds []*packp.Command) bool {

@@ -124,6 +124,12 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	}
 	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}}
 	committed := snap.etag(recPath)
+	// From the first upload to the record that commits them, readers see
+	// the write step by step: it is not cut off half-way by a
+	// cancellation (see statestore.Unfinished); the retry deadline still
+	// bounds it.
+	ctx, cancel := statestore.Finishing(ctx)
+	defer cancel()
 	if commit {
 		w.dirty = true
 		if err := s.announce(ctx, w, loadChanges(u.Workload, pr.rec, plan)); err != nil {
@@ -153,6 +159,10 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	}
 	return out, nil
 }
+
+// Unfinished reports whether this write has uploaded something that its
+// record does not commit yet: Write then finishes it past a cancellation.
+func (w *write) Unfinished() bool { return w.dirty && !w.committed }
 
 // Finish settles the load summaries this write announced changes in,
 // whatever the outcome, and a write that wrote anything creates the
