@@ -46,13 +46,16 @@ type Store interface {
 	Snapshot(ctx context.Context) (Snapshot, error)
 	// Apply writes one workload's update.
 	Apply(ctx context.Context, u Update) (Result, error)
+	// ApplyAll writes several workloads' updates, each planned on top of
+	// the ones before it: as one change where the store can (see
+	// Writer.AtomicBatches), one after the other otherwise.
+	ApplyAll(ctx context.Context, us []Update) (Result, error)
 	// Close releases what the store holds (clones, connections).
 	Close() error
 }
 
-// BatchApplier is implemented by stores that can write several workloads'
-// updates as one change (git: one commit). Tools that move many workloads
-// at once (drain) use it when a store has it, and Apply in turn otherwise.
+// BatchApplier is the part of Store that writes several workloads'
+// updates at once.
 type BatchApplier interface {
 	ApplyAll(ctx context.Context, us []Update) (Result, error)
 }

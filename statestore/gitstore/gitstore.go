@@ -203,16 +203,11 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 
 // Snapshot returns a read-only view of the branch's newest tip.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	tip, objs, err := s.repo.head(ctx, true)
+	a, err := s.readTip(s.Policy.Context(ctx), true)
 	if err != nil {
 		return nil, s.wrap("read", err)
 	}
-	root, err := rootTree(objs, tip)
-	if err != nil {
-		return nil, s.wrap("read", err)
-	}
-	return s.newSnap(objs, root), nil
+	return a.treeSnap, nil
 }
 
 var _ statestore.BatchApplier = (*Store)(nil)
