@@ -73,11 +73,20 @@ var (
 )
 
 // Snapshot lists what the update will be planned against (see prepare).
-// A missing bucket is created here when Config.CreateBucket says so
-// (never by a dry run, which plans on an empty view).
+// The first attempt starts from what the Store's last Snapshot looked up
+// (the view a render read its records from), and lists only what that did
+// not cover; a later one, after a lost race, lists afresh. A missing
+// bucket is created here when Config.CreateBucket says so (never by a dry
+// run, which plans on an empty view).
 func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
 	s, u := w.s, w.u
-	snap := s.newSnapshot(ctx)
+	var snap *snapshot
+	if attempt == 1 {
+		snap = s.keptView(ctx)
+	}
+	if snap == nil {
+		snap = s.newSnapshot(ctx)
+	}
 	pr, err := s.prepare(snap, u, w.dests)
 	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
 		if !u.DryRun {
@@ -122,6 +131,9 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	if u.DryRun {
 		return out, nil
 	}
+	// The Store's kept view no longer shows the store as it is once this
+	// write has written: the next write lists afresh.
+	s.keepView(nil)
 	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}}
 	committed := snap.etag(recPath)
 	// From the first upload to the record that commits them, readers see

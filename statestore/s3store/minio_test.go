@@ -319,6 +319,72 @@ func TestRequestCounts(t *testing.T) {
 	}
 }
 
+// TestWriteStartsFromSnapshot: a write's first attempt plans on what the
+// Store's last Snapshot looked up, as a render reads its records and then
+// writes, so the two do not list the same folders twice; a view another
+// writer moved meanwhile costs a second attempt on a fresh listing, which
+// lands whole; and a write that wrote leaves the next one to list afresh.
+func TestWriteStartsFromSnapshot(t *testing.T) {
+	m := testenv.MinIO(t)
+	bucket := m.CreateBucket(t, "view")
+	cnt := newCounter()
+	cfg := minioConfig(m, bucket)
+	cfg.Transport = cnt
+	applyOK(t, open(t, cfg), render(50, nil))
+	// read is what the engine does before it writes: a snapshot, looked
+	// up with the update's hint and the record read.
+	read := func(s *Store, u statestore.Update) {
+		t.Helper()
+		snap, err := s.Snapshot(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		statestore.Prefetch(snap, statestore.UpdateHint(u))
+	}
+
+	// Unchanged: the write lists only the marker's folder, which the
+	// snapshot did not look at, and reads the marker (is it current?).
+	s := open(t, cfg)
+	cnt.take()
+	read(s, render(50, nil))
+	n, _ := cnt.take()
+	wantCounts(t, "snapshot", n, map[string]int{"HEAD": 1, "LIST": 3, "GET": 1})
+	if res := applyOK(t, s, render(50, nil)); res.Updated {
+		t.Fatalf("unchanged render reported an update: %+v", res)
+	}
+	n, _ = cnt.take()
+	wantCounts(t, "unchanged write after the snapshot", n, map[string]int{"LIST": 1, "GET": 1})
+
+	// Another writer changes the workload between the snapshot and the
+	// write: the first attempt's conditional writes fail, the second plans
+	// on a fresh listing, and the store holds this render's files, whole.
+	s = open(t, cfg)
+	mine := render(50, map[string]string{"dev/p/f01.yaml": "mine\n", "dev/p/f02.yaml": ""})
+	read(s, mine)
+	applyOK(t, open(t, cfg), render(50, map[string]string{"dev/p/f01.yaml": "theirs\n", "dev/p/f03.yaml": "", "dev/p/new.yaml": "theirs\n"}))
+	res := applyOK(t, s, mine)
+	if res.Attempts != 2 {
+		t.Errorf("a write planned on a view another writer moved: %d attempts, want 2", res.Attempts)
+	}
+	want := map[string]string{}
+	for p, data := range mine.Files {
+		want[p] = string(data)
+	}
+	if got := contents(t, open(t, cfg)); !maps.Equal(got, want) {
+		t.Fatalf("after the race the store holds %v, want this render's %v", got, want)
+	}
+	checkMarker(t, m, bucket, "dev")
+
+	// The Store wrote: its next write lists afresh (and finds its own
+	// write there: nothing to do).
+	cnt.take()
+	if res := applyOK(t, s, mine); res.Updated {
+		t.Fatalf("the write after a write saw the old view: %+v", res)
+	}
+	n, _ = cnt.take()
+	wantCounts(t, "unchanged write after a write", n, map[string]int{"LIST": 4, "GET": 2})
+}
+
 // TestMultipartNotReuploaded: a file that a tool re-uploaded as a
 // multipart object (whose ETag is not an MD5) with the same content is
 // compared by content, once per render, and never uploaded again.

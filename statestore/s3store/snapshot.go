@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,6 +72,44 @@ func (s *Store) emptySnapshot(ctx context.Context) *snapshot {
 	sn := s.newSnapshot(ctx)
 	sn.empty = true
 	return sn
+}
+
+// fork returns a new snapshot, reading with ctx, that starts from what sn
+// has looked up so far: the ranges and folders its listings covered, the
+// objects they showed and the contents it read (each exactly in its listed
+// version). A write's first attempt plans on it (see write.Snapshot).
+//
+// Nothing in the parts folder of an aggregated file is inherited: parts
+// are looked at only after their file (see lookAll), and the fork's own
+// listings are newer than everything it inherits, so a file, inherited or
+// not, is still seen before its parts. An empty snapshot (no bucket yet)
+// gives nil: the write must look for the bucket itself.
+func (sn *snapshot) fork(ctx context.Context) *snapshot {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if sn.empty {
+		return nil
+	}
+	out := sn.s.newSnapshot(ctx)
+	for _, d := range sn.deep {
+		if !strings.HasPrefix(d+"/", aggregatePrefix) && !strings.HasPrefix(aggregatePrefix, d+"/") && d != "" {
+			out.deep = append(out.deep, d)
+		}
+	}
+	for dir, sps := range sn.spans {
+		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
+			out.spans[dir] = slices.Clone(sps)
+		}
+	}
+	for p, o := range sn.objs {
+		if out.covered(p) {
+			out.objs[p] = o
+			if data, ok := sn.cache[p]; ok {
+				out.cache[p] = data
+			}
+		}
+	}
+	return out
 }
 
 // listPrefix is the key prefix of every object of the store.

@@ -457,6 +457,50 @@ func TestSnapshotAnswersOnce(t *testing.T) {
 	}
 }
 
+// TestForkLeavesParts: a write's first attempt inherits what the render's
+// snapshot looked up (fork), except the parts of aggregated files: a part
+// listed by the render's snapshot may be older than the file looked up by
+// the write, and a file must always be seen before its parts (lookAll).
+// Contents read are inherited with their objects; an empty snapshot (no
+// bucket yet) is not inherited at all.
+func TestForkLeavesParts(t *testing.T) {
+	sn := unitStore(t, Config{}).newSnapshot(context.Background())
+	const (
+		file   = "dev/resources/kratix-canary-configmap.yaml"
+		record = ".render/workloads/w.json"
+		target = "dev/all.yaml"
+		part   = ".render/aggregate/dev/all.yaml/w.part"
+	)
+	sn.mu.Lock()
+	for _, p := range []string{file, record, target, part} {
+		sn.add(p, object{etag: "e" + p, size: 1})
+	}
+	sn.spans["dev/resources"] = []span{{after: "kratix-canary-configmap.yam", toEnd: true}}
+	sn.spans["dev"] = []span{{after: "all.yam", toEnd: true}}
+	sn.spans[".render/aggregate/dev/all.yaml"] = []span{{after: "", toEnd: true}}
+	sn.deep = []string{".render/workloads", ".render/aggregate/dev", ".render"}
+	sn.cache[record] = []byte("{}")
+	sn.mu.Unlock()
+
+	f := sn.fork(context.Background())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for p, want := range map[string]bool{file: true, record: true, target: true, part: false, ".render/aggregate/dev/b.yaml/w.part": false, ".render/index.json": false} {
+		if got := f.covered(p); got != want {
+			t.Errorf("fork: covered(%q) = %v, want %v", p, got, want)
+		}
+		if _, got := f.objs[p]; got != (want && p != ".render/index.json") {
+			t.Errorf("fork: object %q inherited = %v, want %v", p, got, want)
+		}
+	}
+	if string(f.cache[record]) != "{}" {
+		t.Errorf("fork: the record read by the snapshot is not inherited: %q", f.cache[record])
+	}
+	if e := unitStore(t, Config{}).emptySnapshot(context.Background()); e.fork(context.Background()) != nil {
+		t.Error("an empty snapshot (no bucket yet) was forked: the write would not create the bucket")
+	}
+}
+
 // A write that fails does not cut off the writes under way (writeAll):
 // their contexts stay live until they end by themselves. Under parallel, a
 // rejected conditional write (every writer but one loses the race to
