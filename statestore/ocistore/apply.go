@@ -56,11 +56,21 @@ var (
 	_ statestore.Releaser  = (*write)(nil)
 )
 
-// Snapshot is the state read under the lock while the write holds it,
-// the state as it is otherwise.
+// Snapshot is the state read under the lock while the write holds it.
+// Otherwise the first attempt plans on the state this Store read or
+// committed last (for a render, the state its Snapshot read: the manifest
+// is not read twice), and a later one reads the state as it is now. A
+// first attempt is planned without the lock anyway: a plan that changes
+// something is committed only once the lock is held and the state read
+// under it is still the one planned on.
 func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
 	if w.held != nil {
 		return w.held, nil
+	}
+	if attempt == 1 {
+		if sn := w.s.lastSeen(ctx); sn != nil {
+			return sn, nil
+		}
 	}
 	return w.s.snapshot(ctx)
 }
@@ -355,6 +365,7 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan
 	if err := s.retry(ctx, func() error { return s.base.PushReference(ctx, next.desc, bytes.NewReader(data), StateTag) }); err != nil {
 		return nil, nil, err
 	}
+	s.saw(next)
 	var pub []string
 	for _, f := range changed {
 		if published(f) {

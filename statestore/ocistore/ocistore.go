@@ -139,6 +139,9 @@ type Store struct {
 	// deletesOK is set once the registry showed it deletes tags (see
 	// checkDeletes).
 	deletesOK bool
+	// seen is the state this Store last read or committed, which the
+	// first attempt of its next write plans on (see write.Snapshot).
+	seen *state
 }
 
 // CheckConfig refuses a configuration that cannot name a store: an empty
@@ -286,6 +289,8 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 }
 
 // Snapshot reads the state manifest; layers are pulled when first looked at.
+// The Store's next write plans its first attempt on the same state (see
+// write.Snapshot), so a render reads the manifest once.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)

@@ -33,12 +33,34 @@ var (
 	_ statestore.Revisioned = (*snapshot)(nil)
 )
 
+// snapshot reads the state manifest, and remembers the state as the one
+// this Store saw last.
 func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
 	st, err := s.readState(ctx)
 	if err != nil {
 		return nil, err
 	}
+	s.saw(st)
 	return &snapshot{s: s, ctx: ctx, st: st}, nil
+}
+
+// saw remembers st as the state this Store read or committed last.
+func (s *Store) saw(st *state) {
+	s.mu.Lock()
+	s.seen = st
+	s.mu.Unlock()
+}
+
+// lastSeen is a snapshot of the state this Store read or committed last,
+// without a request; nil when it has seen none.
+func (s *Store) lastSeen(ctx context.Context) *snapshot {
+	s.mu.Lock()
+	st := s.seen
+	s.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return &snapshot{s: s, ctx: ctx, st: st}
 }
 
 // Revision is the digest of the state manifest the snapshot shows (empty

@@ -195,3 +195,60 @@ func TestRepairAfterADeadWriter(t *testing.T) {
 		t.Fatalf("a write after the repair: %+v, %v; want nothing to do", res, err)
 	}
 }
+
+// A render reads the state once: its write's first attempt plans on the
+// state the Store's Snapshot read (or, after a write, committed), with no
+// request of its own but a HEAD per destination. A state another writer
+// moved meanwhile is found under the lock, and the write lands on its
+// second plan.
+func TestRenderReadsTheStateOnce(t *testing.T) {
+	r := testenv.Registry(t)
+	ctx := context.Background()
+	cfg := config(r, repoName("once"))
+	other := open(t, cfg)
+	a := fileUpdate("w/a", map[string]string{"d1/a.yaml": "a\n"})
+	if _, err := other.Apply(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	ip := &interposer{}
+	mine := cfg
+	mine.Transport = ip
+	s := open(t, mine)
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statestore.Prefetch(snap, statestore.UpdateHint(a))
+	if res, err := s.Apply(ctx, a); err != nil || res.Updated {
+		t.Fatalf("an unchanged render: %+v, %v", res, err)
+	}
+	if reads, heads := ip.count(http.MethodGet, "/manifests/"+ocistore.StateTag), ip.count(http.MethodHead, "/d1/manifests/latest"); reads != 1 || heads != 1 || len(ip.seen) != 4 {
+		t.Errorf("an unchanged render read the state %d times and HEADed d1 %d times, want once each (and its two layers): %v", reads, heads, ip.seen)
+	}
+
+	// Another writer moves the state; this Store's next write plans on
+	// what it saw, loses under the lock, and plans again there.
+	if _, err := other.Apply(ctx, fileUpdate("w/b", map[string]string{"d1/b.yaml": "b\n"})); err != nil {
+		t.Fatal(err)
+	}
+	c := fileUpdate("w/c", map[string]string{"d1/c.yaml": "c\n"})
+	res, err := s.Apply(ctx, c)
+	if err != nil || !res.Updated || res.Attempts != 2 {
+		t.Fatalf("a write planned on a state another writer moved: %+v, %v; want it written on its second plan", res, err)
+	}
+	want := map[string]string{"d1/a.yaml": "a\n", "d1/b.yaml": "b\n", "d1/c.yaml": "c\n"}
+	if got := storeFiles(t, other); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the store holds %v, want %v", got, want)
+	}
+
+	// After its commit the Store plans on the state it committed.
+	ip.mu.Lock()
+	ip.seen = nil
+	ip.mu.Unlock()
+	if res, err := s.Apply(ctx, c); err != nil || res.Updated {
+		t.Fatalf("the same write again: %+v, %v", res, err)
+	}
+	if reads := ip.count(http.MethodGet, "/manifests/"+ocistore.StateTag); reads != 0 || len(ip.seen) != 1 {
+		t.Errorf("a write after this Store's commit read the state %d times: %v; want only the HEAD of d1", reads, ip.seen)
+	}
+}
