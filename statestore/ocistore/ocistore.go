@@ -34,6 +34,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -236,6 +237,17 @@ func Open(cfg Config) (*Store, error) {
 		Cache:      auth.NewCache(),
 	}
 	client.SetUserAgent("render")
+	if cfg.Username != "" || cfg.Password != "" {
+		// A username and password go with the first request, as the
+		// registry's Basic challenge would ask for them: without this,
+		// every render process's first request (the state manifest's
+		// read) is sent twice. A registry that wants a bearer token
+		// answers with its challenge, which the client then follows.
+		basic := base64.StdEncoding.EncodeToString([]byte(cfg.Username + ":" + cfg.Password))
+		_, _ = client.Cache.Set(context.Background(), cfg.Registry, auth.SchemeBasic, "", func(context.Context) (string, error) {
+			return basic, nil
+		})
+	}
 	s := &Store{
 		cfg: cfg, name: name, client: client,
 		layers: map[digest.Digest]map[string][]byte{},

@@ -28,6 +28,8 @@ type interposer struct {
 	mu   sync.Mutex
 	ran  bool
 	seen []string
+	// challenges counts the answers 401 (authentication challenges).
+	challenges int
 }
 
 func (ip *interposer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -36,9 +38,13 @@ func (ip *interposer) RoundTrip(req *http.Request) (*http.Response, error) {
 			Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
 	}
 	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err == nil && resp.StatusCode != http.StatusUnauthorized { // not the auth challenge
+	if err == nil {
 		ip.mu.Lock()
-		ip.seen = append(ip.seen, req.Method+" "+req.URL.Path)
+		if resp.StatusCode == http.StatusUnauthorized {
+			ip.challenges++
+		} else {
+			ip.seen = append(ip.seen, req.Method+" "+req.URL.Path)
+		}
 		ip.mu.Unlock()
 	}
 	if err == nil && resp.StatusCode == http.StatusOK && ip.after != nil && ip.after(req) {
@@ -224,6 +230,9 @@ func TestRenderReadsTheStateOnce(t *testing.T) {
 	}
 	if reads, heads := ip.count(http.MethodGet, "/manifests/"+ocistore.StateTag), ip.count(http.MethodHead, "/d1/manifests/latest"); reads != 1 || heads != 1 || len(ip.seen) != 4 {
 		t.Errorf("an unchanged render read the state %d times and HEADed d1 %d times, want once each (and its two layers): %v", reads, heads, ip.seen)
+	}
+	if ip.challenges != 0 {
+		t.Errorf("the registry challenged %d requests: the username and password did not go with the first", ip.challenges)
 	}
 
 	// Another writer moves the state; this Store's next write plans on
