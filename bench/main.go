@@ -10,7 +10,10 @@
 //
 // and stops them. Flags: -runs N (samples per scenario, default 5), -only
 // 1,3 (scenarios to run), -out DIR (default .bench), -quick (smaller sizes,
-// for trying the program out; its figures are not the published ones).
+// for trying the program out; its figures are not the published ones),
+// -sizes (the store sizes of scenarios 7 and 8, the N of scenario 5), -bin
+// (a render binary to measure instead of building one, to compare two
+// versions with the same benchmark).
 //
 // Scenarios (see docs/benchmarks.md):
 //
@@ -35,6 +38,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -53,7 +57,8 @@ type bench struct {
 	*env
 	runs  int
 	quick bool
-	// sizes, when set, replaces the store sizes of scenarios 7 and 8.
+	// sizes, when set, replaces the store sizes of scenarios 7 and 8 and
+	// the numbers of renders at once of scenario 5.
 	sizes []int
 	log   func(format string, args ...any)
 }
@@ -67,7 +72,8 @@ func main() {
 	out := flag.String("out", ".bench", "folder for the JSON results")
 	quick := flag.Bool("quick", false, "smaller sizes, to try the program out (figures not comparable)")
 	keep := flag.Bool("keep", false, "keep the scratch folder")
-	sizesFlag := flag.String("sizes", "", "comma-separated store sizes for scenarios 7 and 8 (default 0,10000,100000)")
+	sizesFlag := flag.String("sizes", "", "comma-separated store sizes for scenarios 7 and 8 (default 0,10000,100000), renders at once for scenario 5 (default 1,4,16,64)")
+	binFlag := flag.String("bin", "", "a render binary to measure instead of building cmd/render")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -87,9 +93,16 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	logf("building render")
-	if e.bin, err = buildRender(work); err != nil {
-		fatal(err)
+	if *binFlag != "" {
+		if e.bin, err = filepath.Abs(*binFlag); err != nil {
+			fatal(err)
+		}
+		logf("measuring %s", e.bin)
+	} else {
+		logf("building render")
+		if e.bin, err = buildRender(work); err != nil {
+			fatal(err)
+		}
 	}
 	b := &bench{env: e, runs: max(1, *runs), quick: *quick, log: logf}
 	for _, f := range strings.Split(*sizesFlag, ",") {
