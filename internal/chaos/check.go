@@ -2,12 +2,14 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"path"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/render-dev/render/internal/fluxcheck"
 	"github.com/render-dev/render/statestore"
@@ -170,6 +172,7 @@ func check(s Schedule, runs []*run, st *State) []string {
 				bad("rule 2: %s holds %s, which no render of it wrote", w.Name, k)
 				continue
 			}
+			value = same[0]
 			// Exactly that render's files, in every destination it is placed on.
 			placed := map[string]bool{}
 			for _, p := range rec.Placements {
@@ -264,9 +267,30 @@ func check(s Schedule, runs []*run, st *State) []string {
 		}
 	}
 
-	// Rule 4.
+	// Rule 4: a writer that landed lets go of what it held; one that did
+	// not may leave it, until its lease ends (a lock) or until the next
+	// write of the branch carries it (a request).
+	var gone []*run // renders that did not land
+	for _, r := range runs {
+		if r.outcome != Landed {
+			gone = append(gone, r)
+		}
+	}
 	for _, l := range st.Leftovers {
-		bad("rule 4: left behind: %s", l)
+		if len(gone) == 0 {
+			bad("rule 4: left behind, though every render landed: %s", l.Name)
+			continue
+		}
+		lastGone := slices.MaxFunc(gone, func(a, b *run) int { return cmp.Compare(a.end, b.end) })
+		for _, r := range runs {
+			if r.outcome == Landed && r.start > lastGone.end && l.Expires.IsZero() && strings.Contains(r.stdout, ": wrote ") {
+				bad("rule 4: left behind: %s, though %s wrote after %s, the last render that did not land, had ended", l.Name, r.label, lastGone.label)
+				break
+			}
+		}
+		if !l.Expires.IsZero() && st.Read.After(l.Expires.Add(2*time.Second)) && lastStart(runs).After(l.Expires.Add(time.Second)) {
+			bad("rule 4: left behind after its lease ended (%s): %s", l.Expires.Format(time.TimeOnly), l.Name)
+		}
 	}
 
 	// Rule 6: what Flux reads builds, and (OCI) it is what the state holds.
@@ -289,6 +313,17 @@ func check(s Schedule, runs []*run, st *State) []string {
 		}
 	}
 	return out
+}
+
+// lastStart is when the last render of a trial started.
+func lastStart(runs []*run) time.Time {
+	var t time.Time
+	for _, r := range runs {
+		if r.began.After(t) {
+			t = r.began
+		}
+	}
+	return t
 }
 
 // sameValue reports whether two runs leave the same value: two deletes, or

@@ -11,7 +11,9 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -37,9 +39,18 @@ type State struct {
 	// apart from Files (OCI: each destination's artifact); nil otherwise,
 	// when Flux reads Files.
 	Published map[string]map[string][]byte
-	// Leftovers name what a writer leaves only while it works: group-commit
+	// Read is when the state was read.
+	Read time.Time
+	// Leftovers are what a writer leaves only while it works: group-commit
 	// requests (git), lock tags (OCI).
-	Leftovers []string
+	Leftovers []Leftover
+}
+
+// Leftover is one thing a writer holds while it works, found at the end.
+type Leftover struct {
+	Name string
+	// Expires is the end of its lease, when it has one (OCI's lock tags).
+	Expires time.Time
 }
 
 // readGit reads branch main of r under prefix, and its pending refs.
@@ -47,7 +58,7 @@ func readGit(r *git.Repository, refs []*plumbing.Reference, prefix string) (*Sta
 	st := &State{Files: map[string][]byte{}}
 	for _, ref := range refs {
 		if strings.HasPrefix(ref.Name().String(), "refs/render/") {
-			st.Leftovers = append(st.Leftovers, ref.Name().String())
+			st.Leftovers = append(st.Leftovers, Leftover{Name: ref.Name().String()})
 		}
 	}
 	ref, err := r.Reference(plumbing.NewBranchReferenceName("main"), true)
@@ -169,7 +180,7 @@ func (o ociReader) read(ctx context.Context, dests []string) (*State, error) {
 	err = base.Tags(ctx, "", func(tags []string) error {
 		for _, t := range tags {
 			if strings.HasPrefix(t, "lock-") {
-				st.Leftovers = append(st.Leftovers, "tag "+t)
+				st.Leftovers = append(st.Leftovers, Leftover{Name: "tag " + t, Expires: lockExpiry(t)})
 			}
 		}
 		return nil
@@ -222,6 +233,24 @@ func (o ociReader) read(ctx context.Context, dests []string) (*State, error) {
 		st.Published[d] = files
 	}
 	return st, nil
+}
+
+// lockExpiry reads the expiry (Unix seconds) in an OCI lock tag's name:
+// lock-c-<expiry>-<id> or lock-t-<number>-<expiry>-<id>.
+func lockExpiry(tag string) time.Time {
+	parts := strings.Split(tag, "-")
+	i := 2
+	if strings.HasPrefix(tag, "lock-t-") {
+		i = 3
+	}
+	if len(parts) <= i {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(parts[i], 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(n, 0)
 }
 
 func isNotFound(err error) bool {

@@ -59,6 +59,7 @@ type run struct {
 	signal   *Signal
 
 	start, end time.Duration // since the trial's clock started (setup: negative)
+	began      time.Time     // when it started, by the wall clock
 	code       int
 	signalled  string // the signal the trial sent, if it was sent
 	hung       bool   // did not exit in time: killed by the trial
@@ -228,7 +229,7 @@ func (w *world) exec(clock time.Time, r *run, platform string) error {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	time.Sleep(time.Until(clock.Add(r.at)))
-	r.start = time.Since(clock)
+	r.start, r.began = time.Since(clock), time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -426,7 +427,7 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 				}
 				kind = Configure
 			}
-			r := &run{label: "final " + wl.Name, key: fmt.Sprintf("%d/final-%s", sched.Seed, wl.Name), kind: kind, workload: i, deadline: 60 * time.Second}
+			r := &run{label: "final " + wl.Name, key: fmt.Sprintf("%d/final-%s", sched.Seed, wl.Name), kind: kind, workload: i, deadline: 90 * time.Second}
 			if kind == Configure {
 				r.files, r.pad = []string{"a", "c"}, 10
 			}
@@ -443,6 +444,9 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	st, err := w.store.read(ctx, dests)
+	if err == nil {
+		st.Read = time.Now()
+	}
 	if err != nil {
 		violate("reading the store: %v", err)
 	} else {
