@@ -164,13 +164,13 @@ func Generate(seed uint64, store Kind) Schedule {
 		}
 		switch x := r.IntN(100); {
 		case x < 12:
-			op.Signal = &Signal{Name: "KILL", After: ms(30 + r.IntN(1500))}
+			op.Signal = &Signal{Name: "KILL", After: ms(20 + r.IntN(700))}
 		case x < 20:
-			op.Signal = &Signal{Name: "TERM", After: ms(30 + r.IntN(1500))}
+			op.Signal = &Signal{Name: "TERM", After: ms(20 + r.IntN(700))}
 		}
 		s.Ops = append(s.Ops, op)
 	}
-	nf := r.IntN(4)
+	nf := 1 + r.IntN(4)
 	for range nf {
 		f := Fault{At: ms(r.IntN(window)), For: ms(100 + r.IntN(2000))}
 		stream := []string{"upstream", "downstream"}[r.IntN(2)]
