@@ -304,7 +304,26 @@ func check(s Schedule, runs []*run, st *State) []string {
 		if st.Published != nil {
 			pub := st.Published[d]
 			if !maps.EqualFunc(pub, files, bytes.Equal) {
-				bad("rule 6: the artifact of %s holds %v, the state %v", d, sortedKeys(pub), sortedKeys(files))
+				// A writer that died between its commit and moving the
+				// destination's tag leaves the artifact behind the state
+				// until the next writer holds the lock; Flux then reads
+				// the older state, whole.
+				if why := lagging(runs); why != "" {
+					bad("rule 6: the artifact of %s holds %v, the state %v, %s", d, sortedKeys(pub), sortedKeys(files), why)
+				}
+				for _, w := range s.Workloads {
+					keys := map[string]bool{}
+					for p, b := range pub {
+						if ownedBy(w, d, p) {
+							if m := opLine.FindSubmatch(b); m != nil {
+								keys[string(m[1])] = true
+							}
+						}
+					}
+					if len(keys) > 1 {
+						bad("rule 2: the artifact of %s holds a mix of renders of %s: %s", d, w.Name, strings.Join(sortedKeys(keys), ", "))
+					}
+				}
 			}
 			files = pub
 		}
@@ -313,6 +332,37 @@ func check(s Schedule, runs []*run, st *State) []string {
 		}
 	}
 	return out
+}
+
+// lagging says why an artifact may not lag behind the state: "" when a
+// render died or gave up after which no render wrote.
+func lagging(runs []*run) string {
+	var gone *run
+	for _, r := range runs {
+		if r.outcome != Landed && (gone == nil || r.end > gone.end) {
+			gone = r
+		}
+	}
+	if gone == nil {
+		return "though every render landed"
+	}
+	for _, r := range runs {
+		if r.outcome == Landed && r.start > gone.end && strings.Contains(r.stdout, ": wrote ") {
+			return fmt.Sprintf("though %s wrote after %s, the last render that did not land, had ended", r.label, gone.label)
+		}
+	}
+	return ""
+}
+
+// ownedBy reports whether p, relative to destination d, is a file of
+// workload w's layout.
+func ownedBy(w Workload, d, p string) bool {
+	for _, f := range []string{"a", "b", "c"} {
+		if path.Join(d, p) == filePath(w, d, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // lastStart is when the last render of a trial started.
