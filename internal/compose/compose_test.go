@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/render-dev/render/internal/inputs"
+	_ "github.com/render-dev/render/internal/storekind" // checks each store the platform defines
 )
 
 const repoRoot = "../.."

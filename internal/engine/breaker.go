@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"sort"
 	"strings"
 
@@ -8,6 +9,52 @@ import (
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
+
+// writeSet is what the guard judges: the updates of a render, a drain or a
+// prune, with the platform, the stores' views and the records read there.
+type writeSet struct {
+	platform *inputs.Platform
+	views    map[renderer.StoreRef]*storeView
+	recs     map[renderer.StoreRef][]statestore.Record
+	updates  storeUpdates
+	// claims are the updates whose objects are checked against other
+	// workloads' claims: a render's (what its workloads write). A drain
+	// or a prune moves or removes objects its records already claim, and
+	// leaves that to the planner.
+	claims storeUpdates
+	// deleteAction is a delete workflow's render, which may empty a
+	// destination.
+	deleteAction bool
+}
+
+// guard is the last check before anything is written, for renders,
+// drains and prunes alike. An object another workload holds in a store is
+// bad input: it is refused here (an InputError naming the store), not
+// when that store's turn to be written comes. Then the mass-deletion
+// breaker: a refusal is returned as the error of a real write, a dry run
+// gets the verdict to report, and an allowed mass deletion is logged.
+func (e *Engine) guard(w writeSet) (*statestore.MassDeletionError, error) {
+	for _, ref := range sortedRefs(w.claims) {
+		v := w.views[ref]
+		if v == nil || v.facts.All != nil {
+			continue // a store that predates the index: its records were checked
+		}
+		for _, u := range w.claims[ref] {
+			if err := statestore.CheckClaims(v.snap, u, nil); err != nil {
+				var oe *statestore.OwnedError
+				if errors.As(err, &oe) {
+					err = &renderer.InputError{Where: v.name, Msg: strings.TrimPrefix(oe.Error(), statestore.ErrConflict.Error()+": ")}
+				}
+				return nil, err
+			}
+		}
+	}
+	md, err := e.breaker(w.platform, w.views, w.recs, w.updates, w.deleteAction)
+	if err != nil {
+		return nil, err
+	}
+	return e.checkBreaker(md)
+}
 
 // breaker runs the mass-deletion check on one render's or drain's writes,
 // per store, from the records read before planning: nil when no write
@@ -81,19 +128,9 @@ func holdsFiles(idx statestore.FileIndex, dir string) bool {
 // mass deletion, for messages.
 func massDeletion(p *inputs.Platform, ref renderer.StoreRef) (inputs.MassDeletion, string) {
 	field := "spec.massDeletion.allow: true in " + ref.Kind + " " + ref.Name
-	switch ref.Kind {
-	case "GitStateStore":
-		if s := p.GitStores[ref.Name]; s != nil {
-			return s.MassDeletion, field + " (" + s.File + ")"
-		}
-	case "BucketStateStore":
-		if s := p.BucketStores[ref.Name]; s != nil {
-			return s.MassDeletion, field + " (" + s.File + ")"
-		}
-	case "OCIStateStore":
-		if s := p.OCIStores[ref.Name]; s != nil {
-			return s.MassDeletion, field + " (" + s.File + ")"
-		}
+	if s := p.Store(ref); s != nil {
+		m := s.Meta()
+		return m.MassDeletion, field + " (" + m.File + ")"
 	}
 	return inputs.MassDeletion{}, field
 }

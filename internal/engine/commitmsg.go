@@ -21,10 +21,10 @@ import (
 // time, on counts no run here had, is an InputError too: the store writes
 // nothing and the render exits 2.
 func (e *Engine) commitSettings(p *inputs.Platform, ref renderer.StoreRef, wf renderer.Workflow, obj *inputs.Object, u *statestore.Update) error {
-	if ref.Kind != "GitStateStore" {
+	gs, ok := p.Store(ref).(*inputs.GitStateStore)
+	if !ok {
 		return nil
 	}
-	gs := p.GitStores[ref.Name]
 	where := "GitStateStore " + ref.Name
 	spec := gs.Commit
 	if spec == nil {

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -65,12 +64,63 @@ type pendingWrite struct {
 // so later renders of new resources skip it too. Promise dependencies stay:
 // they go to every matching destination by design.
 //
-// A stop asked with WithStop ends a drain that has not begun publishing
-// with a *StoppedError, as it does a render.
+// A drain is a few steps, sharing a render's where it can: read the
+// platform and every store (as prune-misscheduled does), find the
+// workloads the index places on dest, weigh the load of the destinations
+// they could go to, move their groups, then the same guard and publish
+// step as a render. A stop asked with WithStop ends a drain that has not
+// begun publishing with a *StoppedError, as it does a render.
 func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
 	ph := &phaseTracker{e: e, ctx: ctx}
+	plat, err := e.loadPlatform(ph)
+	if err != nil {
+		return nil, err
+	}
+	if err := definedDestination(plat, dest); err != nil {
+		return nil, err
+	}
+	rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
+	stores, views, failed, err := e.readAll(ctx, ph, plat)
+	if err != nil {
+		return nil, err
+	}
+	if failed != nil {
+		rep.Stores = failed
+		return rep, nil
+	}
+	d := &drain{e: e, ctx: ctx, plat: plat, dest: dest, stores: stores, views: views, rep: rep,
+		byName: map[string]*renderer.Destination{}, snaps: map[renderer.StoreRef]statestore.Snapshot{},
+		pending: map[renderer.StoreRef]map[string]*pendingWrite{}}
+	for _, step := range []func() error{
+		d.placed,    // the records of the workloads placed on dest
+		d.weighLoad, // the load of the destinations they could go to
+		d.moveAll,   // each resource group to its new destination
+	} {
+		if err := step(); err != nil {
+			return nil, ph.check(err)
+		}
+	}
+	all := d.updates()
+	// The mass-deletion breaker: a drain that empties a destination of
+	// workload files (its resources moved, no dependencies left) is refused
+	// unless allowed.
+	if rep.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(d.byWorkload), updates: all}); err != nil {
+		return nil, ph.check(err)
+	}
+	if rep.Stores, err = e.publish(ctx, ph, plat, stores, all, nil, ""); err != nil {
+		return nil, err
+	}
+	rep.Duration = time.Since(start)
+	rep.Stopped = stopAsked(ctx)
+	ph.done()
+	return rep, nil
+}
+
+// loadPlatform is the reading step of a drain or a prune: the platform
+// configuration alone.
+func (e *Engine) loadPlatform(ph *phaseTracker) (*inputs.Platform, error) {
 	if err := ph.enter(PhaseReading); err != nil {
 		return nil, err
 	}
@@ -78,64 +128,118 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	if err != nil {
 		return nil, ph.check(err)
 	}
-	var from *renderer.Destination
+	return plat, nil
+}
+
+// definedDestination refuses a destination the platform does not define,
+// naming those it does.
+func definedDestination(plat *inputs.Platform, dest string) error {
 	var names []string
-	byName := map[string]*renderer.Destination{}
-	for i := range plat.Destinations {
-		d := &plat.Destinations[i]
-		byName[d.Name] = d
+	for _, d := range plat.Destinations {
+		if d.Name == dest {
+			return nil
+		}
 		names = append(names, d.Name)
 	}
-	if from = byName[dest]; from == nil {
-		return nil, &renderer.InputError{Msg: fmt.Sprintf("destination %q is not defined in the platform configuration; known destinations: %s", dest, strings.Join(names, ", "))}
-	}
+	return &renderer.InputError{Msg: fmt.Sprintf("destination %q is not defined in the platform configuration; known destinations: %s", dest, strings.Join(names, ", "))}
+}
+
+// readAll opens every store the platform's destinations use and reads a
+// view of each, in parallel, for a drain or a prune: the index, or every
+// record of a store that predates it. A store that cannot be read ends
+// the command with nothing written: failed reports them, in store order.
+func (e *Engine) readAll(ctx context.Context, ph *phaseTracker, plat *inputs.Platform) (stores map[renderer.StoreRef]statestore.Store, views map[renderer.StoreRef]*storeView, failed []StoreReport, err error) {
 	if err := ph.enter(PhasePlanning); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	stores, err := e.open(plat, storeRefs(plat))
-	if err != nil {
-		return nil, ph.check(err)
+	if stores, err = e.open(plat, storeRefs(plat)); err != nil {
+		return nil, nil, nil, ph.check(err)
 	}
-	rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
-	views, failed := e.readViews(ctx, stores, "", "", nil)
+	views, unread := e.readViews(ctx, stores, "", "", nil)
 	if err := ph.check(nil); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	if len(failed) > 0 {
-		rep.Stores = failedReports(e, stores, failed)
-		return rep, nil
+	if len(unread) > 0 {
+		return stores, nil, failedReports(e, stores, unread), nil
 	}
-	cordoned := append([]renderer.Destination(nil), plat.Destinations...)
-	for i := range cordoned {
-		if cordoned[i].Name == dest {
-			cordoned[i].Unschedulable = true
+	return stores, views, nil, nil
+}
+
+// recordsByStore is every record of byWorkload, by store: what the
+// breaker counts the files before the write from.
+func recordsByStore(byWorkload map[string]map[renderer.StoreRef]statestore.Record) map[renderer.StoreRef][]statestore.Record {
+	recs := map[renderer.StoreRef][]statestore.Record{}
+	for _, byRef := range byWorkload {
+		for ref, r := range byRef {
+			recs[ref] = append(recs[ref], r)
 		}
 	}
+	return recs
+}
 
-	// Each workload's records, by store: of the workloads the index places
-	// on dest, or of every workload in a store that predates the index.
-	byWorkload, err := drainRecords(views, from.Store, dest)
+// drain is one drain under way: its steps fill it in order.
+type drain struct {
+	e      *Engine
+	ctx    context.Context
+	plat   *inputs.Platform
+	dest   string
+	stores map[renderer.StoreRef]statestore.Store
+	views  map[renderer.StoreRef]*storeView
+	rep    *DrainReport
+
+	from     *renderer.Destination
+	byName   map[string]*renderer.Destination
+	cordoned []renderer.Destination
+	// byWorkload holds each workload's records, by store; keys the
+	// workloads in order.
+	byWorkload map[string]map[renderer.StoreRef]statestore.Record
+	keys       []string
+	// base is the load every choice starts from, updated as groups move.
+	base renderer.Input
+	// snaps are the snapshots of stores the drain reads that no view has;
+	// pending each workload's new state, by store.
+	snaps   map[renderer.StoreRef]statestore.Snapshot
+	pending map[renderer.StoreRef]map[string]*pendingWrite
+}
+
+// placed finds the workloads placed on the destination: their records,
+// by store, of the workloads the index places there, or of every workload
+// in a store that predates the index. The destination is cordoned for the
+// choices to come.
+func (d *drain) placed() error {
+	for i := range d.plat.Destinations {
+		dd := &d.plat.Destinations[i]
+		d.byName[dd.Name] = dd
+	}
+	d.from = d.byName[d.dest]
+	d.cordoned = append([]renderer.Destination(nil), d.plat.Destinations...)
+	for i := range d.cordoned {
+		if d.cordoned[i].Name == d.dest {
+			d.cordoned[i].Unschedulable = true
+		}
+	}
+	byWorkload, err := drainRecords(d.views, d.from.Store, d.dest)
 	if err != nil {
-		return nil, ph.check(e.storeErr(from.Store, stores, err))
+		return d.e.storeErr(d.from.Store, d.stores, err)
 	}
-	keys := make([]string, 0, len(byWorkload))
-	for k := range byWorkload {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	d.byWorkload = byWorkload
+	d.keys = slices.Sorted(maps.Keys(byWorkload))
+	return nil
+}
 
-	// The load every choice starts from, updated as groups move: read for
-	// the destinations the moving groups could go to.
-	base := renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}}
-	applyFacts(&base, views, "")
+// weighLoad reads the load every choice starts from: for the
+// destinations the moving groups could go to.
+func (d *drain) weighLoad() error {
+	d.base = renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}}
+	applyFacts(&d.base, d.views, "")
 	var cands []string
-	for _, key := range keys {
-		for _, r := range byWorkload[key] {
+	for _, key := range d.keys {
+		for _, r := range d.byWorkload[key] {
 			for _, p := range r.Placements {
-				if r.Type != string(renderer.ResourceWorkflow) || !slices.Contains(p.Destinations, dest) {
+				if r.Type != string(renderer.ResourceWorkflow) || !slices.Contains(p.Destinations, d.dest) {
 					continue
 				}
-				g := renderer.Place(renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}, Destinations: cordoned, Strategy: e.opts.Strategy}, drainGroup(p))
+				g := renderer.Place(renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}, Destinations: d.cordoned, Strategy: d.e.opts.Strategy}, drainGroup(p))
 				for _, v := range g.Verdicts {
 					if v.Reason == "" {
 						cands = append(cands, v.Destination)
@@ -145,184 +249,195 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			break
 		}
 	}
-	if len(cands) > 0 {
-		slices.Sort(cands)
-		if err := e.readLoad(ctx, plat, views, slices.Compact(cands), "", &base); err != nil {
-			return nil, ph.check(err)
-		}
+	if len(cands) == 0 {
+		return nil
 	}
+	slices.Sort(cands)
+	return d.e.readLoad(d.ctx, d.plat, d.views, slices.Compact(cands), "", &d.base)
+}
 
-	snaps := map[renderer.StoreRef]statestore.Snapshot{}
-	snapshot := func(ref renderer.StoreRef) (statestore.Snapshot, error) {
-		if s, ok := snaps[ref]; ok {
-			return s, nil
-		}
-		if v := views[ref]; v != nil {
-			return v.snap, nil
-		}
-		s, err := stores[ref].Snapshot(ctx)
-		if err == nil {
-			snaps[ref] = s
-		}
-		return s, err
+// snapshot is the snapshot the drain reads store ref through.
+func (d *drain) snapshot(ref renderer.StoreRef) (statestore.Snapshot, error) {
+	if s, ok := d.snaps[ref]; ok {
+		return s, nil
 	}
-	pending := map[renderer.StoreRef]map[string]*pendingWrite{}
-	pend := func(ref renderer.StoreRef, key string, rec statestore.Record) (*pendingWrite, error) {
-		if pending[ref] == nil {
-			pending[ref] = map[string]*pendingWrite{}
+	if v := d.views[ref]; v != nil {
+		return v.snap, nil
+	}
+	s, err := d.stores[ref].Snapshot(d.ctx)
+	if err == nil {
+		d.snaps[ref] = s
+	}
+	return s, err
+}
+
+// pend returns the pending write of workload key in store ref, starting
+// it from what the store holds of the workload (its record and files).
+func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (*pendingWrite, error) {
+	if d.pending[ref] == nil {
+		d.pending[ref] = map[string]*pendingWrite{}
+	}
+	if pw := d.pending[ref][key]; pw != nil {
+		return pw, nil
+	}
+	pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}}
+	if old, ok := d.byWorkload[key][ref]; ok {
+		pw.rec = old
+		// Records may be shared with the store's cache: copy what changes.
+		pw.rec.Objects = append([]layout.Object(nil), old.Objects...)
+		pw.rec.Placements = append([]layout.Placement(nil), old.Placements...)
+		snap, err := d.snapshot(ref)
+		if err != nil {
+			return nil, err
 		}
-		if pw := pending[ref][key]; pw != nil {
-			return pw, nil
-		}
-		pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}}
-		if old, ok := byWorkload[key][ref]; ok {
-			pw.rec = old
-			// Records may be shared with the store's cache: copy what changes.
-			pw.rec.Objects = append([]layout.Object(nil), old.Objects...)
-			pw.rec.Placements = append([]layout.Placement(nil), old.Placements...)
-			snap, err := snapshot(ref)
-			if err != nil {
-				return nil, err
-			}
-			for _, f := range old.Files {
-				if t, ok := statestore.AggregateTarget(f, key); ok {
-					// Aggregated destinations do not drain, but the
-					// workload's parts there stay as they are.
-					data, err := snap.ReadFile(f)
-					if err != nil {
-						return nil, fmt.Errorf("read %s: %w", f, err)
-					}
-					pw.aggregates = append(pw.aggregates, layout.Aggregate{Target: t, Contribution: data})
-					continue
-				}
-				if layout.IsMeta(f) {
-					continue
-				}
+		for _, f := range old.Files {
+			if t, ok := statestore.AggregateTarget(f, key); ok {
+				// Aggregated destinations do not drain, but the
+				// workload's parts there stay as they are.
 				data, err := snap.ReadFile(f)
 				if err != nil {
 					return nil, fmt.Errorf("read %s: %w", f, err)
 				}
-				pw.files[f] = data
+				pw.aggregates = append(pw.aggregates, layout.Aggregate{Target: t, Contribution: data})
+				continue
 			}
+			if layout.IsMeta(f) {
+				continue
+			}
+			data, err := snap.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", f, err)
+			}
+			pw.files[f] = data
 		}
-		pending[ref][key] = pw
-		return pw, nil
 	}
+	d.pending[ref][key] = pw
+	return pw, nil
+}
 
-	for _, key := range keys {
+// moveAll moves every resource group placed on the destination, workload
+// by workload; what cannot move is reported as stuck.
+func (d *drain) moveAll() error {
+	for _, key := range d.keys {
 		var rec statestore.Record
-		for _, r := range byWorkload[key] {
+		for _, r := range d.byWorkload[key] {
 			rec = r
 			break
 		}
 		for pi, p := range rec.Placements {
-			if !slices.Contains(p.Destinations, dest) {
+			if !slices.Contains(p.Destinations, d.dest) {
 				continue
 			}
-			if rec.Type != string(renderer.ResourceWorkflow) {
-				rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, "promise dependencies go to every matching destination; they stay", false})
-				continue
+			if err := d.move(key, rec, pi, p); err != nil {
+				return err
 			}
-			if from.Mode != renderer.NestedByMetadata {
-				rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("destination %s uses filepath mode %s; only nestedByMetadata folders can be moved: re-run the workflow instead", dest, from.Mode), true})
-				continue
-			}
-			wf := renderer.Workflow{Type: renderer.ResourceWorkflow, Action: renderer.Configure, Promise: rec.Promise, Pipeline: rec.Pipeline, Name: rec.Name, Namespace: rec.Namespace}
-			g := drainGroup(p)
-			in := renderer.Input{Workflow: wf, Destinations: cordoned, Load: base.Load, Flavour: rec.Flavour, Strategy: e.opts.Strategy, Seed: e.opts.Seed}
-			g = renderer.Place(in, g)
-			if g.Unscheduled() {
-				var why []string
-				for _, v := range g.Verdicts {
-					if v.Reason != "" && v.Destination != dest {
-						why = append(why, v.Destination+": "+v.Reason)
-					}
-				}
-				if len(why) == 0 {
-					why = append(why, "there is no other destination")
-				}
-				rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("no other destination matches selector %s (%s)", g.Selector, strings.Join(why, "; ")), true})
-				continue
-			}
-			to := byName[g.Destinations[0]]
-			if to.Mode != renderer.NestedByMetadata {
-				rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("the chosen destination %s uses filepath mode %s; only nestedByMetadata folders can be moved", to.Name, to.Mode), true})
-				continue
-			}
-			rel := path.Join("resources", rec.Namespace, rec.Promise, rec.Name, rec.Pipeline, g.ID)
-			oldPrefix := path.Join(from.Path, rel) + "/"
-			newPrefix := path.Join(to.Path, rel) + "/"
-			src, err := pend(from.Store, key, rec)
-			if err != nil {
-				return nil, ph.check(e.storeErr(from.Store, stores, err))
-			}
-			dst, err := pend(to.Store, key, rec)
-			if err != nil {
-				return nil, ph.check(e.storeErr(to.Store, stores, err))
-			}
-			moved := 0
-			for f, data := range src.files {
-				if strings.HasPrefix(f, oldPrefix) {
-					delete(src.files, f)
-					dst.files[newPrefix+strings.TrimPrefix(f, oldPrefix)] = data
-					moved++
-				}
-			}
-			dst.dests[to.Path] = true
-			// Every copy of the record learns the new placement.
-			copies := []*pendingWrite{src, dst}
-			for ref := range byWorkload[key] {
-				pw, err := pend(ref, key, rec)
-				if err != nil {
-					return nil, ph.check(e.storeErr(ref, stores, err))
-				}
-				copies = append(copies, pw)
-			}
-			for _, pw := range uniqueWrites(copies) {
-				pw.rec.Placements = replacePlacement(pw.rec.Placements, pi, dest, to.Name)
-				for i, o := range pw.rec.Objects {
-					if o.Destination == from.Path && strings.HasPrefix(o.File, rel+"/") {
-						pw.rec.Objects[i].Destination, pw.rec.Objects[i].Store = to.Path, to.Store.String()
-					}
-				}
-			}
-			base.Load.Total[dest]--
-			base.Load.Total[to.Name]++
-			if rec.Flavour != "" {
-				if base.Load.ByFlavour[rec.Flavour] == nil {
-					base.Load.ByFlavour[rec.Flavour] = map[string]int{}
-				}
-				base.Load.ByFlavour[rec.Flavour][dest]--
-				base.Load.ByFlavour[rec.Flavour][to.Name]++
-			}
-			rep.Moves = append(rep.Moves, Move{Workload: key, Group: p.Group, From: dest, To: to.Name, Files: moved, Verdicts: g.Verdicts})
 		}
 	}
+	return nil
+}
 
-	msg := statestore.Message{Subject: fmt.Sprintf("render: drain destination %s (%d groups moved)", dest, len(rep.Moves)),
-		Trailers: []statestore.Trailer{{Key: "Render-Drain", Value: dest}, {Key: "Render-Version", Value: e.opts.Version}}}
-	refs := make([]renderer.StoreRef, 0, len(pending))
-	for ref := range pending {
-		refs = append(refs, ref)
+// move moves group p (placement pi) of workload key off the destination,
+// or says why it stays.
+func (d *drain) move(key string, rec statestore.Record, pi int, p layout.Placement) error {
+	rep, from, dest := d.rep, d.from, d.dest
+	if rec.Type != string(renderer.ResourceWorkflow) {
+		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, "promise dependencies go to every matching destination; they stay", false})
+		return nil
 	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
-	all := map[renderer.StoreRef][]statestore.Update{}
-	for _, ref := range refs {
-		var us []statestore.Update
-		wkeys := make([]string, 0, len(pending[ref]))
-		for k := range pending[ref] {
-			wkeys = append(wkeys, k)
-		}
-		sort.Strings(wkeys)
-		for _, k := range wkeys {
-			pw := pending[ref][k]
-			u := statestore.Update{Workload: k, Files: pw.files, Aggregates: pw.aggregates, Message: msg, DryRun: e.opts.DryRun, Shared: map[string][]byte{}}
-			for d := range pw.dests {
-				u.Destinations = append(u.Destinations, d)
+	if from.Mode != renderer.NestedByMetadata {
+		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("destination %s uses filepath mode %s; only nestedByMetadata folders can be moved: re-run the workflow instead", dest, from.Mode), true})
+		return nil
+	}
+	wf := renderer.Workflow{Type: renderer.ResourceWorkflow, Action: renderer.Configure, Promise: rec.Promise, Pipeline: rec.Pipeline, Name: rec.Name, Namespace: rec.Namespace}
+	g := drainGroup(p)
+	in := renderer.Input{Workflow: wf, Destinations: d.cordoned, Load: d.base.Load, Flavour: rec.Flavour, Strategy: d.e.opts.Strategy, Seed: d.e.opts.Seed}
+	g = renderer.Place(in, g)
+	if g.Unscheduled() {
+		var why []string
+		for _, v := range g.Verdicts {
+			if v.Reason != "" && v.Destination != dest {
+				why = append(why, v.Destination+": "+v.Reason)
 			}
-			for _, d := range plat.Destinations {
-				if d.Store == ref {
-					maps.Copy(u.Shared, renderer.CanaryFiles(d))
+		}
+		if len(why) == 0 {
+			why = append(why, "there is no other destination")
+		}
+		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("no other destination matches selector %s (%s)", g.Selector, strings.Join(why, "; ")), true})
+		return nil
+	}
+	to := d.byName[g.Destinations[0]]
+	if to.Mode != renderer.NestedByMetadata {
+		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("the chosen destination %s uses filepath mode %s; only nestedByMetadata folders can be moved", to.Name, to.Mode), true})
+		return nil
+	}
+	rel := path.Join("resources", rec.Namespace, rec.Promise, rec.Name, rec.Pipeline, g.ID)
+	oldPrefix := path.Join(from.Path, rel) + "/"
+	newPrefix := path.Join(to.Path, rel) + "/"
+	src, err := d.pend(from.Store, key, rec)
+	if err != nil {
+		return d.e.storeErr(from.Store, d.stores, err)
+	}
+	dst, err := d.pend(to.Store, key, rec)
+	if err != nil {
+		return d.e.storeErr(to.Store, d.stores, err)
+	}
+	moved := 0
+	for f, data := range src.files {
+		if strings.HasPrefix(f, oldPrefix) {
+			delete(src.files, f)
+			dst.files[newPrefix+strings.TrimPrefix(f, oldPrefix)] = data
+			moved++
+		}
+	}
+	dst.dests[to.Path] = true
+	// Every copy of the record learns the new placement.
+	copies := []*pendingWrite{src, dst}
+	for ref := range d.byWorkload[key] {
+		pw, err := d.pend(ref, key, rec)
+		if err != nil {
+			return d.e.storeErr(ref, d.stores, err)
+		}
+		copies = append(copies, pw)
+	}
+	for _, pw := range uniqueWrites(copies) {
+		pw.rec.Placements = replacePlacement(pw.rec.Placements, pi, dest, to.Name)
+		for i, o := range pw.rec.Objects {
+			if o.Destination == from.Path && strings.HasPrefix(o.File, rel+"/") {
+				pw.rec.Objects[i].Destination, pw.rec.Objects[i].Store = to.Path, to.Store.String()
+			}
+		}
+	}
+	load := d.base.Load
+	load.Total[dest]--
+	load.Total[to.Name]++
+	if rec.Flavour != "" {
+		if load.ByFlavour[rec.Flavour] == nil {
+			load.ByFlavour[rec.Flavour] = map[string]int{}
+		}
+		load.ByFlavour[rec.Flavour][dest]--
+		load.ByFlavour[rec.Flavour][to.Name]++
+	}
+	rep.Moves = append(rep.Moves, Move{Workload: key, Group: p.Group, From: dest, To: to.Name, Files: moved, Verdicts: g.Verdicts})
+	return nil
+}
+
+// updates are the drain's writes: every pending write, by store, with
+// its destination's canaries and one message.
+func (d *drain) updates() storeUpdates {
+	msg := statestore.Message{Subject: fmt.Sprintf("render: drain destination %s (%d groups moved)", d.dest, len(d.rep.Moves)),
+		Trailers: []statestore.Trailer{{Key: "Render-Drain", Value: d.dest}, {Key: "Render-Version", Value: d.e.opts.Version}}}
+	all := storeUpdates{}
+	for _, ref := range sortedRefs(d.pending) {
+		var us []statestore.Update
+		for _, k := range slices.Sorted(maps.Keys(d.pending[ref])) {
+			pw := d.pending[ref][k]
+			u := statestore.Update{Workload: k, Files: pw.files, Aggregates: pw.aggregates, Message: msg, DryRun: d.e.opts.DryRun, Shared: map[string][]byte{}}
+			for dd := range pw.dests {
+				u.Destinations = append(u.Destinations, dd)
+			}
+			for _, dd := range d.plat.Destinations {
+				if dd.Store == ref {
+					maps.Copy(u.Shared, renderer.CanaryFiles(dd))
 				}
 			}
 			if len(pw.files) > 0 {
@@ -333,33 +448,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		}
 		all[ref] = us
 	}
-	// The mass-deletion breaker: a drain that empties a destination of
-	// workload files (its resources moved, no dependencies left) is refused
-	// unless allowed.
-	recs := map[renderer.StoreRef][]statestore.Record{}
-	for _, byRef := range byWorkload {
-		for ref, r := range byRef {
-			recs[ref] = append(recs[ref], r)
-		}
-	}
-	md, err := e.breaker(plat, views, recs, all, false)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	if rep.MassDeletion, err = e.checkBreaker(md); err != nil {
-		return nil, ph.check(err)
-	}
-	// The last point where a stop ends the drain with nothing written.
-	if err := ph.enter(PhasePublishing); err != nil {
-		return nil, err
-	}
-	pub, release := publishContext(ctx)
-	defer release()
-	rep.Stores = e.publishStores(pub, plat, stores, all)
-	rep.Duration = time.Since(start)
-	rep.Stopped = stopAsked(ctx)
-	ph.done()
-	return rep, nil
+	return all
 }
 
 func (e *Engine) storeErr(ref renderer.StoreRef, stores map[renderer.StoreRef]statestore.Store, err error) error {

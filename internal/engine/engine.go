@@ -1,7 +1,10 @@
-// Package engine runs one render end to end: it loads and validates every
-// input, reads what the stores remember, calls the pure renderer, and
-// applies one update per store. It holds store clients between renders, so
-// watch mode keeps its clones. It prints nothing; the CLI reports.
+// Package engine runs one render end to end, as a few named steps (see
+// Render): it loads and validates every input, reads what the stores
+// remember, calls the pure renderer, guards and applies one update per
+// store; drain and prune-misscheduled end with the same guard and publish
+// steps. Store clients come from their kinds (internal/storekind); the
+// engine holds them between renders, so watch mode keeps its clones. It
+// prints nothing; the CLI reports.
 package engine
 
 import (
@@ -18,6 +21,7 @@ import (
 
 	"github.com/render-dev/render/internal/fluxcheck"
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
@@ -283,288 +287,6 @@ func (e *Engine) Load(ctx context.Context) (*Inputs, error) {
 	return res, nil
 }
 
-// Render runs one whole render. A returned error is an InputError (nothing
-// was written), a *StoppedError (ctx, from WithStop, was stopped before
-// publishing; nothing was written) or ctx's error; store failures are in
-// the Report.
-func (e *Engine) Render(ctx context.Context) (*Report, error) {
-	start := time.Now()
-	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
-	ctx = fluxcheck.WithWarn(ctx, e.kustomizeWarnings())
-	ph := &phaseTracker{e: e, ctx: ctx}
-	if err := ph.enter(PhaseReading); err != nil {
-		return nil, err
-	}
-	ld, err := e.Load(ctx)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	in := ld.Input
-	wf := in.Workflow
-	if skip := ld.Control.Skip(); skip != "" {
-		// Kratix creates no Work then, so nothing is scheduled or written.
-		ph.done()
-		return &Report{Workflow: wf, DryRun: e.opts.DryRun, Duration: time.Since(start),
-			Plan: &renderer.Plan{Workflow: wf, Warnings: []string{"nothing written: " + skip}}}, nil
-	}
-	if err := ph.enter(PhasePlanning); err != nil {
-		return nil, err
-	}
-
-	// Every store any destination uses: records are read from all of them.
-	refs := storeRefs(ld.Platform)
-	prs, err := e.pullRequests(ld.Platform, refs)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	stores, err := e.open(ld.Platform, refs)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	// Validate the selectors, the layout and what Flux will build before
-	// any store is contacted.
-	early, err := renderer.RenderContext(ctx, in)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	if err := checkStorePaths(ld.Platform, early, workloadKey(wf)); err != nil {
-		return nil, ph.check(err)
-	}
-	earlyObjects, err := fluxcheck.CheckPlan(ctx, early)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-
-	key := workloadKey(wf)
-	views, failed := e.readViews(ctx, stores, key, wf.Promise, earlyHints(in, early, earlyObjects, ld.Platform, key))
-	if err := ph.check(nil); err != nil {
-		return nil, err
-	}
-	report := &Report{Workflow: wf, DryRun: e.opts.DryRun, Files: len(in.Output)}
-	if len(failed) > 0 {
-		// Without every store's records, placements could be duplicated or
-		// files orphaned: write nothing rather than guess.
-		for ref, err := range failed {
-			report.Stores = append(report.Stores, StoreReport{Store: ref, Name: stores[ref].String(), Err: e.annotate(ref, err)})
-		}
-		sort.Slice(report.Stores, func(i, j int) bool { return report.Stores[i].Store.String() < report.Stores[j].Store.String() })
-		report.Duration = time.Since(start)
-		return report, nil
-	}
-	holders := applyFacts(&in, views, key)
-	// The records this render can see: its own, its promise's and its
-	// resource's (every pipeline), and all of them from a store that
-	// predates the placement index.
-	recs := viewRecords(views)
-	if e.opts.NoInheritedSelector {
-		in.PromiseWorkflowSelector = nil
-	}
-	if wf.Action == renderer.Configure && in.Previous == nil && len(holders) == 0 {
-		// No store remembers this workload: Kratix may have placed it, and
-		// where it did, the workload stays (a resource is not placed twice,
-		// a dependency on a destination that no longer matches is kept).
-		prev, err := kratixPlacements(ctx, ld.Platform, viewSnaps(views), in, false)
-		if se := (*placementError)(nil); errors.As(err, &se) {
-			// Without it the resource could be placed twice: write nothing.
-			report.Stores = append(report.Stores, StoreReport{Store: se.ref, Name: stores[se.ref].String(), Err: e.annotate(se.ref, se.err)})
-			report.Duration = time.Since(start)
-			return report, nil
-		} else if err != nil {
-			return nil, ph.check(err)
-		}
-		if len(prev) > 0 {
-			in.Previous, in.PreviousByKratix = prev, true
-		}
-	}
-
-	plan, err := renderer.RenderContext(ctx, in)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	// Spreading needs the load on the destinations a group could go to:
-	// read it for those only, and place again with it.
-	if cands := renderer.LoadCandidates(in, plan); len(cands) > 0 {
-		if err := e.readLoad(ctx, ld.Platform, views, cands, key, &in); err != nil {
-			return nil, ph.check(err)
-		}
-		if plan, err = renderer.RenderContext(ctx, in); err != nil {
-			return nil, ph.check(err)
-		}
-	}
-	report.Plan = plan
-	objects, err := fluxcheck.CheckPlan(ctx, plan)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	if err := fluxcheck.Duplicates(objects, otherObjects(recs, key)); err != nil {
-		return nil, ph.check(err)
-	}
-	if err := folderTaken(ld.Platform, plan, views, key); err != nil {
-		return nil, ph.check(err)
-	}
-
-	updates := storeUpdates{}
-	record := e.record(wf, in, plan, ld.Selectors)
-	if wf.Action == renderer.Delete {
-		// A delete pipeline has a name of its own: the delete removes every
-		// workload of the resource (or promise), whatever its pipeline.
-		for _, ref := range sortedRefs(recs) {
-			for _, r := range recs[ref] {
-				if sameObject(r, wf) {
-					updates.add(ref, statestore.Update{Workload: r.Workload})
-				}
-			}
-		}
-		// And what Kratix wrote for it, where no record says otherwise.
-		updates.kratixDeletes(ld.Platform, in, recs)
-	} else {
-		updates.addPlan(plan, record, objects, key, holders)
-		updates.adoptInto(ld.Platform, key, workOf(wf, wf.Pipeline, false), false, holders)
-	}
-	if wf.Type == renderer.PromiseWorkflow {
-		// The Promise's static dependencies are a workload of their own,
-		// with placements of their own.
-		skey := statestore.StaticWorkloadKey(wf.Promise)
-		sin := in
-		sin.Previous, sin.PreviousByKratix = staticPrevious(recs, skey), false
-		if len(holdersOf(recs, skey)) == 0 && wf.Action == renderer.Configure && in.Promise != nil && len(in.Promise.Dependencies) > 0 {
-			sin.Output = []renderer.File{{Path: renderer.StaticDependenciesFile(wf.Promise), Data: in.Promise.Dependencies}}
-			prev, err := kratixPlacements(ctx, ld.Platform, viewSnaps(views), sin, true)
-			if se := (*placementError)(nil); errors.As(err, &se) {
-				report.Stores = append(report.Stores, StoreReport{Store: se.ref, Name: stores[se.ref].String(), Err: e.annotate(se.ref, se.err)})
-				report.Duration = time.Since(start)
-				return report, nil
-			} else if err != nil {
-				return nil, ph.check(err)
-			}
-			if len(prev) > 0 {
-				sin.Previous, sin.PreviousByKratix = prev, true
-			}
-		}
-		static, err := renderer.RenderStatic(ctx, sin)
-		if err != nil {
-			return nil, ph.check(err)
-		}
-		sobjects, err := fluxcheck.CheckPlan(ctx, static)
-		if err != nil {
-			return nil, ph.check(err)
-		}
-		if err := fluxcheck.Duplicates(sobjects, otherObjects(recs, skey)); err != nil {
-			return nil, ph.check(err)
-		}
-		if wf.Action != renderer.Delete {
-			srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: static.Placements()}
-			sholders := holdersOf(recs, skey)
-			updates.addPlan(static, srec, sobjects, skey, sholders)
-			updates.adoptInto(ld.Platform, skey, workOf(wf, "", true), true, sholders)
-		}
-		report.Static = static
-	}
-	// An object another workload holds in a store is bad input: refuse it
-	// here, before any store is written, not when that store's turn comes.
-	for _, ref := range sortedRefs(updates) {
-		v := views[ref]
-		if v == nil || v.facts.All != nil {
-			continue // a store that predates the index: checked above
-		}
-		for _, u := range updates[ref] {
-			if err := statestore.CheckClaims(v.snap, u, nil); err != nil {
-				var oe *statestore.OwnedError
-				if errors.As(err, &oe) {
-					err = &renderer.InputError{Where: stores[ref].String(), Msg: strings.TrimPrefix(oe.Error(), statestore.ErrConflict.Error()+": ")}
-				}
-				return nil, ph.check(err)
-			}
-		}
-	}
-	// Promise workflows leave their record in every store, so that resource
-	// workflows inherit their root selector even when they wrote no files.
-	if wf.Type == renderer.PromiseWorkflow && wf.Action == renderer.Configure && len(record.DefaultSelector) > 0 {
-		for ref := range stores {
-			if !updates.has(ref, key) {
-				updates.add(ref, statestore.Update{Workload: key, Record: record})
-			}
-		}
-	}
-	// Kratix's canaries for every destination of a store go with whatever
-	// is written there (only where they are missing).
-	for ref, us := range updates {
-		if len(plan.Canaries[ref]) > 0 && len(us[0].Shared) == 0 {
-			us[0].Shared = plan.Canaries[ref]
-		}
-	}
-	// The mass-deletion breaker, on what the records say each store holds.
-	md, err := e.breaker(ld.Platform, views, recs, updates, wf.Action == renderer.Delete)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	if report.MassDeletion, err = e.checkBreaker(md); err != nil {
-		return nil, ph.check(err)
-	}
-	msg := message(wf, e.opts.Version)
-	for ref, us := range updates {
-		for i := range us {
-			us[i].Message = msg
-			if err := e.commitSettings(ld.Platform, ref, wf, ld.Object, &us[i]); err != nil {
-				return nil, ph.check(err)
-			}
-		}
-	}
-	// The last point where a stop ends the render with nothing written.
-	// From here each store's publish runs on ctx, which a stop does not
-	// cancel: it finishes, and the report says a stop came meanwhile.
-	if err := ph.enter(PhasePublishing); err != nil {
-		return nil, err
-	}
-	pub, release := publishContext(ctx)
-	defer release()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for ref, us := range updates {
-		for i := range us {
-			us[i].DryRun = e.opts.DryRun
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st := stores[ref]
-			if pr := prs[ref]; pr != nil && !e.opts.DryRun {
-				sr := e.publishPR(ctx, pub, ld.Platform, ref, st, us, key, pr)
-				logFetched(e.log, st)
-				mu.Lock()
-				report.Stores = append(report.Stores, sr)
-				mu.Unlock()
-				return
-			}
-			t0 := time.Now()
-			res, err := applyAll(pub, st, us)
-			logFetched(e.log, st)
-			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
-			sr.Destinations = splitByDestination(ld.Platform, ref, res.Diff)
-			if pr := prs[ref]; pr != nil && err == nil && res.Updated {
-				// A dry run of a store in pull-request mode: the diff is
-				// what the pull request would propose, planned on the base.
-				sr.PullRequest = &PullRequestReport{Action: PRDirect, Branch: gitstore.ProposalBranch(key), Base: pr.base}
-				if pr.selects(splitByDestination(ld.Platform, ref, ownDiff(res.Diff, us))) {
-					sr.PullRequest.Action = PRWould
-				}
-			}
-			mu.Lock()
-			report.Stores = append(report.Stores, sr)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	sort.Slice(report.Stores, func(i, j int) bool { return report.Stores[i].Store.String() < report.Stores[j].Store.String() })
-	if wf.Action == renderer.Delete && deletedNothing(report) {
-		plan.Warnings = append(plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(wf)))
-	}
-	report.Duration = time.Since(start)
-	report.Stopped = stopAsked(ctx)
-	ph.done()
-	return report, nil
-}
-
 // kustomizeWarnings logs what kustomize would print on stderr (deprecated
 // fields), once per folder and message for one render.
 func (e *Engine) kustomizeWarnings() func(dir, msg string) {
@@ -654,23 +376,13 @@ func viewSnaps(views map[renderer.StoreRef]*storeView) map[renderer.StoreRef]sta
 	return out
 }
 
+// secretName names the secret a store's credentials come from, for
+// messages.
 func secretName(p *inputs.Platform, ref renderer.StoreRef) string {
-	var sr *inputs.SecretRef
-	switch ref.Kind {
-	case "GitStateStore":
-		sr = p.GitStores[ref.Name].SecretRef
-	case "BucketStateStore":
-		sr = p.BucketStores[ref.Name].SecretRef
-	case "OCIStateStore":
-		sr = p.OCIStores[ref.Name].SecretRef
+	if s := p.Store(ref); s != nil {
+		return storekind.SecretName(s)
 	}
-	if sr == nil {
-		return ""
-	}
-	if sr.Namespace != "" {
-		return sr.Namespace + "/" + sr.Name
-	}
-	return sr.Name
+	return ""
 }
 
 func storeRefs(p *inputs.Platform) []renderer.StoreRef {

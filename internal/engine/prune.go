@@ -55,129 +55,140 @@ func (e *Engine) PruneMisscheduled(ctx context.Context, dest string) (*PruneRepo
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
 	ph := &phaseTracker{e: e, ctx: ctx}
-	if err := ph.enter(PhaseReading); err != nil {
+	plat, err := e.loadPlatform(ph)
+	if err != nil {
 		return nil, err
 	}
-	plat, err := inputs.LoadPlatform(e.opts.Platform, e.opts.SecretsDir)
-	if err != nil {
-		return nil, ph.check(err)
-	}
 	byName := map[string]renderer.Destination{}
-	var names []string
+	var targets []string
 	for _, d := range plat.Destinations {
 		byName[d.Name] = d
-		names = append(names, d.Name)
+		targets = append(targets, d.Name)
 	}
-	targets := names
 	if dest != "" {
-		if _, ok := byName[dest]; !ok {
-			return nil, &renderer.InputError{Msg: fmt.Sprintf("destination %q is not defined in the platform configuration; known destinations: %s", dest, strings.Join(names, ", "))}
+		if err := definedDestination(plat, dest); err != nil {
+			return nil, err
 		}
 		targets = []string{dest}
 	}
 	slices.Sort(targets)
-	if err := ph.enter(PhasePlanning); err != nil {
-		return nil, err
-	}
-	stores, err := e.open(plat, storeRefs(plat))
-	if err != nil {
-		return nil, ph.check(err)
-	}
 	rep := &PruneReport{Destinations: targets, DryRun: e.opts.DryRun}
-	views, failed := e.readViews(ctx, stores, "", "", nil)
-	if err := ph.check(nil); err != nil {
+	stores, views, failed, err := e.readAll(ctx, ph, plat)
+	if err != nil {
 		return nil, err
 	}
-	if len(failed) > 0 {
-		rep.Stores = failedReports(e, stores, failed)
+	if failed != nil {
+		rep.Stores = failed
 		return rep, nil
 	}
-
-	// The records of every workload placed on a target, by store.
-	byWorkload := map[string]map[renderer.StoreRef]statestore.Record{}
-	for _, name := range targets {
-		if err := ctx.Err(); err != nil {
+	pr := &prune{e: e, ctx: ctx, plat: plat, dest: dest, targets: targets, byName: byName, stores: stores, views: views, rep: rep}
+	for _, step := range []func() error{
+		pr.placed, // the records of the workloads placed on the targets
+		pr.cut,    // each misscheduled placement's files, and its records
+	} {
+		if err := step(); err != nil {
 			return nil, ph.check(err)
-		}
-		d := byName[name]
-		recs, err := drainRecords(views, d.Store, name)
-		if err != nil {
-			return nil, ph.check(e.storeErr(d.Store, stores, err))
-		}
-		for k, byRef := range recs {
-			if byWorkload[k] == nil {
-				byWorkload[k] = map[renderer.StoreRef]statestore.Record{}
-			}
-			maps.Copy(byWorkload[k], byRef)
 		}
 	}
+	if len(pr.all) == 0 {
+		rep.Duration = time.Since(start)
+		ph.done()
+		return rep, nil
+	}
+	if rep.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(pr.byWorkload), updates: pr.all}); err != nil {
+		return nil, ph.check(err)
+	}
+	if rep.Stores, err = e.publish(ctx, ph, plat, stores, pr.all, nil, ""); err != nil {
+		return nil, err
+	}
+	rep.Duration = time.Since(start)
+	rep.Stopped = stopAsked(ctx)
+	ph.done()
+	return rep, nil
+}
 
-	all := map[renderer.StoreRef][]statestore.Update{}
+// prune is one prune-misscheduled under way: its steps fill it in order.
+type prune struct {
+	e       *Engine
+	ctx     context.Context
+	plat    *inputs.Platform
+	dest    string // "" for every destination
+	targets []string
+	byName  map[string]renderer.Destination
+	stores  map[renderer.StoreRef]statestore.Store
+	views   map[renderer.StoreRef]*storeView
+	rep     *PruneReport
+
+	// byWorkload holds the records of every workload placed on a target,
+	// by store; all the updates, by store.
+	byWorkload map[string]map[renderer.StoreRef]statestore.Record
+	all        storeUpdates
+}
+
+// placed reads the records of every workload placed on a target, by
+// store.
+func (pr *prune) placed() error {
+	pr.byWorkload = map[string]map[renderer.StoreRef]statestore.Record{}
+	for _, name := range pr.targets {
+		if err := pr.ctx.Err(); err != nil {
+			return err
+		}
+		d := pr.byName[name]
+		recs, err := drainRecords(pr.views, d.Store, name)
+		if err != nil {
+			return pr.e.storeErr(d.Store, pr.stores, err)
+		}
+		for k, byRef := range recs {
+			if pr.byWorkload[k] == nil {
+				pr.byWorkload[k] = map[renderer.StoreRef]statestore.Record{}
+			}
+			maps.Copy(pr.byWorkload[k], byRef)
+		}
+	}
+	return nil
+}
+
+// cut plans, workload by workload, the removal of each placement whose
+// destination no longer matches its group: one update per store holding
+// the workload, which keeps everything else of it.
+func (pr *prune) cut() error {
+	pr.all = storeUpdates{}
 	msg := statestore.Message{Subject: "render: prune misscheduled placements", Trailers: []statestore.Trailer{
-		{Key: "Render-Prune-Misscheduled", Value: pruneScope(dest)}, {Key: "Render-Version", Value: e.opts.Version}}}
-	for _, key := range slices.Sorted(maps.Keys(byWorkload)) {
-		if err := ctx.Err(); err != nil {
-			return nil, ph.check(err)
+		{Key: "Render-Prune-Misscheduled", Value: pruneScope(pr.dest)}, {Key: "Render-Version", Value: pr.e.opts.Version}}}
+	for _, key := range slices.Sorted(maps.Keys(pr.byWorkload)) {
+		if err := pr.ctx.Err(); err != nil {
+			return err
 		}
 		var rec statestore.Record
-		for _, ref := range sortedRefs(byWorkload[key]) {
-			rec = byWorkload[key][ref]
+		for _, ref := range sortedRefs(pr.byWorkload[key]) {
+			rec = pr.byWorkload[key][ref]
 			break
 		}
-		cuts, stuck := misscheduledCuts(rec, targets, byName)
-		rep.Stuck = append(rep.Stuck, stuck...)
+		cuts, stuck := misscheduledCuts(rec, pr.targets, pr.byName)
+		pr.rep.Stuck = append(pr.rep.Stuck, stuck...)
 		if len(cuts) == 0 {
 			continue
 		}
 		placements := prunePlacements(rec.Placements, cuts)
-		for _, ref := range sortedRefs(byWorkload[key]) {
-			v := views[ref]
-			u, gone, err := pruneUpdate(v.snap, byWorkload[key][ref], placements, cuts, byName, plat, ref)
+		for _, ref := range sortedRefs(pr.byWorkload[key]) {
+			v := pr.views[ref]
+			u, gone, err := pruneUpdate(v.snap, pr.byWorkload[key][ref], placements, cuts, pr.byName, pr.plat, ref)
 			if err != nil {
-				return nil, ph.check(e.storeErr(ref, stores, err))
+				return pr.e.storeErr(ref, pr.stores, err)
 			}
-			u.Message, u.DryRun = msg, e.opts.DryRun
-			all[ref] = append(all[ref], u)
+			u.Message, u.DryRun = msg, pr.e.opts.DryRun
+			pr.all.add(ref, u)
 			for i := range cuts {
-				if byName[cuts[i].dest].Store == ref {
+				if pr.byName[cuts[i].dest].Store == ref {
 					cuts[i].files += gone[i]
 				}
 			}
 		}
 		for _, c := range cuts {
-			rep.Pruned = append(rep.Pruned, Pruned{Workload: key, Group: c.group, Destination: c.dest, Files: c.files, Reason: c.reason})
+			pr.rep.Pruned = append(pr.rep.Pruned, Pruned{Workload: key, Group: c.group, Destination: c.dest, Files: c.files, Reason: c.reason})
 		}
 	}
-	if len(all) == 0 {
-		rep.Duration = time.Since(start)
-		ph.done()
-		return rep, nil
-	}
-
-	recs := map[renderer.StoreRef][]statestore.Record{}
-	for _, byRef := range byWorkload {
-		for ref, r := range byRef {
-			recs[ref] = append(recs[ref], r)
-		}
-	}
-	md, err := e.breaker(plat, views, recs, all, false)
-	if err != nil {
-		return nil, ph.check(err)
-	}
-	if rep.MassDeletion, err = e.checkBreaker(md); err != nil {
-		return nil, ph.check(err)
-	}
-	// The last point where a stop ends the prune with nothing written.
-	if err := ph.enter(PhasePublishing); err != nil {
-		return nil, err
-	}
-	pub, release := publishContext(ctx)
-	defer release()
-	rep.Stores = e.publishStores(pub, plat, stores, all)
-	rep.Duration = time.Since(start)
-	rep.Stopped = stopAsked(ctx)
-	ph.done()
-	return rep, nil
+	return nil
 }
 
 func pruneScope(dest string) string {
@@ -368,30 +379,6 @@ func groupOfFile(rec statestore.Record, d renderer.Destination, rel string, grou
 		return parts[0]
 	}
 	return renderer.DefaultGroup
-}
-
-// publishStores writes each store's updates, the stores in parallel as a
-// render does, and reports each store's outcome in store order.
-func (e *Engine) publishStores(pub context.Context, p *inputs.Platform, stores map[renderer.StoreRef]statestore.Store, all map[renderer.StoreRef][]statestore.Update) []StoreReport {
-	out := make([]StoreReport, len(all))
-	refs := sortedRefs(all)
-	done := make(chan struct{}, len(refs))
-	for i, ref := range refs {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			st := stores[ref]
-			t0 := time.Now()
-			res, err := applyAll(pub, st, all[ref])
-			logFetched(e.log, st)
-			sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
-			sr.Destinations = splitByDestination(p, ref, res.Diff)
-			out[i] = sr
-		}()
-	}
-	for range refs {
-		<-done
-	}
-	return out
 }
 
 // failedStores returns the reports of the stores that failed.

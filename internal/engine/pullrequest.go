@@ -5,13 +5,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/render-dev/render/internal/forge"
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
@@ -77,39 +77,13 @@ type prSetup struct {
 func (e *Engine) pullRequests(p *inputs.Platform, refs []renderer.StoreRef) (map[renderer.StoreRef]*prSetup, error) {
 	out := map[renderer.StoreRef]*prSetup{}
 	for _, ref := range refs {
-		if ref.Kind != "GitStateStore" {
+		gs, ok := p.Store(ref).(*inputs.GitStateStore)
+		if !ok || gs.PullRequest == nil {
 			continue
 		}
-		gs := p.GitStores[ref.Name]
-		if gs == nil || gs.PullRequest == nil {
-			continue
-		}
-		where := "GitStateStore " + gs.Name
-		bad := func(msg string) error { return &renderer.InputError{File: gs.File, Where: where, Msg: msg} }
-		f, err := gs.Forge()
-		if err != nil {
-			return nil, bad(err.Error())
-		}
-		secret, err := e.secret(p, gs.File, where, gs.SecretRef, true)
+		c, err := storekind.OpenForge(gs, p, e.storeOptions())
 		if err != nil {
 			return nil, err
-		}
-		var auth forge.Auth
-		switch {
-		case len(strings.TrimSpace(string(secret["token"]))) > 0:
-			auth.Token = strings.TrimSpace(string(secret["token"]))
-		case gs.AuthMethod == "basicAuth" && len(secret["username"]) > 0 && len(secret["password"]) > 0:
-			auth.Username, auth.Password = strings.TrimSpace(string(secret["username"])), strings.TrimSpace(string(secret["password"]))
-		default:
-			return nil, bad(fmt.Sprintf("spec.pullRequest: secret %s has no key \"token\" (nor basicAuth's username and password) for the forge's API", gs.SecretRef.Name))
-		}
-		if u, err := url.Parse(f.APIURL); err == nil && u.Scheme == "http" && !loopback(u.Hostname()) && !gs.AllowInsecureHTTP {
-			return nil, bad("spec.pullRequest: the forge's API " + f.APIURL + " is plain http:// and the token would cross the network unencrypted: use https://, or set spec.allowInsecureHTTP: true to accept that")
-		}
-		c, err := forge.NewGitea(forge.Config{APIURL: f.APIURL, Owner: f.Owner, Repo: f.Repo, Auth: auth,
-			CABundle: secret["ca.crt"], InsecureSkipTLS: gs.InsecureSkipTLSVerify})
-		if err != nil {
-			return nil, bad("spec.pullRequest: " + err.Error())
 		}
 		s := &prSetup{spec: gs.PullRequest, client: c, base: gs.Branch, labels: map[string]map[string]string{}}
 		for _, d := range p.Destinations {

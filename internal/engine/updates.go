@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -29,6 +30,15 @@ func (s storeUpdates) has(ref renderer.StoreRef, key string) bool {
 		}
 	}
 	return false
+}
+
+// clone is s with slices of its own (the updates are copied).
+func (s storeUpdates) clone() storeUpdates {
+	out := storeUpdates{}
+	for ref, us := range s {
+		out[ref] = slices.Clone(us)
+	}
+	return out
 }
 
 // addPlan adds what plan writes for workload key, with its record (and the

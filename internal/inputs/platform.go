@@ -2,7 +2,9 @@
 // environment — the platform configuration, secrets, the workflow's output,
 // metadata and input — and validates it completely, so that bad input is
 // refused with one message naming the file and document before anything is
-// written. It knows the Kubernetes shapes of Kratix's resources.
+// written. It knows the Kubernetes shapes of Kratix's resources; each
+// state store's own fields are checked by its kind, which it asks through
+// StoreKinds (package internal/storekind).
 package inputs
 
 import (
@@ -20,7 +22,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/go-git/go-git/v5/plumbing"
 	"gopkg.in/yaml.v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -29,7 +30,6 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
-	"github.com/render-dev/render/statestore/ocistore"
 )
 
 // Platform is the platform configuration: Kratix-shaped documents.
@@ -116,7 +116,8 @@ type MassDeletion struct {
 	MaxStorePercent int `yaml:"maxStorePercent"`
 }
 
-func (m MassDeletion) check() error {
+// Check validates the breaker's limits; its error names the field.
+func (m MassDeletion) Check() error {
 	if m.MaxDestinationPercent < 0 || m.MaxDestinationPercent > 100 {
 		return fmt.Errorf("spec.massDeletion.maxDestinationPercent %d: use 0 (no limit) to 100", m.MaxDestinationPercent)
 	}
@@ -526,58 +527,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if _, dup := p.GitStores[name]; dup {
 			return bad("GitStateStore %s is defined twice", name)
 		}
-		if s.URL == "" {
-			return bad("spec.url is missing")
-		}
-		if err := checkGitURL(s.URL); err != nil {
-			return bad("%v", err)
-		}
-		if s.Branch == "" {
-			s.Branch = "main"
-		}
-		if err := plumbing.NewBranchReferenceName(s.Branch).Validate(); err != nil || s.Branch == "HEAD" {
-			return bad("spec.branch %q is not a branch name git accepts (see git check-ref-format)", s.Branch)
-		}
-		if err := storePath(s.Path); err != nil {
-			return bad("spec.path: %v", err)
-		}
-		switch s.AuthMethod {
-		case "", "basicAuth", "ssh":
-		default:
-			return bad("spec.authMethod %q is unknown: use basicAuth or ssh", s.AuthMethod)
-		}
-		if s.AuthMethod == "" && s.SecretRef != nil {
-			// Kratix's CRD defaults authMethod to basicAuth: a store
-			// written for Kratix with only a secretRef sends its
-			// credentials.
-			s.AuthMethod = "basicAuth"
-		}
-		if err := s.MassDeletion.check(); err != nil {
-			return bad("%v", err)
-		}
-		if c := s.Commit; c != nil && c.Template != "" {
-			if _, err := ParseCommitTemplate(c.Template); err != nil {
-				return bad("spec.commit.template: %v", err)
-			}
-		}
-		for _, f := range [][2]string{{"name", s.GitAuthor.Name}, {"email", s.GitAuthor.Email}} {
-			if strings.IndexFunc(f[1], func(r rune) bool { return lineBreaking(r) || r == '<' || r == '>' }) >= 0 {
-				return bad("spec.gitAuthor.%s holds a line break, another control character or an angle bracket, which git does not take in an author or committer", f[0])
-			}
-		}
-		if sg := s.Signing; sg != nil {
-			switch sg.Format {
-			case "ssh", "openpgp":
-			case "":
-				return bad("spec.signing.format is missing: use ssh or openpgp")
-			default:
-				return bad("spec.signing.format %q is unknown: use ssh or openpgp", sg.Format)
-			}
-			if sg.SecretRef == nil && s.SecretRef == nil {
-				return bad("spec.signing needs a secretRef (or the store's spec.secretRef) holding signingKey")
-			}
-		}
-		if err := s.checkPullRequest(); err != nil {
+		if err := checkStore(s); err != nil {
 			return bad("%v", err)
 		}
 		p.GitStores[name] = s
@@ -589,21 +539,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if _, dup := p.BucketStores[name]; dup {
 			return bad("BucketStateStore %s is defined twice", name)
 		}
-		if s.Endpoint == "" || s.BucketName == "" {
-			return bad("spec.endpoint and spec.bucketName are required")
-		}
-		if err := storePath(s.Path); err != nil {
-			return bad("spec.path: %v", err)
-		}
-		if err := checkEndpoint(s.Endpoint); err != nil {
-			return bad("%v", err)
-		}
-		switch s.AuthMethod {
-		case "", "accessKey", "IAM":
-		default:
-			return bad("spec.authMethod %q is unknown: use accessKey or IAM", s.AuthMethod)
-		}
-		if err := s.MassDeletion.check(); err != nil {
+		if err := checkStore(s); err != nil {
 			return bad("%v", err)
 		}
 		p.BucketStores[name] = s
@@ -615,13 +551,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if _, dup := p.OCIStores[name]; dup {
 			return bad("OCIStateStore %s is defined twice", name)
 		}
-		if s.Registry == "" || s.Repository == "" {
-			return bad("spec.registry and spec.repository are required")
-		}
-		if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository, Tag: s.Tag, Source: s.Source}); err != nil {
-			return bad("spec.%v", err) // CheckConfig's errors start with the field's name
-		}
-		if err := s.MassDeletion.check(); err != nil {
+		if err := checkStore(s); err != nil {
 			return bad("%v", err)
 		}
 		p.OCIStores[name] = s
@@ -718,15 +648,6 @@ func (p *Platform) loadSecretDir(dir string) error {
 	return nil
 }
 
-// storePath checks a state store's spec.path as the stores will use it.
-func storePath(p string) error {
-	p = strings.Trim(p, "/")
-	if p == "" || p == "." {
-		return nil
-	}
-	return layout.ValidPath(p)
-}
-
 // validate checks references between documents, and that no two
 // destinations write one folder: within a store, or through two stores
 // that are the same repository and branch (or bucket).
@@ -742,25 +663,15 @@ func (p *Platform) validate() error {
 		bad := func(msg string, args ...any) error {
 			return &renderer.InputError{File: file, Where: "Destination " + d.Name, Msg: fmt.Sprintf(msg, args...)}
 		}
-		switch d.Store.Kind {
-		case "GitStateStore":
-			if p.GitStores[d.Store.Name] == nil {
-				return bad("spec.stateStoreRef names GitStateStore %s, which is not defined", d.Store.Name)
-			}
-		case "BucketStateStore":
-			if p.BucketStores[d.Store.Name] == nil {
-				return bad("spec.stateStoreRef names BucketStateStore %s, which is not defined", d.Store.Name)
-			}
-		case "OCIStateStore":
-			s := p.OCIStores[d.Store.Name]
-			if s == nil {
-				return bad("spec.stateStoreRef names OCIStateStore %s, which is not defined", d.Store.Name)
-			}
-			if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository + "/" + d.Path}); err != nil {
-				return bad("spec.path %q cannot name an artifact of OCIStateStore %s: %v", d.Path, d.Store.Name, err)
-			}
-		default:
+		spec := p.Store(d.Store)
+		switch {
+		case spec == nil && !isStoreKind(d.Store.Kind):
 			return bad("spec.stateStoreRef.kind %q is not GitStateStore, BucketStateStore or OCIStateStore", d.Store.Kind)
+		case spec == nil:
+			return bad("spec.stateStoreRef names %s %s, which is not defined", d.Store.Kind, d.Store.Name)
+		}
+		if err := storeKindsInUse().CheckDestination(spec, d.Path); err != nil {
+			return bad("%v", err)
 		}
 		loc, prefix := p.location(d.Store)
 		me := placed{loc: loc, prefix: prefix, folder: path.Join(prefix, d.Path), d: d}
@@ -802,25 +713,8 @@ func nested(a, b string) bool {
 // branch, or the bucket), and its folder there. Two stores with one
 // location write the same files.
 func (p *Platform) location(ref renderer.StoreRef) (string, string) {
-	trim := func(s string) string {
-		s = strings.Trim(s, "/")
-		if s == "." {
-			return ""
-		}
-		return s
-	}
-	if gs := p.GitStores[ref.Name]; ref.Kind == "GitStateStore" && gs != nil {
-		return fmt.Sprintf("repository %s, branch %s", repoKey(gs.URL), gs.Branch), trim(gs.Path)
-	}
-	if os := p.OCIStores[ref.Name]; ref.Kind == "OCIStateStore" && os != nil {
-		return fmt.Sprintf("repository %s/%s", strings.ToLower(os.Registry), os.Repository), ""
-	}
-	if bs := p.BucketStores[ref.Name]; ref.Kind == "BucketStateStore" && bs != nil {
-		host := strings.ToLower(bs.Endpoint)
-		if _, rest, ok := strings.Cut(host, "://"); ok {
-			host = rest
-		}
-		return fmt.Sprintf("bucket %s at %s", bs.BucketName, strings.TrimSuffix(host, "/")), trim(bs.Path)
+	if s := p.Store(ref); s != nil {
+		return s.Location()
 	}
 	return ref.String(), ""
 }

@@ -1,14 +1,9 @@
 package inputs
 
 import (
-	"errors"
 	"fmt"
-	"net/url"
-	"path"
-	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5/plumbing/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -56,21 +51,13 @@ func (pr *PullRequest) Selects(l map[string]string) bool {
 // Selective reports whether the mode applies to some destinations only.
 func (pr *PullRequest) Selective() bool { return pr != nil && pr.selector != nil }
 
-// Forge is where a store's pull requests go: the API root and the
-// repository.
-type Forge struct {
-	APIURL      string
-	Owner, Repo string
-}
-
 var mergeStyles = map[string]bool{"merge": true, "rebase": true, "rebase-merge": true, "squash": true, "fast-forward-only": true}
 
-// checkPullRequest validates spec.pullRequest and fills its defaults.
-func (s *GitStateStore) checkPullRequest() error {
-	pr := s.PullRequest
-	if pr == nil {
-		return nil
-	}
+// Check validates spec.pullRequest's own fields and fills their defaults.
+// The store's kind (internal/storekind) then checks what the mode needs
+// of the rest of the store: a forge that spec.url leads to, and the
+// credentials for its API.
+func (pr *PullRequest) Check() error {
 	switch pr.Forge {
 	case "":
 		pr.Forge = "gitea"
@@ -97,52 +84,5 @@ func (s *GitStateStore) checkPullRequest() error {
 		}
 		pr.selector = ls
 	}
-	if _, err := s.Forge(); err != nil {
-		return err
-	}
-	if s.AuthMethod == "" || s.SecretRef == nil {
-		return errors.New("spec.pullRequest needs the store's spec.secretRef (and authMethod): the forge's API token comes from that secret (key token, or basicAuth's username and password)")
-	}
 	return nil
-}
-
-// Forge works out where the store's pull requests go: spec.pullRequest.apiURL,
-// or the API root of the http(s) URL's server
-// (http(s)://host[:port][/prefix]/owner/repo(.git) gives
-// http(s)://host[:port][/prefix]/api/v1), and the owner and repository from
-// the URL's last two path segments. A store whose forge cannot be known (a
-// repository on this machine, an ssh URL without apiURL) is an error naming
-// the field.
-func (s *GitStateStore) Forge() (Forge, error) {
-	pr := s.PullRequest
-	if strings.HasPrefix(s.URL, "/") || strings.HasPrefix(s.URL, "./") || strings.HasPrefix(s.URL, "../") || strings.HasPrefix(s.URL, "file://") {
-		return Forge{}, errors.New("spec.pullRequest: spec.url is a repository on this machine, which has no forge to open a pull request on: remove spec.pullRequest, or use the forge's http(s) URL")
-	}
-	ep, err := transport.NewEndpoint(s.URL)
-	if err != nil {
-		return Forge{}, errors.New("spec.pullRequest: the repository cannot be told from spec.url")
-	}
-	segs := strings.Split(strings.Trim(ep.Path, "/"), "/")
-	if len(segs) < 2 || segs[len(segs)-1] == "" || segs[len(segs)-2] == "" {
-		return Forge{}, errors.New("spec.pullRequest: spec.url does not end in owner/repository, so the forge's repository cannot be known")
-	}
-	f := Forge{Owner: segs[len(segs)-2], Repo: strings.TrimSuffix(segs[len(segs)-1], ".git")}
-	if pr.APIURL != "" {
-		u, err := url.Parse(pr.APIURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
-			return Forge{}, errors.New("spec.pullRequest.apiURL is not an http(s) URL with a host (and no credentials or query)")
-		}
-		f.APIURL = strings.TrimRight(pr.APIURL, "/")
-		return f, nil
-	}
-	if ep.Protocol != "http" && ep.Protocol != "https" {
-		return Forge{}, fmt.Errorf("spec.pullRequest.apiURL is needed: the forge's API cannot be known from a %s URL", ep.Protocol)
-	}
-	u := url.URL{Scheme: ep.Protocol, Host: ep.Host}
-	if ep.Port != 0 {
-		u.Host = fmt.Sprintf("%s:%d", ep.Host, ep.Port)
-	}
-	u.Path = path.Join("/", path.Join(segs[:len(segs)-2]...), "api/v1")
-	f.APIURL = u.String()
-	return f, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package storekind
 
 import (
 	"crypto/ed25519"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package engine
+package storekind
 
 // memFile returns the name of a file holding data for a library that reads
 // only named files, and a function that releases it: a temporary file where

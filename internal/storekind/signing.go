@@ -1,10 +1,9 @@
-package engine
+package storekind
 
 import (
 	"fmt"
 
 	"github.com/render-dev/render/internal/inputs"
-	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore/gitstore"
 )
 
@@ -14,7 +13,7 @@ import (
 // before anything is written; no key material is ever in a message. It
 // also returns a digest of the secret, so a kept client notices a rotated
 // key.
-func (e *Engine) gitSigner(p *inputs.Platform, gs *inputs.GitStateStore, where string) (gitstore.Signer, string, error) {
+func gitSigner(v env, gs *inputs.GitStateStore) (gitstore.Signer, string, error) {
 	sg := gs.Signing
 	if sg == nil {
 		return nil, "", nil
@@ -23,12 +22,12 @@ func (e *Engine) gitSigner(p *inputs.Platform, gs *inputs.GitStateStore, where s
 	if ref == nil {
 		ref, field = gs.SecretRef, "spec.secretRef"
 	}
-	secret, err := e.secret(p, gs.File, where, ref, true)
+	secret, err := v.secret(ref, true)
 	if err != nil {
 		return nil, "", err
 	}
 	bad := func(format string, args ...any) error {
-		return &renderer.InputError{File: gs.File, Where: where, Msg: fmt.Sprintf("spec.signing: secret %s (%s) "+format, append([]any{ref.Name, field}, args...)...)}
+		return v.bad(fmt.Sprintf("spec.signing: secret %s (%s) "+format, append([]any{ref.Name, field}, args...)...))
 	}
 	key := secret["signingKey"]
 	if len(key) == 0 {

@@ -1,0 +1,387 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/render-dev/render/internal/fluxcheck"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
+)
+
+// Render runs one whole render, as the named steps below, each of which
+// reads what the steps before it left in the rendering. A returned error
+// is an InputError (nothing was written), a *StoppedError (ctx, from
+// WithStop, was stopped before publishing; nothing was written) or ctx's
+// error; store failures are in the Report.
+func (e *Engine) Render(ctx context.Context) (*Report, error) {
+	start := time.Now()
+	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
+	ctx = fluxcheck.WithWarn(ctx, e.kustomizeWarnings())
+	r := &rendering{e: e, ctx: ctx, ph: &phaseTracker{e: e, ctx: ctx}, start: start}
+	for _, step := range []func() error{
+		r.loadInputs,      // read and validate every input
+		r.openStores,      // a client per store, and each one's pull-request mode
+		r.preflight,       // plan once, before any store is contacted
+		r.readStores,      // what each store remembers of the workload
+		r.schedule,        // place every group with it (pure)
+		r.weighLoad,       // a spread choice: read its candidates' load, place again
+		r.planWrites,      // one update per store, checked
+		r.guard,           // other workloads' claims, and the mass-deletion breaker
+		r.composeMessages, // each update's commit message
+		r.publish,         // write every store, in parallel
+	} {
+		if err := step(); err != nil {
+			return nil, r.ph.check(err)
+		}
+		if r.done {
+			break
+		}
+	}
+	return r.report, nil
+}
+
+// rendering is one render under way. The steps fill it in order; a step
+// that ends the render early (nothing to write, or a store that could not
+// be read) sets done and the report.
+type rendering struct {
+	e     *Engine
+	ctx   context.Context
+	ph    *phaseTracker
+	start time.Time
+
+	// loadInputs: every input. in is the renderer's input, which
+	// readStores completes with what the stores remember and weighLoad
+	// with the load of the destinations a spread choice weighs.
+	ld  *Inputs
+	in  renderer.Input
+	wf  renderer.Workflow
+	key string
+	// openStores: a client per store any destination uses.
+	stores map[renderer.StoreRef]statestore.Store
+	prs    map[renderer.StoreRef]*prSetup
+	// preflight: the plan the inputs alone give, and its objects.
+	early        *renderer.Plan
+	earlyObjects []fluxcheck.Object
+	// readStores: each store's view, the records read there, and the
+	// stores that hold the workload.
+	views   map[renderer.StoreRef]*storeView
+	recs    map[renderer.StoreRef][]statestore.Record
+	holders map[renderer.StoreRef]bool
+	// schedule, weighLoad: the placement.
+	plan *renderer.Plan
+	// planWrites: the workload's record, and the updates per store;
+	// claims are those the guard checks against other workloads' claims.
+	record  *statestore.Record
+	updates storeUpdates
+	claims  storeUpdates
+
+	report *Report
+	done   bool
+}
+
+// finish ends the render with its report.
+func (r *rendering) finish() {
+	r.report.Duration = time.Since(r.start)
+	r.done = true
+}
+
+// loadInputs reads and validates every input: the platform, secrets,
+// metadata, output and object.yaml. A workflow-control.yaml that skips
+// the render ends it here: Kratix creates no Work then, so nothing is
+// scheduled or written.
+func (r *rendering) loadInputs() error {
+	if err := r.ph.enter(PhaseReading); err != nil {
+		return err
+	}
+	ld, err := r.e.Load(r.ctx)
+	if err != nil {
+		return err
+	}
+	r.ld, r.in, r.wf = ld, ld.Input, ld.Input.Workflow
+	r.key = workloadKey(r.wf)
+	if skip := ld.Control.Skip(); skip != "" {
+		r.ph.done()
+		r.report = &Report{Workflow: r.wf, DryRun: r.e.opts.DryRun,
+			Plan: &renderer.Plan{Workflow: r.wf, Warnings: []string{"nothing written: " + skip}}}
+		r.finish()
+	}
+	return nil
+}
+
+// openStores opens a client for every store any destination uses
+// (records are read from all of them; kept clients are reused), and
+// resolves each store's pull-request mode. A store's configuration that
+// is wrong (a missing secret, a forge that cannot be known) is bad input,
+// before any store is contacted.
+func (r *rendering) openStores() error {
+	if err := r.ph.enter(PhasePlanning); err != nil {
+		return err
+	}
+	refs := storeRefs(r.ld.Platform)
+	var err error
+	if r.prs, err = r.e.pullRequests(r.ld.Platform, refs); err != nil {
+		return err
+	}
+	r.stores, err = r.e.open(r.ld.Platform, refs)
+	return err
+}
+
+// preflight plans with what the inputs alone say, before any store is
+// contacted, so that selector, layout and path errors, and what Flux
+// would fail to build, never cost a network round trip. The plan also
+// names what the render will most likely look at in each store (the
+// hints of readStores), and when the stores remember nothing that
+// changes it, it is the plan (see schedule).
+func (r *rendering) preflight() error {
+	var err error
+	if r.early, err = renderer.RenderContext(r.ctx, r.in); err != nil {
+		return err
+	}
+	if err := checkStorePaths(r.ld.Platform, r.early, r.key); err != nil {
+		return err
+	}
+	r.earlyObjects, err = fluxcheck.CheckPlan(r.ctx, r.early)
+	return err
+}
+
+// readStores takes a snapshot of every store, in parallel, and reads
+// what the render needs there (see readViews): the workload's record, its
+// promise's, and from a store that predates the placement index every
+// record. If a store cannot be read, the render ends with nothing
+// written: without every store's records, placements could be duplicated
+// or files orphaned. What the records say (earlier placements, the
+// promise workflow's selector, the load in stores without the index)
+// goes into the renderer's input; a workload no store remembers is looked
+// for where Kratix would have placed it.
+func (r *rendering) readStores() error {
+	hints := earlyHints(r.in, r.early, r.earlyObjects, r.ld.Platform, r.key)
+	views, failed := r.e.readViews(r.ctx, r.stores, r.key, r.wf.Promise, hints)
+	if err := r.ph.check(nil); err != nil {
+		return err
+	}
+	r.report = &Report{Workflow: r.wf, DryRun: r.e.opts.DryRun, Files: len(r.in.Output)}
+	if len(failed) > 0 {
+		r.report.Stores = failedReports(r.e, r.stores, failed)
+		r.finish()
+		return nil
+	}
+	r.views = views
+	r.holders = applyFacts(&r.in, views, r.key)
+	// The records this render can see: its own, its promise's and its
+	// resource's (every pipeline), and all of them from a store that
+	// predates the placement index.
+	r.recs = viewRecords(views)
+	if r.e.opts.NoInheritedSelector {
+		r.in.PromiseWorkflowSelector = nil
+	}
+	if r.wf.Action == renderer.Configure && r.in.Previous == nil && len(r.holders) == 0 {
+		// No store remembers this workload: Kratix may have placed it, and
+		// where it did, the workload stays (a resource is not placed twice,
+		// a dependency on a destination that no longer matches is kept).
+		prev, err := kratixPlacements(r.ctx, r.ld.Platform, viewSnaps(views), r.in, false)
+		if err != nil {
+			return r.placementFailed(err)
+		}
+		if len(prev) > 0 {
+			r.in.Previous, r.in.PreviousByKratix = prev, true
+		}
+	}
+	return nil
+}
+
+// placementFailed ends the render when a store could not say where Kratix
+// placed a workload: without it a resource could be placed twice, so
+// nothing is written, and the report names the store. Other errors are
+// returned.
+func (r *rendering) placementFailed(err error) error {
+	var se *placementError
+	if !errors.As(err, &se) {
+		return err
+	}
+	r.report.Stores = append(r.report.Stores, StoreReport{Store: se.ref, Name: r.stores[se.ref].String(), Err: r.e.annotate(se.ref, se.err)})
+	r.finish()
+	return nil
+}
+
+// schedule places every group with what the stores remember. The
+// renderer is pure: when the stores remember nothing it reads (no earlier
+// placement, no inherited selector, no load counted from records), its
+// input is the one preflight planned with, and so is its plan, which is
+// taken as it is instead of being made again.
+func (r *rendering) schedule() error {
+	if r.in.Previous == nil && r.in.PromiseWorkflowSelector == nil && len(r.in.Load.Total) == 0 && len(r.in.Load.ByFlavour) == 0 {
+		r.plan = r.early
+		return nil
+	}
+	var err error
+	r.plan, err = renderer.RenderContext(r.ctx, r.in)
+	return err
+}
+
+// weighLoad: spreading needs the load on the destinations a group could
+// go to. It is read for those only, once the placement says which they
+// are (a group that keeps its placement weighs none), and the groups are
+// placed again with it.
+func (r *rendering) weighLoad() error {
+	cands := renderer.LoadCandidates(r.in, r.plan)
+	if len(cands) == 0 {
+		return nil
+	}
+	if err := r.e.readLoad(r.ctx, r.ld.Platform, r.views, cands, r.key, &r.in); err != nil {
+		return err
+	}
+	var err error
+	r.plan, err = renderer.RenderContext(r.ctx, r.in)
+	return err
+}
+
+// planWrites turns the placement into one update per store, and checks
+// it before any store is written: what Flux will build, no object that
+// another workload's record lists (stores that predate the index), no
+// group folder another workload fills. A delete removes every pipeline's
+// workload of its object, and what Kratix wrote for it; a promise
+// workflow's static dependencies are a workload of their own. Last come
+// the records a promise workflow leaves in every store and Kratix's
+// canaries.
+func (r *rendering) planWrites() error {
+	p, wf, key := r.ld.Platform, r.wf, r.key
+	r.report.Plan = r.plan
+	objects := r.earlyObjects
+	if r.plan != r.early {
+		var err error
+		if objects, err = fluxcheck.CheckPlan(r.ctx, r.plan); err != nil {
+			return err
+		}
+	}
+	if err := fluxcheck.Duplicates(objects, otherObjects(r.recs, key)); err != nil {
+		return err
+	}
+	if err := folderTaken(p, r.plan, r.views, key); err != nil {
+		return err
+	}
+	r.updates = storeUpdates{}
+	r.record = r.e.record(wf, r.in, r.plan, r.ld.Selectors)
+	if wf.Action == renderer.Delete {
+		// A delete pipeline has a name of its own: the delete removes every
+		// workload of the resource (or promise), whatever its pipeline.
+		for _, ref := range sortedRefs(r.recs) {
+			for _, rec := range r.recs[ref] {
+				if sameObject(rec, wf) {
+					r.updates.add(ref, statestore.Update{Workload: rec.Workload})
+				}
+			}
+		}
+		// And what Kratix wrote for it, where no record says otherwise.
+		r.updates.kratixDeletes(p, r.in, r.recs)
+	} else {
+		r.updates.addPlan(r.plan, r.record, objects, key, r.holders)
+		r.updates.adoptInto(p, key, workOf(wf, wf.Pipeline, false), false, r.holders)
+	}
+	if wf.Type == renderer.PromiseWorkflow {
+		if err := r.planStatic(); err != nil || r.done {
+			return err
+		}
+	}
+	// The guard checks the claims of what the workloads write; the records
+	// added below claim nothing.
+	r.claims = r.updates.clone()
+	// Promise workflows leave their record in every store, so that resource
+	// workflows inherit their root selector even when they wrote no files.
+	if wf.Type == renderer.PromiseWorkflow && wf.Action == renderer.Configure && len(r.record.DefaultSelector) > 0 {
+		for ref := range r.stores {
+			if !r.updates.has(ref, key) {
+				r.updates.add(ref, statestore.Update{Workload: key, Record: r.record})
+			}
+		}
+	}
+	// Kratix's canaries for every destination of a store go with whatever
+	// is written there (only where they are missing).
+	for ref, us := range r.updates {
+		if len(r.plan.Canaries[ref]) > 0 && len(us[0].Shared) == 0 {
+			us[0].Shared = r.plan.Canaries[ref]
+		}
+	}
+	return nil
+}
+
+// planStatic plans a Promise's static dependencies, a workload of their
+// own, with placements of their own.
+func (r *rendering) planStatic() error {
+	p, wf := r.ld.Platform, r.wf
+	skey := statestore.StaticWorkloadKey(wf.Promise)
+	sin := r.in
+	sin.Previous, sin.PreviousByKratix = staticPrevious(r.recs, skey), false
+	if len(holdersOf(r.recs, skey)) == 0 && wf.Action == renderer.Configure && r.in.Promise != nil && len(r.in.Promise.Dependencies) > 0 {
+		sin.Output = []renderer.File{{Path: renderer.StaticDependenciesFile(wf.Promise), Data: r.in.Promise.Dependencies}}
+		prev, err := kratixPlacements(r.ctx, p, viewSnaps(r.views), sin, true)
+		if err != nil {
+			return r.placementFailed(err)
+		}
+		if len(prev) > 0 {
+			sin.Previous, sin.PreviousByKratix = prev, true
+		}
+	}
+	static, err := renderer.RenderStatic(r.ctx, sin)
+	if err != nil {
+		return err
+	}
+	sobjects, err := fluxcheck.CheckPlan(r.ctx, static)
+	if err != nil {
+		return err
+	}
+	if err := fluxcheck.Duplicates(sobjects, otherObjects(r.recs, skey)); err != nil {
+		return err
+	}
+	if wf.Action != renderer.Delete {
+		srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: static.Placements()}
+		sholders := holdersOf(r.recs, skey)
+		r.updates.addPlan(static, srec, sobjects, skey, sholders)
+		r.updates.adoptInto(p, skey, workOf(wf, "", true), true, sholders)
+	}
+	r.report.Static = static
+	return nil
+}
+
+// guard refuses, before any store is written, an object another workload
+// holds and a mass deletion (see Engine.guard).
+func (r *rendering) guard() error {
+	var err error
+	r.report.MassDeletion, err = r.e.guard(writeSet{platform: r.ld.Platform, views: r.views, recs: r.recs,
+		updates: r.updates, claims: r.claims, deleteAction: r.wf.Action == renderer.Delete})
+	return err
+}
+
+// composeMessages gives each update its commit message: render's subject
+// and trailers, or a git store's spec.commit template (--commit-template),
+// checked here on the planned diff.
+func (r *rendering) composeMessages() error {
+	msg := message(r.wf, r.e.opts.Version)
+	for ref, us := range r.updates {
+		for i := range us {
+			us[i].Message = msg
+			if err := r.e.commitSettings(r.ld.Platform, ref, r.wf, r.ld.Object, &us[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// publish writes every store's updates (see Engine.publish).
+func (r *rendering) publish() error {
+	stores, err := r.e.publish(r.ctx, r.ph, r.ld.Platform, r.stores, r.updates, r.prs, r.key)
+	if err != nil {
+		return err
+	}
+	r.report.Stores = stores
+	if r.wf.Action == renderer.Delete && deletedNothing(r.report) {
+		r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(r.wf)))
+	}
+	r.finish()
+	r.report.Stopped = stopAsked(r.ctx)
+	r.ph.done()
+	return nil
+}

@@ -1,0 +1,271 @@
+// Package storekind is the registry of state store kinds: GitStateStore (a
+// git repository, written with go-git), BucketStateStore (an S3 bucket,
+// minio-go) and OCIStateStore (an OCI registry, oras-go). Each kind checks
+// its spec and builds its client from it: the credentials in the store's
+// secret (basic auth, SSH keys and known hosts, S3 access keys or the IAM
+// chain, registry passwords or tokens), TLS (a CA bundle, or verification
+// turned off) and, for git, the commit signing key.
+//
+// Package inputs asks the registry to check each store it reads (this
+// package installs Default with inputs.UseStoreKinds); the engine asks it
+// for a store's client by the kind's name. A problem with a spec or its
+// secret is a renderer.InputError naming the file and the store, found
+// before any store is contacted. The backends (statestore/gitstore,
+// s3store, ocistore) know nothing of specs: a kind fills their Config.
+package storekind
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
+)
+
+// Kind is one kind of state store.
+type Kind interface {
+	// Name is the kind of the documents that declare such stores.
+	Name() string
+	// Check validates a spec as decoded from its document and fills in
+	// its defaults. The error is the message, naming the field (spec.…).
+	Check(spec inputs.StoreSpec) error
+	// CheckDestination validates what a destination at path needs of a
+	// store of this kind; the error is the message.
+	CheckDestination(spec inputs.StoreSpec, path string) error
+	// Open builds the store's client from its spec and its secret, and
+	// returns with it a key identifying what the client was built from
+	// (the spec's fields, and digests of the secrets used, never the
+	// secrets), so that a client kept between renders is reused only
+	// while the key is unchanged.
+	Open(spec inputs.StoreSpec, secrets Secrets, opts Options) (statestore.Store, string, error)
+}
+
+// Secrets resolves a store's secretRef (an *inputs.Platform does).
+type Secrets interface {
+	Secret(ref *inputs.SecretRef) (map[string][]byte, bool)
+}
+
+// Options are what every store's client gets from the command line.
+type Options struct {
+	// SecretsDir is --secrets-dir, named in the hint for a missing secret.
+	SecretsDir string
+	// RetryDeadline is how long an unreachable store is retried.
+	RetryDeadline time.Duration
+	// Log gets a store's warnings and debug lines, naming the store.
+	Log *slog.Logger
+}
+
+// Registry holds the kinds a program knows, by name.
+type Registry struct {
+	kinds map[string]Kind
+}
+
+// NewRegistry makes a registry of kinds.
+func NewRegistry(kinds ...Kind) *Registry {
+	r := &Registry{kinds: map[string]Kind{}}
+	for _, k := range kinds {
+		r.Register(k)
+	}
+	return r
+}
+
+// Register adds a kind, replacing one of the same name.
+func (r *Registry) Register(k Kind) { r.kinds[k.Name()] = k }
+
+// Lookup returns the kind of that name.
+func (r *Registry) Lookup(name string) (Kind, bool) {
+	k, ok := r.kinds[name]
+	return k, ok
+}
+
+// Default is the registry of every kind render writes: git, S3 and OCI.
+var Default = NewRegistry(Git(), Bucket(), OCI())
+
+func init() { inputs.UseStoreKinds(Default) }
+
+// CheckStore implements inputs.StoreKinds: the spec's kind checks it.
+func (r *Registry) CheckStore(spec inputs.StoreSpec) error {
+	k, err := r.kindOf(spec)
+	if err != nil {
+		return err
+	}
+	return k.Check(spec)
+}
+
+// CheckDestination implements inputs.StoreKinds.
+func (r *Registry) CheckDestination(spec inputs.StoreSpec, path string) error {
+	k, err := r.kindOf(spec)
+	if err != nil {
+		return err
+	}
+	return k.CheckDestination(spec, path)
+}
+
+func (r *Registry) kindOf(spec inputs.StoreSpec) (Kind, error) {
+	kind := spec.Meta().Kind
+	k, ok := r.Lookup(kind)
+	if !ok {
+		return nil, fmt.Errorf("unknown store kind %s", kind)
+	}
+	return k, nil
+}
+
+// Open builds the client of the store ref names in the platform, with the
+// platform's secrets. Problems with the configuration (a missing secret
+// or key) are InputErrors: they are known before anything is written.
+func (r *Registry) Open(p *inputs.Platform, ref renderer.StoreRef, opts Options) (statestore.Store, string, error) {
+	k, ok := r.Lookup(ref.Kind)
+	if !ok {
+		return nil, "", fmt.Errorf("unknown store kind %s", ref.Kind)
+	}
+	spec := p.Store(ref)
+	if spec == nil {
+		return nil, "", fmt.Errorf("%s is not defined", ref)
+	}
+	return k.Open(spec, p, opts)
+}
+
+// SecretName names the secret a store's credentials come from
+// ("namespace/name", or the name alone), for messages; "" when the store
+// has no secretRef.
+func SecretName(spec inputs.StoreSpec) string {
+	sr := spec.Meta().SecretRef
+	if sr == nil {
+		return ""
+	}
+	if sr.Namespace != "" {
+		return sr.Namespace + "/" + sr.Name
+	}
+	return sr.Name
+}
+
+// factory is a Kind made of functions of its own spec type S.
+type factory[S inputs.StoreSpec] struct {
+	name             string
+	check            func(S) error
+	checkDestination func(S, string) error
+	open             func(S, env) (statestore.Store, string, error)
+}
+
+func (f factory[S]) Name() string { return f.name }
+
+func (f factory[S]) spec(spec inputs.StoreSpec) (S, error) {
+	s, ok := spec.(S)
+	if !ok {
+		return s, fmt.Errorf("%s cannot take the spec of a %s", f.name, spec.Meta().Kind)
+	}
+	return s, nil
+}
+
+func (f factory[S]) Check(spec inputs.StoreSpec) error {
+	s, err := f.spec(spec)
+	if err != nil {
+		return err
+	}
+	return f.check(s)
+}
+
+func (f factory[S]) CheckDestination(spec inputs.StoreSpec, path string) error {
+	s, err := f.spec(spec)
+	if err != nil || f.checkDestination == nil {
+		return err
+	}
+	return f.checkDestination(s, path)
+}
+
+func (f factory[S]) Open(spec inputs.StoreSpec, secrets Secrets, opts Options) (statestore.Store, string, error) {
+	s, err := f.spec(spec)
+	if err != nil {
+		return nil, "", err
+	}
+	return f.open(s, newEnv(spec, secrets, opts))
+}
+
+// env is what opening one store has at hand: the platform's secrets, the
+// options, and how messages name the store.
+type env struct {
+	secrets Secrets
+	opts    Options
+	meta    inputs.StoreMeta
+	// name is the store as logs and clients name it (Kind/name); where
+	// as messages about its document do (Kind name).
+	name, where string
+}
+
+func newEnv(spec inputs.StoreSpec, secrets Secrets, opts Options) env {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	m := spec.Meta()
+	return env{secrets: secrets, opts: opts, meta: m, name: m.Ref().String(), where: m.Kind + " " + m.Name}
+}
+
+// bad is an InputError about the store's document.
+func (v env) bad(msg string) error {
+	return &renderer.InputError{File: v.meta.File, Where: v.where, Msg: msg}
+}
+
+// log logs at level, naming the store: a store's Warn or Debug.
+func (v env) log(level slog.Level) func(msg string, args ...any) {
+	return func(msg string, args ...any) {
+		v.opts.Log.Log(context.Background(), level, msg, append([]any{"store", v.name}, args...)...)
+	}
+}
+
+// secret resolves a secretRef; required says whether the store needs one.
+func (v env) secret(ref *inputs.SecretRef, required bool) (map[string][]byte, error) {
+	if ref == nil {
+		if required {
+			return nil, v.bad("spec.secretRef is required for this authMethod")
+		}
+		return nil, nil
+	}
+	s, ok := v.secrets.Secret(ref)
+	if !ok {
+		hint := "define a Secret document"
+		if v.opts.SecretsDir != "" {
+			hint += " or mount it as " + v.opts.SecretsDir + "/" + ref.Name + "/<key>"
+		} else {
+			hint += " or pass --secrets-dir"
+		}
+		return nil, v.bad(fmt.Sprintf("secret %q (spec.secretRef) was not found: %s", ref.Name, hint))
+	}
+	return s, nil
+}
+
+// secretOrNil is the secret ref names, or nil.
+func (v env) secretOrNil(ref *inputs.SecretRef) map[string][]byte {
+	s, _ := v.secrets.Secret(ref)
+	return s
+}
+
+// secretDigest lets a kept client notice rotated credentials without
+// keeping or printing them.
+func secretDigest(s map[string][]byte) string {
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s=%x;", k, s[k])
+	}
+	return fmt.Sprintf("|%x", h.Sum(nil)[:8])
+}
+
+// storePath checks a state store's spec.path as the stores will use it.
+func storePath(p string) error {
+	p = strings.Trim(p, "/")
+	if p == "" || p == "." {
+		return nil
+	}
+	return layout.ValidPath(p)
+}
