@@ -68,6 +68,7 @@ func mustProxy(t testing.TB, name, upstream string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(p.Close)
 	return p
 }
 
