@@ -115,6 +115,7 @@ func check(s Schedule, runs []*run, st *State) []string {
 		case strings.HasPrefix(p, "../"):
 			bad("rule 3: %s is outside the store's path", strings.TrimPrefix(p, "../"))
 		case p == statestore.IndexMarker, strings.HasPrefix(p, ".render/load/"), strings.HasPrefix(p, statestore.RecordsDir+"/"):
+		case aggDests[d] != "" && rest == aggDests[d]: // built from the parts, checked below
 		case canary(p):
 		case slices.Contains(dests, d) && strings.HasPrefix(rest, ".render/"): // S3's completeness markers
 		case owner[p] != "":
@@ -140,17 +141,21 @@ func check(s Schedule, runs []*run, st *State) []string {
 			keys := map[string]bool{}
 			byDest := map[string][]string{}
 			for _, f := range rec.Files {
-				if strings.HasPrefix(f, ".render/") {
-					continue
-				}
 				d, _, _ := strings.Cut(f, "/")
+				if strings.HasPrefix(f, ".render/") {
+					if d = partDest(f); d == "" {
+						continue
+					}
+				}
 				byDest[d] = append(byDest[d], f)
-				m := opLine.FindSubmatch(st.Files[f])
-				if m == nil {
+				ms := opLine.FindAllSubmatch(st.Files[f], -1)
+				if len(ms) == 0 {
 					bad("rule 2: %s of %s holds no render's mark", f, w.Name)
 					continue
 				}
-				keys[string(m[1])] = true
+				for _, m := range ms {
+					keys[string(m[1])] = true
+				}
 			}
 			switch len(keys) {
 			case 0:
@@ -188,8 +193,17 @@ func check(s Schedule, runs []*run, st *State) []string {
 			}
 			for _, d := range sortedKeys(byDest) {
 				want := map[string]string{}
+				if name := aggDests[d]; name != "" {
+					var docs []string
+					for _, f := range value.files {
+						docs = append(docs, document(w.Name, f, value.key, value.pad))
+					}
+					want[statestore.AggregatePath(d+"/"+name, key)] = strings.Join(docs, "\n---\n")
+				}
 				for _, f := range value.files {
-					want[filePath(w, d, f)] = document(w.Name, f, value.key, value.pad)
+					if aggDests[d] == "" {
+						want[filePath(w, d, f)] = document(w.Name, f, value.key, value.pad)
+					}
 				}
 				got := map[string]string{}
 				for _, f := range byDest[d] {
@@ -255,6 +269,23 @@ func check(s Schedule, runs []*run, st *State) []string {
 		bad("rule 3: a record of %s, which no render of the trial writes", k)
 	}
 
+	// An aggregated file holds exactly its parts' documents.
+	for d, name := range aggDests {
+		target := d + "/" + name
+		var parts []string
+		for _, p := range sortedKeys(st.Files) {
+			if strings.HasPrefix(p, partsDir(target)) {
+				parts = append(parts, splitDocs(st.Files[p])...)
+			}
+		}
+		docs := splitDocs(st.Files[target])
+		slices.Sort(parts)
+		slices.Sort(docs)
+		if !slices.Equal(parts, docs) {
+			bad("rule 2: %s does not hold exactly the documents of its parts (%d documents, %d in parts)", target, len(docs), len(parts))
+		}
+	}
+
 	// A drain that exited 0 left no resource on the drained destination.
 	for _, r := range runs {
 		if r.kind == Drain && r.outcome == Landed && r.code == 0 {
@@ -314,9 +345,11 @@ func check(s Schedule, runs []*run, st *State) []string {
 				for _, w := range s.Workloads {
 					keys := map[string]bool{}
 					for p, b := range pub {
-						if ownedBy(w, d, p) {
-							if m := opLine.FindSubmatch(b); m != nil {
-								keys[string(m[1])] = true
+						for _, doc := range splitDocs(b) {
+							if ownedBy(w, d, p) || aggDests[d] != "" && strings.Contains(doc, "\n  name: "+w.Name+"-") {
+								if m := opLine.FindStringSubmatch(doc); m != nil {
+									keys[m[1]] = true
+								}
 							}
 						}
 					}
@@ -363,6 +396,27 @@ func ownedBy(w Workload, d, p string) bool {
 		}
 	}
 	return false
+}
+
+// partsDir is the folder of an aggregated file's parts, with its slash.
+func partsDir(target string) string { return path.Join(".render/aggregate", target) + "/" }
+
+// partDest is the destination of an aggregated file's part, or "".
+func partDest(p string) string {
+	for d, name := range aggDests {
+		if strings.HasPrefix(p, partsDir(d+"/"+name)) {
+			return d
+		}
+	}
+	return ""
+}
+
+// splitDocs splits an aggregated file (or a part) into its documents.
+func splitDocs(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	return strings.Split(string(b), "\n---\n")
 }
 
 // lastStart is when the last render of a trial started.

@@ -163,4 +163,3 @@ func sharedServer(t *testing.T, kind Kind) server {
 	}
 	return newServer(t, kind) // the SSH server is the test's own anyway
 }
-

@@ -17,11 +17,14 @@ import (
 )
 
 // Destinations of every trial: d1 and d2 nestedByMetadata, d3 with
-// filepath mode none (every workload's files flat in one folder). d1 is the
-// one a drain empties.
+// filepath mode none (every workload's files flat in one folder), d4
+// aggregatedYAML (every workload's documents in one file, which each write
+// rebuilds from the workloads' parts). d1 is the one a drain empties.
 var (
-	dests     = []string{"d1", "d2", "d3"}
-	flatDests = map[string]bool{"d3": true}
+	dests     = []string{"d1", "d2", "d3", "d4"}
+	flatDests = map[string]bool{"d3": true, "d4": true}
+	// aggDests are the aggregatedYAML destinations, and their file.
+	aggDests = map[string]string{"d4": "aggregated.yaml"}
 )
 
 // drained is the destination drains cordon and empty.
@@ -138,7 +141,10 @@ func (w *world) platform(name string, cordon bool) error {
 	docs := []string{w.store.docs}
 	for _, d := range dests {
 		spec := ""
-		if flatDests[d] {
+		switch {
+		case aggDests[d] != "":
+			spec += "  filepath: {mode: aggregatedYAML, filename: " + aggDests[d] + "}\n"
+		case flatDests[d]:
 			spec += "  filepath: {mode: none}\n"
 		}
 		if cordon && d == drained {
