@@ -151,16 +151,16 @@ type StoreWrite struct {
 	Store        StoreRef
 	Files        map[string][]byte
 	Shared       map[string][]byte
-	Aggregates   []layout.Aggregate
+	Aggregates   []Aggregate
 	Destinations []string // destination paths written
 }
 
 // Placements lists every group's destinations, for the store records.
-func (p *Plan) Placements() []layout.Placement {
-	var out []layout.Placement
+func (p *Plan) Placements() []Placement {
+	var out []Placement
 	for _, g := range p.Groups {
 		if g.Placed() {
-			pl := layout.Placement{Group: g.Directory, Destinations: g.Destinations, MatchLabels: g.Selector.MatchLabels}
+			pl := Placement{Group: g.Directory, Destinations: g.Destinations, MatchLabels: g.Selector.MatchLabels}
 			for _, e := range g.Selector.MatchExpressions {
 				pl.MatchExpressions = append(pl.MatchExpressions, e)
 			}
@@ -555,7 +555,7 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 			continue // nothing to contribute: no part
 		}
 		w := writes[aggStore[t]]
-		w.Aggregates = append(w.Aggregates, layout.Aggregate{Target: t, Contribution: buf.Bytes()})
+		w.Aggregates = append(w.Aggregates, Aggregate{Target: t, Contribution: buf.Bytes()})
 	}
 	out := make([]StoreWrite, 0, len(writes))
 	for _, w := range writes {

@@ -8,8 +8,7 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/render-dev/render/internal/layout"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 var store = StoreRef{Kind: "GitStateStore", Name: "default"}
@@ -359,17 +358,17 @@ func TestSelectorEntryValidation(t *testing.T) {
 func TestMatchExpressions(t *testing.T) {
 	dests := []Destination{dest("eu", map[string]string{"zone": "eu"}), dest("us", map[string]string{"zone": "us"}), dest("none", nil)}
 	cases := []struct {
-		expr layout.Requirement
+		expr metav1.LabelSelectorRequirement
 		want []string
 	}{
-		{layout.Requirement{Key: "zone", Operator: "In", Values: []string{"eu", "ap"}}, []string{"eu"}},
-		{layout.Requirement{Key: "zone", Operator: "NotIn", Values: []string{"eu"}}, []string{"none", "us"}},
-		{layout.Requirement{Key: "zone", Operator: "Exists"}, []string{"eu", "us"}},
-		{layout.Requirement{Key: "zone", Operator: "DoesNotExist"}, []string{"none"}},
+		{metav1.LabelSelectorRequirement{Key: "zone", Operator: "In", Values: []string{"eu", "ap"}}, []string{"eu"}},
+		{metav1.LabelSelectorRequirement{Key: "zone", Operator: "NotIn", Values: []string{"eu"}}, []string{"none", "us"}},
+		{metav1.LabelSelectorRequirement{Key: "zone", Operator: "Exists"}, []string{"eu", "us"}},
+		{metav1.LabelSelectorRequirement{Key: "zone", Operator: "DoesNotExist"}, []string{"none"}},
 	}
 	for _, c := range cases {
 		in := Input{Workflow: promiseWF(), Output: files("a.yaml"), Destinations: dests,
-			Selectors: []SelectorEntry{{Selector: Selector{MatchExpressions: []layout.Requirement{c.expr}}}}}
+			Selectors: []SelectorEntry{{Selector: Selector{MatchExpressions: []metav1.LabelSelectorRequirement{c.expr}}}}}
 		g := group(t, mustRender(t, in), DefaultGroup)
 		equal(t, g.Destinations, c.want)
 	}

@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/render-dev/render/internal/layout"
 )
 
 // ValidateWorkflow checks the workflow identity: every part that becomes a
@@ -118,7 +116,7 @@ func filter(s Selector, d *Destination) []string {
 	}
 	set := labels.Set(d.Labels)
 	for _, e := range s.MatchExpressions {
-		sel, err := asSelector(Selector{MatchExpressions: []layout.Requirement{e}})
+		sel, err := asSelector(Selector{MatchExpressions: []metav1.LabelSelectorRequirement{e}})
 		if err != nil {
 			reasons = append(reasons, err.Error())
 			continue

@@ -5,15 +5,13 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/render-dev/render/internal/layout"
 )
 
 // CheckSelector uses Kubernetes' own rules: keys and values, operators and
 // the values each operator takes, and kubectl's notation.
 func TestCheckSelector(t *testing.T) {
-	req := func(key, op string, values ...string) []layout.Requirement {
-		return []layout.Requirement{{Key: key, Operator: metav1.LabelSelectorOperator(op), Values: values}}
+	req := func(key, op string, values ...string) []metav1.LabelSelectorRequirement {
+		return []metav1.LabelSelectorRequirement{{Key: key, Operator: metav1.LabelSelectorOperator(op), Values: values}}
 	}
 	tests := []struct {
 		name    string

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/render-dev/render/internal/layout"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // WorkflowType is "promise" (dependencies, to every match) or "resource"
@@ -88,8 +89,8 @@ type File struct {
 // Selector is a Kubernetes label selector: equality matchLabels and, beyond
 // Kratix, set-based matchExpressions.
 type Selector struct {
-	MatchLabels      map[string]string    `json:"matchLabels,omitempty" yaml:"matchLabels,omitempty"`
-	MatchExpressions []layout.Requirement `json:"matchExpressions,omitempty" yaml:"matchExpressions,omitempty"`
+	MatchLabels      map[string]string                 `json:"matchLabels,omitempty" yaml:"matchLabels,omitempty"`
+	MatchExpressions []metav1.LabelSelectorRequirement `json:"matchExpressions,omitempty" yaml:"matchExpressions,omitempty"`
 }
 
 // Empty reports whether the selector constrains nothing.
@@ -214,6 +215,23 @@ type Load struct {
 	Total map[string]int
 	// ByFlavour[flavour][destination] counts resources of that flavour.
 	ByFlavour map[string]map[string]int
+}
+
+// Placement is where one workload group went, and the selector it was
+// scheduled with (the stores keep it, so that later renders keep the
+// placement and a drain can move it without the workflow's output).
+type Placement struct {
+	Group            string
+	Destinations     []string
+	MatchLabels      map[string]string
+	MatchExpressions []metav1.LabelSelectorRequirement
+}
+
+// Aggregate is one workload's part of a multi-document file that several
+// workloads share (an aggregatedYAML destination's).
+type Aggregate struct {
+	Target       string // path of the aggregated file, relative to the store
+	Contribution []byte // this workload's documents
 }
 
 // InputError is bad input: it names the file, the document or entry, and

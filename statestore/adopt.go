@@ -288,11 +288,11 @@ func (o objectHead) identity() (string, bool) {
 	if o.Kind == "" || o.Metadata.Name == "" {
 		return "", false
 	}
-	return layout.Object{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Metadata.Name, Namespace: o.Metadata.Namespace}.Identity(), true
+	return Object{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Metadata.Name, Namespace: o.Metadata.Namespace}.Identity(), true
 }
 
 // Identities lists, sorted, the object identities of a multi-document
-// YAML file (an aggregated file), as layout.Object.Identity gives them.
+// YAML file (an aggregated file), as Object.Identity gives them.
 func Identities(data []byte) []string {
 	var out []string
 	dec := yaml.NewDecoder(bytes.NewReader(data))

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -89,6 +88,6 @@ func files(paths ...string) map[string][]byte {
 	return m
 }
 
-func agg(target string) []layout.Aggregate {
-	return []layout.Aggregate{{Target: target, Contribution: []byte("kind: A\n")}}
+func agg(target string) []statestore.Aggregate {
+	return []statestore.Aggregate{{Target: target, Contribution: []byte("kind: A\n")}}
 }

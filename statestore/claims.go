@@ -25,20 +25,20 @@ var ClaimsDir = path.Join(layout.MetaDir, "objects")
 
 // claim is a claim file's content.
 type claim struct {
-	Workload string        `json:"workload"`
-	Object   layout.Object `json:"object"`
+	Workload string `json:"workload"`
+	Object   Object `json:"object"`
 }
 
 // ClaimPath is where the claim on o (in o.Destination's o.Section) lives.
 // The store o.Store names does not count: every claim of one snapshot is in
 // one store.
-func ClaimPath(o layout.Object) string {
+func ClaimPath(o Object) string {
 	sum := sha256.Sum256([]byte(o.Destination + "\x00" + o.Section + "\x00" + o.Identity()))
 	h := hex.EncodeToString(sum[:])
 	return path.Join(ClaimsDir, h[:2], h[2:]+".json")
 }
 
-func encodeClaim(workload string, o layout.Object) []byte {
+func encodeClaim(workload string, o Object) []byte {
 	b, err := json.MarshalIndent(claim{Workload: workload, Object: o}, "", "  ")
 	if err != nil {
 		panic(err) // only strings: cannot fail
@@ -76,7 +76,7 @@ type OwnedError struct {
 	Path string
 	// Object is this workload's object, and OwnerObject the other
 	// workload's, for a duplicate object (nil otherwise).
-	Object, OwnerObject *layout.Object
+	Object, OwnerObject *Object
 }
 
 func (e *OwnedError) Error() string {
@@ -101,7 +101,7 @@ func sectionDir(section string) string {
 	return section
 }
 
-func objectFile(o layout.Object) string {
+func objectFile(o Object) string {
 	f := path.Join(o.Destination, o.File)
 	if o.Source != "" && o.Source != f {
 		return o.Source + ", at " + f
@@ -111,7 +111,7 @@ func objectFile(o layout.Object) string {
 
 // checkClaim refuses a claim p (which the workload does not own) that
 // exists in snap for another workload.
-func checkClaim(snap Snapshot, p, workload string, mine layout.Object, owners func() (map[string]string, error)) error {
+func checkClaim(snap Snapshot, p, workload string, mine Object, owners func() (map[string]string, error)) error {
 	data, err := snap.ReadFile(p)
 	if err != nil {
 		return err

@@ -84,6 +84,36 @@ func IndexPaths(r *Record) map[string][]byte {
 	return out
 }
 
+// IndexEntry is what an index entry's path says:
+// .render/placed/<Destination>/resource/<Flavour>/<Name> for a resource
+// (Flavour is "_" for one without a flavour),
+// .render/placed/<Destination>/<Type>/<Name> otherwise.
+type IndexEntry struct {
+	Destination, Type, Flavour, Name string
+}
+
+// Resource reports whether the entry is a placed resource group, which is
+// what the spread strategy counts.
+func (e IndexEntry) Resource() bool { return e.Type == "resource" }
+
+// ParseIndexPath reads an index entry's path (relative to the store); ok
+// is false for any other path. It is the one place that knows the index's
+// layout besides IndexPaths, which writes it.
+func ParseIndexPath(p string) (e IndexEntry, ok bool) {
+	rel, ok := strings.CutPrefix(p, IndexDir+"/")
+	if !ok {
+		return e, false
+	}
+	parts := strings.Split(rel, "/")
+	switch {
+	case len(parts) == 4 && parts[1] == "resource":
+		return IndexEntry{Destination: parts[0], Type: parts[1], Flavour: parts[2], Name: parts[3]}, true
+	case len(parts) == 3 && parts[1] != "resource":
+		return IndexEntry{Destination: parts[0], Type: parts[1], Name: parts[2]}, true
+	}
+	return IndexEntry{}, false
+}
+
 // Indexed reports whether snap has the placement index. A store with no
 // records at all counts as indexed once anything is written to it; until
 // then there is nothing to index.
@@ -244,10 +274,8 @@ func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
 		// The workload's own entries are counted in the summary: its
 		// record names them.
 		for p := range mine {
-			rel, ok := strings.CutPrefix(p, IndexDir+"/")
-			parts := strings.Split(rel, "/")
-			if ok && len(parts) == 4 && parts[1] == "resource" && answered[parts[0]] && counts[parts[0]][parts[2]] > 0 {
-				counts[parts[0]][parts[2]]--
+			if e, ok := ParseIndexPath(p); ok && e.Resource() && answered[e.Destination] && counts[e.Destination][e.Flavour] > 0 {
+				counts[e.Destination][e.Flavour]--
 			}
 		}
 		for d, byFlavour := range counts {
@@ -278,20 +306,16 @@ func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
 			return l, err
 		}
 		for _, p := range paths {
-			if mine[p] {
-				continue
-			}
-			rel := strings.TrimPrefix(p, dir+"/")
-			flavour, _, ok := strings.Cut(rel, "/")
-			if !ok {
+			e, ok := ParseIndexPath(p)
+			if mine[p] || !ok || !e.Resource() {
 				continue
 			}
 			l.Total[d]++
-			if flavour != noFlavour {
-				if l.ByFlavour[flavour] == nil {
-					l.ByFlavour[flavour] = map[string]int{}
+			if e.Flavour != noFlavour {
+				if l.ByFlavour[e.Flavour] == nil {
+					l.ByFlavour[e.Flavour] = map[string]int{}
 				}
-				l.ByFlavour[flavour][d]++
+				l.ByFlavour[e.Flavour][d]++
 			}
 		}
 	}
@@ -345,7 +369,7 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 		for _, o := range u.Record.Objects {
 			if r, ok := byClaim[ClaimPath(o)]; ok {
 				mine := o
-				var theirs *layout.Object
+				var theirs *Object
 				for _, ro := range r.Objects {
 					if ClaimPath(ro) == ClaimPath(o) {
 						ro := ro

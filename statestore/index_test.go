@@ -6,16 +6,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/render-dev/render/internal/layout"
 )
 
-func resourceRec(workload, flavour string, placements ...layout.Placement) *Record {
+func resourceRec(workload, flavour string, placements ...Placement) *Record {
 	return &Record{Type: "resource", Promise: "p", Pipeline: "x", Flavour: flavour, Placements: placements}
 }
 
-func on(group string, dests ...string) layout.Placement {
-	return layout.Placement{Group: group, Destinations: dests}
+func on(group string, dests ...string) Placement {
+	return Placement{Group: group, Destinations: dests}
 }
 
 // The index follows each record through every write: a placement that
@@ -33,7 +31,7 @@ func TestIndexFollowsRecords(t *testing.T) {
 	}
 	write("resource/ns/p/a/x", resourceRec("a", "gold", on(".", "d1"), on("extra", "d1")), map[string]string{"d1/a.yaml": "a"})
 	write("resource/ns/p/b/x", resourceRec("b", "", on(".", "d2")), map[string]string{"d2/b.yaml": "b"})
-	write("promise/p/x", &Record{Type: "promise", Promise: "p", Pipeline: "x", Placements: []layout.Placement{on(".", "d1", "d2")}}, map[string]string{"d1/p.yaml": "p", "d2/p.yaml": "p"})
+	write("promise/p/x", &Record{Type: "promise", Promise: "p", Pipeline: "x", Placements: []Placement{on(".", "d1", "d2")}}, map[string]string{"d1/p.yaml": "p", "d2/p.yaml": "p"})
 	load := func() Load {
 		t.Helper()
 		l, err := ReadLoad(m, []string{"d1", "d2", "d3"}, "")
@@ -76,12 +74,12 @@ func TestLegacyStoreIsMigratedOnFirstWrite(t *testing.T) {
 	old := map[string]*Record{
 		"resource/ns/p/a/x": resourceRec("a", "gold", on(".", "d1")),
 		"resource/ns/p/b/x": resourceRec("b", "", on(".", "d2"), on("two", "d2")),
-		"promise/p/x":       {Type: "promise", Promise: "p", Pipeline: "x", Placements: []layout.Placement{on(".", "d1")}, DefaultSelector: map[string]string{"tier": "gold"}},
+		"promise/p/x":       {Type: "promise", Promise: "p", Pipeline: "x", Placements: []Placement{on(".", "d1")}, DefaultSelector: map[string]string{"tier": "gold"}},
 	}
 	m := memSnap{}
 	for w, r := range old {
 		r.Workload = w
-		r.Objects = []layout.Object{cm("d1", "resources", w+".yaml", "v1", "ns")}
+		r.Objects = []Object{cm("d1", "resources", w+".yaml", "v1", "ns")}
 		r.Objects[0].Name = "cm-" + r.Promise + "-" + w[len(w)-3:len(w)-2]
 		r.Files = []string{"d1/" + w + ".yaml"}
 		m[RecordPath(w)] = r.Encode()
@@ -116,7 +114,7 @@ func TestLegacyStoreIsMigratedOnFirstWrite(t *testing.T) {
 	// which its record never listed.
 	moved := upd("resource/ns/p/a/x", map[string]string{"d2/a.yaml": "a"}, cm("d2", "resources", "a.yaml", "v1", "ns"))
 	moved.Record = resourceRec("a", "gold", on(".", "d2"))
-	moved.Record.Objects = []layout.Object{cm("d2", "resources", "a.yaml", "v1", "ns")}
+	moved.Record.Objects = []Object{cm("d2", "resources", "a.yaml", "v1", "ns")}
 	if _, err := m.apply(t, moved); err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +157,36 @@ func TestFailedPrefetchIsLogged(t *testing.T) {
 	for _, l := range snap.logged {
 		if !strings.Contains(l, "prefetch failed: the lookups read one path at a time instead") || !strings.Contains(l, "server hung up") {
 			t.Errorf("logged %q, want the fallback and the error", l)
+		}
+	}
+}
+
+// ParseIndexPath reads back exactly what IndexPaths writes.
+func TestParseIndexPath(t *testing.T) {
+	r := &Record{Workload: "resource/ns/pg/db/configure", Type: "resource", Flavour: "gold",
+		Placements: []Placement{{Group: ".", Destinations: []string{"east", "west"}}}}
+	p := &Record{Workload: "promise/pg/install", Type: "promise",
+		Placements: []Placement{{Group: ".", Destinations: []string{"east"}}}}
+	n := 0
+	for _, rec := range []*Record{r, p} {
+		for path := range IndexPaths(rec) {
+			e, ok := ParseIndexPath(path)
+			if !ok || e.Type != rec.Type || e.Resource() != (rec.Type == "resource") || e.Name == "" ||
+				(e.Destination != "east" && e.Destination != "west") {
+				t.Fatalf("%s: %+v %v", path, e, ok)
+			}
+			if rec == r && e.Flavour != "gold" {
+				t.Fatalf("%s: flavour %q", path, e.Flavour)
+			}
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d entries", n)
+	}
+	for _, bad := range []string{".render/placed/east", ".render/placed/east/resource/gold", "clusters/east/x.yaml", ".render/placed/east/resource/x"} {
+		if e, ok := ParseIndexPath(bad); ok {
+			t.Errorf("%s parsed as %+v", bad, e)
 		}
 	}
 }

@@ -118,7 +118,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	}
 
 	// Claims on the workload's Kubernetes objects (see ClaimPath).
-	claimed := map[string]layout.Object{}
+	claimed := map[string]Object{}
 	if u.Record != nil {
 		for _, o := range u.Record.Objects {
 			if _, ok := claimed[ClaimPath(o)]; !ok {
@@ -209,7 +209,7 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 	for _, t := range sortedKeys(targets) {
-		if err := plan.aggregate(snap, t, u.Workload, want); err != nil {
+		if err := plan.aggregate(snap, t, u.Workload, owned[AggregatePath(t, u.Workload)], want); err != nil {
 			return plan, err
 		}
 	}
@@ -307,8 +307,9 @@ func (p *Plan) add(path string, data []byte, list *[]string) {
 // write there: every part's bytes as they are, in the order of Kratix's
 // WorkPlacement names (see KratixOrder), joined by "\n---\n", with the
 // documents Kratix wrote for workloads render does not know (legacy
-// segments, see legacySegments) where Kratix had them.
-func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string][]byte) error {
+// segments, see legacySegments) where Kratix had them. owned says the
+// workload's record holds a part of target.
+func (p *Plan) aggregate(snap Snapshot, target, workload string, owned bool, want map[string][]byte) error {
 	dir := path.Join(layout.MetaDir, "aggregate", target)
 	parts, err := snap.List(dir)
 	if err != nil {
@@ -328,7 +329,12 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, want map[string
 		content[part] = data
 	}
 	// Documents Kratix wrote for workloads render does not know stay.
-	if err := p.legacySegments(snap, target, workload, len(parts) == 0, hasPart(parts, mine), want[mine], content); err != nil {
+	// A target without parts holds Kratix's documents, unless this
+	// workload had a part of it: then render wrote it, and the removal of
+	// the last part stopped short of the target (a writer that failed
+	// between the two).
+	first := len(parts) == 0 && !owned
+	if err := p.legacySegments(snap, target, workload, first, hasPart(parts, mine), want[mine], content); err != nil {
 		return err
 	}
 	if data, ok := want[mine]; ok {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path"
 	"reflect"
 	"sort"
 	"strings"
@@ -65,13 +66,13 @@ func (m memSnap) visible() map[string]string {
 	return out
 }
 
-func cm(dest, section, file, apiVersion, ns string) layout.Object {
-	return layout.Object{APIVersion: apiVersion, Kind: "ConfigMap", Namespace: ns, Name: "cm",
+func cm(dest, section, file, apiVersion, ns string) Object {
+	return Object{APIVersion: apiVersion, Kind: "ConfigMap", Namespace: ns, Name: "cm",
 		Section: section, File: file, Destination: dest, Source: "out/" + file}
 }
 
 // upd is a workload's update: files (path: content), objects recorded.
-func upd(workload string, files map[string]string, objs ...layout.Object) Update {
+func upd(workload string, files map[string]string, objs ...Object) Update {
 	u := Update{Workload: workload, Files: map[string][]byte{},
 		Record: &Record{Type: "promise", Promise: "p", Pipeline: "x", Objects: objs}}
 	for p, c := range files {
@@ -92,7 +93,7 @@ func TestPlanUpdate(t *testing.T) {
 		return u
 	}
 	agg := func(u Update, part string) Update {
-		u.Aggregates = []layout.Aggregate{{Target: "d/all.yaml", Contribution: []byte(part)}}
+		u.Aggregates = []Aggregate{{Target: "d/all.yaml", Contribution: []byte(part)}}
 		return u
 	}
 	res := cm("d", "resources", "resources/a.yaml", "v1", "ns")
@@ -261,5 +262,42 @@ func TestPlanUpdateReplanAfterRace(t *testing.T) {
 	var oe *OwnedError
 	if _, err := PlanUpdate(base, b); !errors.As(err, &oe) || oe.Owner != "w/a" {
 		t.Fatalf("re-plan: err = %v, want an OwnedError naming w/a", err)
+	}
+}
+
+// A workload whose record holds a part of an aggregated file that has no
+// parts left (its writer deleted the part and failed before it deleted
+// the file: S3 writes one object at a time) finds render's own leftover
+// there, not Kratix's documents: its next render rebuilds the file from
+// the parts, and keeps nothing of it as a legacy part.
+func TestPlanUpdateOwnLeftoverIsNotKratixs(t *testing.T) {
+	const target = "d/all.yaml"
+	for _, c := range []struct {
+		name         string
+		contribution string
+		want         map[string]string
+	}{
+		{"removed", "", map[string]string{}},
+		{"contributing again", "kind: B\n", map[string]string{target: "kind: B\n"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := memSnap{}
+			u := upd("w/a", nil)
+			u.Aggregates = []Aggregate{{Target: target, Contribution: []byte("kind: A\n")}}
+			if _, err := m.apply(t, u); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, AggregatePath(target, "w/a")) // the part went, the file stayed
+			u.Aggregates[0].Contribution = []byte(c.contribution)
+			if _, err := m.apply(t, u); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.visible(); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("store holds %v, want %v", got, c.want)
+			}
+			if _, ok := m[path.Join(layout.MetaDir, "aggregate", target, LegacyPart)]; ok {
+				t.Fatal("render's own leftover was kept as Kratix's part")
+			}
+		})
 	}
 }

@@ -29,14 +29,14 @@ type Record struct {
 	Flavour string `json:"flavour,omitempty"`
 	// Placements are the workload's groups and the destinations each went to,
 	// across every store.
-	Placements []layout.Placement `json:"placements,omitempty"`
+	Placements []Placement `json:"placements,omitempty"`
 	// DefaultSelector is a promise workflow's root destination selector, which
 	// later resource workflows of the same promise inherit.
 	DefaultSelector map[string]string `json:"defaultSelector,omitempty"`
 	// Objects are the Kubernetes objects the workload's files hold, per
 	// destination section, so later renders of other workloads can refuse a
 	// duplicate that would break Flux's build without reading these files.
-	Objects []layout.Object `json:"objects,omitempty"`
+	Objects []Object `json:"objects,omitempty"`
 	// Files are the paths the workload owns in this store (filled in by the planner).
 	Files []string `json:"files"`
 }
@@ -113,7 +113,7 @@ func (r *Record) Encode() []byte {
 	c.Format = RecordFormat
 	c.Files = append([]string(nil), r.Files...)
 	sort.Strings(c.Files)
-	c.Placements = append([]layout.Placement(nil), r.Placements...)
+	c.Placements = append([]Placement(nil), r.Placements...)
 	sort.Slice(c.Placements, func(i, j int) bool { return c.Placements[i].Group < c.Placements[j].Group })
 	for i := range c.Placements {
 		d := append([]string(nil), c.Placements[i].Destinations...)

@@ -9,7 +9,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -176,3 +178,96 @@ func TLSFailure(err error) bool {
 	return errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
 		errors.As(err, &verify) || errors.As(err, &record)
 }
+
+// Network describes, for TranslateNetwork's messages, what a backend was
+// talking to: the server (an endpoint, a host) and the field of the
+// store's spec that names it.
+type Network struct {
+	// Server is what was dialled ("127.0.0.1:9000", "git.example").
+	Server string
+	// Field is the spec field that names it ("endpoint", "url").
+	Field string
+	// Redact removes credentials from a message (nil: none to remove).
+	Redact func(string) string
+}
+
+// TranslateNetwork is the error classification every backend shares, for
+// failures below its protocol: a host name that does not resolve and a TLS
+// failure are reported at once, naming the field to check (waiting does
+// not fix them); a refused, reset or timed-out connection wraps
+// ErrUnreachable, so Retry waits for it. ok is false when err is none of
+// these: the backend's own classification stands.
+func TranslateNetwork(err error, n Network) (out error, ok bool) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuth) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {
+		return err, false
+	}
+	msg := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		msg = ue.Err.Error() // without the request's URL
+	}
+	if n.Redact != nil {
+		msg = n.Redact(msg)
+	}
+	server := ""
+	if n.Server != "" {
+		server = " of " + n.Server
+	}
+	field := n.Field
+	if field == "" {
+		field = "address"
+	}
+	switch {
+	case NameNotFound(err):
+		return Redacted(fmt.Sprintf("the host name%s does not resolve (check the store's %s): %s", server, field, msg), err), true
+	case Transient(err):
+		return Redacted(fmt.Sprintf("%v: %s", ErrUnreachable, withServer(n.Server, msg)), errors.Join(ErrUnreachable, err)), true
+	case TLSFailure(err):
+		return Redacted("TLS"+strings.Replace(server, " of ", " with ", 1)+": "+msg, err), true
+	}
+	return err, false
+}
+
+func withServer(server, msg string) string {
+	if server == "" {
+		return msg
+	}
+	return server + ": " + msg
+}
+
+// Classify says what the write loop does with err.
+func Classify(err error) Class {
+	switch {
+	case err == nil:
+		return ClassDone
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return ClassPermanent
+	case errors.Is(err, ErrDeadline):
+		return ClassPermanent // a step's own retries spent the render's budget
+	case errors.Is(err, ErrConflict):
+		var oe *OwnedError
+		if errors.As(err, &oe) {
+			return ClassPermanent // another workload's file or object: bad input
+		}
+		return ClassConflict
+	case errors.Is(err, ErrUnreachable):
+		return ClassTransient
+	}
+	return ClassPermanent
+}
+
+// Class is how the write loop treats an error.
+type Class int
+
+// Classes of errors.
+const (
+	// ClassDone: no error.
+	ClassDone Class = iota
+	// ClassConflict: another writer was first; plan again on a fresh view.
+	ClassConflict
+	// ClassTransient: the server could not be reached; try the same again.
+	ClassTransient
+	// ClassPermanent: trying again does not help.
+	ClassPermanent
+)

@@ -96,3 +96,43 @@ func TestEnsureRetryDeadlineKeepsTheRendersClock(t *testing.T) {
 		t.Fatalf("EnsureRetryDeadline without a deadline: budget %v, want 1h", b)
 	}
 }
+
+// stepBackend's committer fails every commit with err.
+type stepBackend struct {
+	err     error
+	commits int
+}
+
+func (b *stepBackend) String() string { return "test store" }
+func (b *stepBackend) Begin(context.Context, []Update) (Committer, error) {
+	return b, nil
+}
+func (b *stepBackend) Snapshot(context.Context, int) (Snapshot, error) {
+	return NewOverlay(memSnap{}), nil
+}
+func (b *stepBackend) Commit(context.Context, *Change) (Outcome, error) {
+	b.commits++
+	return Outcome{}, b.err
+}
+
+// A step of a commit that retries its own lost races (S3's markers and
+// load summaries, through RetryPolicy.Conflicts) and gives up because the
+// render's retry deadline would pass ends the write: the write loop does
+// not start over on a budget that is spent. Any other lost race is
+// planned again.
+func TestSpentDeadlineEndsTheWrite(t *testing.T) {
+	ctx := WithRetryDeadline(context.Background(), time.Minute)
+	u := Update{Workload: "w/a", Files: map[string][]byte{"d/x.yaml": []byte("x\n")}, Record: &Record{}}
+	spent := Pause(WithRetryDeadline(context.Background(), time.Nanosecond), 8, time.Second, fmt.Errorf("%w: other renders kept rewriting its marker", ErrConflict))
+	b := &stepBackend{err: spent}
+	if _, err := Write(ctx, b, RetryPolicy{}, []Update{u}); !errors.Is(err, ErrDeadline) || b.commits != 1 {
+		t.Fatalf("a step that spent the deadline: %d commits, %v; want 1, ErrDeadline", b.commits, err)
+	}
+	if Classify(spent) != ClassPermanent {
+		t.Fatalf("Classify(%v) = %v, want ClassPermanent", spent, Classify(spent))
+	}
+	b = &stepBackend{err: &ConflictError{Op: "write", What: "another writer was first"}}
+	if _, err := Write(ctx, b, RetryPolicy{MaxAttempts: 3}, []Update{u}); !errors.Is(err, ErrConflict) || b.commits != 3 {
+		t.Fatalf("a lost race: %d commits, %v; want 3 (MaxAttempts), ErrConflict", b.commits, err)
+	}
+}

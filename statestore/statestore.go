@@ -12,8 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/render-dev/render/internal/layout"
 )
 
 // Store is one state store as render sees it: a git branch or an S3 bucket,
@@ -48,13 +46,16 @@ type Store interface {
 	Snapshot(ctx context.Context) (Snapshot, error)
 	// Apply writes one workload's update.
 	Apply(ctx context.Context, u Update) (Result, error)
+	// ApplyAll writes several workloads' updates, each planned on top of
+	// the ones before it: as one change where the store can (see
+	// Writer.AtomicBatches), one after the other otherwise.
+	ApplyAll(ctx context.Context, us []Update) (Result, error)
 	// Close releases what the store holds (clones, connections).
 	Close() error
 }
 
-// BatchApplier is implemented by stores that can write several workloads'
-// updates as one change (git: one commit). Tools that move many workloads
-// at once (drain) use it when a store has it, and Apply in turn otherwise.
+// BatchApplier is the part of Store that writes several workloads'
+// updates at once.
 type BatchApplier interface {
 	ApplyAll(ctx context.Context, us []Update) (Result, error)
 }
@@ -89,7 +90,7 @@ type Update struct {
 	// Aggregates are multi-document files shared by several workloads
 	// (aggregatedYAML destinations): each workload contributes a part, and
 	// the target holds every contribution, ordered by workload.
-	Aggregates []layout.Aggregate
+	Aggregates []Aggregate
 	// Record is written beside the files, outside every destination. Its
 	// Files field is filled in by the planner. A nil Record deletes it.
 	Record *Record

@@ -52,7 +52,7 @@ func (r *DrainReport) Failed() []StoreReport { return failedStores(r.Stores) }
 type pendingWrite struct {
 	rec        statestore.Record
 	files      map[string][]byte
-	aggregates []layout.Aggregate
+	aggregates []statestore.Aggregate
 	dests      map[string]bool
 }
 
@@ -284,8 +284,8 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 	if old, ok := d.byWorkload[key][ref]; ok {
 		pw.rec = old
 		// Records may be shared with the store's cache: copy what changes.
-		pw.rec.Objects = append([]layout.Object(nil), old.Objects...)
-		pw.rec.Placements = append([]layout.Placement(nil), old.Placements...)
+		pw.rec.Objects = append([]statestore.Object(nil), old.Objects...)
+		pw.rec.Placements = append([]statestore.Placement(nil), old.Placements...)
 		snap, err := d.snapshot(ref)
 		if err != nil {
 			return nil, err
@@ -298,7 +298,7 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 				if err != nil {
 					return nil, fmt.Errorf("read %s: %w", f, err)
 				}
-				pw.aggregates = append(pw.aggregates, layout.Aggregate{Target: t, Contribution: data})
+				pw.aggregates = append(pw.aggregates, statestore.Aggregate{Target: t, Contribution: data})
 				continue
 			}
 			if layout.IsMeta(f) {
@@ -338,7 +338,7 @@ func (d *drain) moveAll() error {
 
 // move moves group p (placement pi) of workload key off the destination,
 // or says why it stays.
-func (d *drain) move(key string, rec statestore.Record, pi int, p layout.Placement) error {
+func (d *drain) move(key string, rec statestore.Record, pi int, p statestore.Placement) error {
 	rep, from, dest := d.rep, d.from, d.dest
 	if rec.Type != string(renderer.ResourceWorkflow) {
 		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, "promise dependencies go to every matching destination; they stay", false})
@@ -456,8 +456,8 @@ func (e *Engine) storeErr(ref renderer.StoreRef, stores map[renderer.StoreRef]st
 }
 
 // replacePlacement moves placement i from one destination to another.
-func replacePlacement(ps []layout.Placement, i int, from, to string) []layout.Placement {
-	out := append([]layout.Placement(nil), ps...)
+func replacePlacement(ps []statestore.Placement, i int, from, to string) []statestore.Placement {
+	out := append([]statestore.Placement(nil), ps...)
 	if i >= len(out) {
 		return out
 	}
@@ -487,7 +487,7 @@ func uniqueWrites(ws []*pendingWrite) []*pendingWrite {
 }
 
 // drainGroup is the group a placement describes, to be placed again.
-func drainGroup(p layout.Placement) renderer.Group {
+func drainGroup(p statestore.Placement) renderer.Group {
 	g := renderer.Group{Directory: p.Group, ID: renderer.GroupID(p.Group), Selector: renderer.Selector{MatchLabels: p.MatchLabels}}
 	g.Selector.MatchExpressions = append(g.Selector.MatchExpressions, p.MatchExpressions...)
 	return g

@@ -463,13 +463,13 @@ func readView(ctx context.Context, s statestore.Store, key, promise string, hint
 func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Object, p *inputs.Platform, key string) map[renderer.StoreRef]statestore.Hint {
 	out := map[renderer.StoreRef]statestore.Hint{}
 	for _, w := range early.Writes {
-		r := &statestore.Record{Type: string(in.Workflow.Type), Flavour: in.Flavour, Placements: early.Placements()}
+		r := &statestore.Record{Type: string(in.Workflow.Type), Flavour: in.Flavour, Placements: placements(early)}
 		for _, o := range objects {
 			if o.Store == w.Store.String() {
 				r.Objects = append(r.Objects, o)
 			}
 		}
-		out[w.Store] = statestore.UpdateHint(statestore.Update{Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates, Record: r})
+		out[w.Store] = statestore.UpdateHint(statestore.Update{Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: aggregates(w.Aggregates), Record: r})
 	}
 	// A new resource reads the load of the destinations its spread choice
 	// weighs, and looks for a folder Kratix may have placed it in: the
@@ -620,7 +620,7 @@ func (e *Engine) readLoad(ctx context.Context, p *inputs.Platform, views map[ren
 func (e *Engine) record(wf renderer.Workflow, in renderer.Input, plan *renderer.Plan, sels []renderer.SelectorEntry) *statestore.Record {
 	r := &statestore.Record{
 		Type: string(wf.Type), Promise: wf.Promise, Pipeline: wf.Pipeline,
-		Placements: plan.Placements(),
+		Placements: placements(plan),
 	}
 	if wf.Type == renderer.ResourceWorkflow {
 		r.Namespace, r.Name, r.Flavour = wf.Namespace, wf.Name, in.Flavour

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/render-dev/render/internal/inputs"
-	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -27,7 +26,7 @@ func rec(workload, typ, promise string, mods ...func(*statestore.Record)) states
 
 func placed(group string, dests ...string) func(*statestore.Record) {
 	return func(r *statestore.Record) {
-		r.Placements = append(r.Placements, layout.Placement{Group: group, Destinations: dests})
+		r.Placements = append(r.Placements, statestore.Placement{Group: group, Destinations: dests})
 	}
 }
 

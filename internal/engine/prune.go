@@ -254,8 +254,8 @@ func misscheduledCuts(rec statestore.Record, targets []string, byName map[string
 
 // prunePlacements is ps without the cut destinations; a placement left
 // with none is dropped.
-func prunePlacements(ps []layout.Placement, cuts []cut) []layout.Placement {
-	var out []layout.Placement
+func prunePlacements(ps []statestore.Placement, cuts []cut) []statestore.Placement {
+	var out []statestore.Placement
 	for _, p := range ps {
 		q := p
 		q.Destinations = slices.DeleteFunc(slices.Clone(p.Destinations), func(d string) bool {
@@ -272,7 +272,7 @@ func prunePlacements(ps []layout.Placement, cuts []cut) []layout.Placement {
 // is, less the cut groups' files: every other file (read from snap) and
 // aggregated part stays, and the record forgets the cut placements. gone
 // counts, per cut, the files it deletes.
-func pruneUpdate(snap statestore.Snapshot, rec statestore.Record, placements []layout.Placement, cuts []cut, byName map[string]renderer.Destination, p *inputs.Platform, ref renderer.StoreRef) (statestore.Update, []int, error) {
+func pruneUpdate(snap statestore.Snapshot, rec statestore.Record, placements []statestore.Placement, cuts []cut, byName map[string]renderer.Destination, p *inputs.Platform, ref renderer.StoreRef) (statestore.Update, []int, error) {
 	u := statestore.Update{Workload: rec.Workload, Files: map[string][]byte{}, Shared: map[string][]byte{}}
 	gone := make([]int, len(cuts))
 	groups := map[string]bool{}
@@ -308,7 +308,7 @@ func pruneUpdate(snap statestore.Snapshot, rec statestore.Record, placements []l
 			if withdrawn {
 				data = nil
 			}
-			u.Aggregates = append(u.Aggregates, layout.Aggregate{Target: t, Contribution: data})
+			u.Aggregates = append(u.Aggregates, statestore.Aggregate{Target: t, Contribution: data})
 			continue
 		}
 		if layout.IsMeta(f) {
@@ -328,7 +328,7 @@ func pruneUpdate(snap statestore.Snapshot, rec statestore.Record, placements []l
 	}
 	r := rec
 	r.Placements = placements
-	r.Objects = slices.DeleteFunc(slices.Clone(rec.Objects), func(o layout.Object) bool {
+	r.Objects = slices.DeleteFunc(slices.Clone(rec.Objects), func(o statestore.Object) bool {
 		return cutObject[[2]string{o.Destination, o.File}]
 	})
 	r.Files = nil

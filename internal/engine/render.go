@@ -336,7 +336,7 @@ func (r *rendering) planStatic() error {
 		return err
 	}
 	if wf.Action != renderer.Delete {
-		srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: static.Placements()}
+		srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: placements(static)}
 		sholders := holdersOf(r.recs, skey)
 		r.updates.addPlan(static, srec, sobjects, skey, sholders)
 		r.updates.adoptInto(p, skey, workOf(wf, "", true), true, sholders)

@@ -53,7 +53,7 @@ func (s storeUpdates) addPlan(plan *renderer.Plan, record *statestore.Record, ob
 			}
 		}
 		s.add(w.Store, statestore.Update{
-			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: w.Aggregates,
+			Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: aggregates(w.Aggregates),
 			Destinations: w.Destinations, Record: &r,
 		})
 	}
@@ -64,32 +64,15 @@ func (s storeUpdates) addPlan(plan *renderer.Plan, record *statestore.Record, ob
 	}
 }
 
-// applyAll writes a store's updates: as one change where the store can
-// (git: one commit), one after the other otherwise.
+// applyAll writes a store's updates in workload order: as one change where
+// the store can (git: one commit), one after the other otherwise (the
+// store's ApplyAll knows which).
 func applyAll(ctx context.Context, st statestore.Store, us []statestore.Update) (statestore.Result, error) {
 	if len(us) == 1 {
 		return st.Apply(ctx, us[0])
 	}
 	sort.SliceStable(us, func(i, j int) bool { return us[i].Workload < us[j].Workload })
-	if b, ok := st.(statestore.BatchApplier); ok {
-		return b.ApplyAll(ctx, us)
-	}
-	var res statestore.Result
-	for _, u := range us {
-		r, err := st.Apply(ctx, u)
-		res.Updated = res.Updated || r.Updated
-		res.Added = append(res.Added, r.Added...)
-		res.Changed = append(res.Changed, r.Changed...)
-		res.Deleted = append(res.Deleted, r.Deleted...)
-		res.Attempts += r.Attempts
-		if r.Revision != "" {
-			res.Revision = r.Revision
-		}
-		if err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	return st.ApplyAll(ctx, us)
 }
 
 // holdersOf returns the stores that hold a record of workload key.
@@ -200,4 +183,22 @@ func folderTaken(p *inputs.Platform, plan *renderer.Plan, views map[renderer.Sto
 		}
 	}
 	return nil
+}
+
+// placements is a plan's placements as a store records them.
+func placements(p *renderer.Plan) []statestore.Placement {
+	var out []statestore.Placement
+	for _, pl := range p.Placements() {
+		out = append(out, statestore.Placement{Group: pl.Group, Destinations: pl.Destinations, MatchLabels: pl.MatchLabels, MatchExpressions: pl.MatchExpressions})
+	}
+	return out
+}
+
+// aggregates is a store write's aggregated parts as a store takes them.
+func aggregates(as []renderer.Aggregate) []statestore.Aggregate {
+	var out []statestore.Aggregate
+	for _, a := range as {
+		out = append(out, statestore.Aggregate{Target: a.Target, Contribution: a.Contribution})
+	}
+	return out
 }

@@ -63,6 +63,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
+	"github.com/render-dev/render/statestore"
 )
 
 // Sections of a destination, each reconciled by its own Flux Kustomization.
@@ -76,7 +77,7 @@ const (
 // Object is one Kubernetes object a Flux build of a destination produces.
 // Store, Destination and Source are set by CheckPlan (empty from
 // CheckDestination).
-type Object = layout.Object
+type Object = statestore.Object
 
 // identity is what makes two objects the same object in a cluster.
 func identity(o Object) string { return o.Identity() }

@@ -27,7 +27,6 @@ import (
 
 	"github.com/go-git/go-billy/v5/osfs"
 
-	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
 )
@@ -79,8 +78,8 @@ func Update(s Spec, i int) statestore.Update {
 		Destinations: []string{dest},
 		Record: &statestore.Record{
 			Type: "resource", Promise: promise, Namespace: "team", Name: name, Pipeline: "configure",
-			Placements: []layout.Placement{{Group: ".", Destinations: []string{dest}}},
-			Objects: []layout.Object{{
+			Placements: []statestore.Placement{{Group: ".", Destinations: []string{dest}}},
+			Objects: []statestore.Object{{
 				APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: name, Section: "resources",
 				File: file, Store: "GitStateStore/default", Destination: dest, Source: "configmap.yaml",
 			}},

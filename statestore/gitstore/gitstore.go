@@ -1,12 +1,34 @@
 // Package gitstore is the git state store backend, written with go-git.
 //
-// A file:// URL (or a plain local path) is written in place: new objects go
-// into the bare repository and the branch moves with git's own lock-file
-// protocol, so many processes on one machine can write one branch safely
-// with no server and no clone. Any other URL is cloned shallow and
-// single-branch into memory, and written with a normal (never forced) push;
-// a rejected push is met by fetching again and re-planning this workload's
-// files on top of the new tip.
+// Writes go through statestore.Write, the one write loop (write.go): a
+// snapshot is the branch's tip read into an overlay of new objects, and a
+// commit is a push that names the tip it was planned on, so a lost race is
+// a refused push and the loop plans again on the new tip. A file:// URL
+// (or a plain local path) is written in place: new objects go into the
+// bare repository and the branch moves with git's lock-file protocol, so
+// processes on one machine share a branch with no server and no clone.
+//
+// Group commit (pending.go, group.go). When many writers share a branch on
+// a server, a writer that loses the race publishes its update as a request
+// commit on a ref of its own (refs/render/pending/...), and whoever wins
+// next folds every waiting request into the same atomic push, one commit
+// per workload, and deletes the requests it carried. A request holds the
+// Update itself, so folding it is what its owner would do on a retry; a
+// writer whose request was folded is done, and one that gives up withdraws
+// its request first.
+//
+// The partial clone (lazy.go). A large store is not fetched whole: the
+// first fetch brings the tip commit and the top folders, and every other
+// tree and blob is fetched by id the first time a render looks at it, a
+// folder level at a time for every path a lookup hint names. Whether a
+// store is large is read from a trailer render's commits carry.
+//
+// The load summary (load.go). How many resources each destination holds,
+// which the spread strategy weighs, is kept in the names of empty files in
+// .render/load/, stamped with the id of the index folder they were counted
+// from; a reader trusts only counts whose stamp matches, and every write
+// brings them up to date, so a render reads two trees instead of every
+// placement entry.
 package gitstore
 
 import (
@@ -71,6 +93,11 @@ type Config struct {
 // Store kept between renders (watch mode) keeps its clone and fetches
 // incrementally.
 type Store struct {
+	// Writer gives the store Apply and ApplyAll: statestore.Write, the one
+	// write loop, over this store's backend (write.go). ApplyAll writes
+	// several workloads' updates as one commit, each planned on top of the
+	// ones before it, with the first update's message.
+	statestore.Writer
 	cfg    Config
 	prefix string
 	repo   repository
@@ -133,6 +160,8 @@ func New(cfg Config) (*Store, error) {
 		}
 	}
 	s := &Store{cfg: cfg, prefix: prefix}
+	s.Writer = statestore.Writer{Backend: backend{s}, Batch: true,
+		Policy: statestore.RetryPolicy{Limit: time.Second, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline}}
 	if dir, ok := LocalPath(cfg.URL); ok {
 		s.repo = &localRepo{dir: dir, branch: plumbing.NewBranchReferenceName(cfg.Branch), warn: cfg.Warn}
 	} else {
@@ -174,124 +203,14 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 
 // Snapshot returns a read-only view of the branch's newest tip.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	tip, objs, err := s.repo.head(ctx, true)
+	a, err := s.readTip(s.Policy.Context(ctx), true)
 	if err != nil {
 		return nil, s.wrap("read", err)
 	}
-	root, err := rootTree(objs, tip)
-	if err != nil {
-		return nil, s.wrap("read", err)
-	}
-	return s.newSnap(objs, root), nil
-}
-
-// Apply plans u against the newest tip, commits once, and publishes without
-// force. When another writer moved the branch first, it reads the new tip
-// and plans again, up to MaxAttempts times with jittered backoff.
-func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
-	return s.ApplyAll(ctx, []statestore.Update{u})
+	return a.treeSnap, nil
 }
 
 var _ statestore.BatchApplier = (*Store)(nil)
-
-// ApplyAll writes several workloads' updates as one commit, each planned on
-// top of the ones before it. The message is the first update's. DryRun is
-// taken from the first update.
-func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
-	var res statestore.Result
-	if len(us) == 0 {
-		return res, nil
-	}
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	if r := s.repo.server(); r != nil && len(us) == 1 && !us[0].DryRun && r.space != "" {
-		return s.applyGrouped(ctx, r, us[0])
-	}
-	refresh := false
-	for attempt := 1; ; attempt++ {
-		var (
-			ov          *overlay
-			tip, commit plumbing.Hash
-			err         error
-		)
-		res, ov, tip, commit, err = s.planCommit(ctx, us, refresh)
-		res.Attempts = attempt
-		refresh = true
-		if err != nil || commit.IsZero() {
-			return res, err
-		}
-		err = s.repo.publish(ctx, ov, tip, commit)
-		if err == nil {
-			res.Revision = commit.String()
-			return res, nil
-		}
-		if !errors.Is(err, errStale) {
-			return res, s.wrap("push", err)
-		}
-		lost := fmt.Errorf("%w: the branch kept moving", statestore.ErrConflict)
-		if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
-			return res, s.wrap("push", fmt.Errorf("%w; gave up after %d attempts", lost, attempt))
-		}
-		if err := statestore.Pause(ctx, attempt, time.Second, lost); err != nil {
-			return res, s.wrap("push", err)
-		}
-	}
-}
-
-// planCommit plans us, one on top of the other, on the branch's tip (the
-// newest one when refresh is set) and commits the result as the tip's
-// child. commit is zero when nothing changes, or with DryRun (the first
-// update's); res then says what would.
-func (s *Store) planCommit(ctx context.Context, us []statestore.Update, refresh bool) (res statestore.Result, ov *overlay, tip, commit plumbing.Hash, err error) {
-	tip, objs, err := s.repo.head(ctx, refresh)
-	if err != nil {
-		return res, nil, tip, commit, s.wrap("read", err)
-	}
-	root, err := rootTree(objs, tip)
-	if err != nil {
-		return res, nil, tip, commit, s.wrap("read", err)
-	}
-	res.Revision = tip.String()
-	ov = newOverlay(objs)
-	snap := s.newSnap(ov, root)
-	for _, u := range us {
-		plan, err := statestore.PlanUpdate(snap, u)
-		if err != nil {
-			return res, ov, tip, commit, s.wrap("plan", err)
-		}
-		res.Added = append(res.Added, plan.Diff.Added...)
-		res.Changed = append(res.Changed, plan.Diff.Changed...)
-		res.Deleted = append(res.Deleted, plan.Diff.Deleted...)
-		if !plan.Changed() {
-			continue
-		}
-		res.Updated = true
-		// Later updates in the batch see this one's files.
-		if snap, err = snap.apply(plan.Ops); err != nil {
-			return res, ov, tip, commit, s.wrap("write", err)
-		}
-	}
-	if !res.Updated || us[0].DryRun {
-		return res, ov, tip, commit, nil
-	}
-	newRoot := snap.root
-	if newRoot.IsZero() {
-		// Every file is gone: commit git's empty tree.
-		newRoot, err = writeObject(ov, plumbing.TreeObject, nil)
-		if err != nil {
-			return res, ov, tip, commit, s.wrap("write", err)
-		}
-	}
-	msg, err := us[0].MessageFor(res.Diff)
-	if err != nil {
-		return res, ov, tip, commit, s.wrap("commit message", err)
-	}
-	commit, err = s.commit(ov, tip, newRoot, msg, s.author(us[0]))
-	if err != nil {
-		return res, ov, tip, commit, s.wrap("commit", err)
-	}
-	return res, ov, tip, commit, nil
-}
 
 // signature is this store's author and committer, now.
 func (s *Store) signature() object.Signature {

@@ -13,7 +13,6 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 
-	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/internal/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
@@ -36,7 +35,7 @@ func groupUpdate(workload string, files map[string]string) statestore.Update {
 // resourceUpdate makes u a resource's, placed on dests (one group).
 func resourceUpdate(u statestore.Update, dests ...string) statestore.Update {
 	u.Record.Type = "resource"
-	u.Record.Placements = []layout.Placement{{Group: ".", Destinations: dests}}
+	u.Record.Placements = []statestore.Placement{{Group: ".", Destinations: dests}}
 	return u
 }
 

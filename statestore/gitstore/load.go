@@ -197,15 +197,11 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 	delta := map[string]map[string]int{}
 	seen := map[string]bool{}
 	for _, op := range ops {
-		rel, ok := strings.CutPrefix(op.Path, statestore.IndexDir+"/")
-		if !ok || seen[op.Path] {
+		e, ok := statestore.ParseIndexPath(op.Path)
+		if !ok || !e.Resource() || seen[op.Path] {
 			continue
 		}
 		seen[op.Path] = true
-		parts := strings.Split(rel, "/")
-		if len(parts) != 4 || parts[1] != "resource" {
-			continue
-		}
 		was, _, err := before.Compare(op.Path, nil)
 		if err != nil {
 			return nil, err
@@ -217,13 +213,13 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 		if was == is {
 			continue
 		}
-		if delta[parts[0]] == nil {
-			delta[parts[0]] = map[string]int{}
+		if delta[e.Destination] == nil {
+			delta[e.Destination] = map[string]int{}
 		}
 		if is {
-			delta[parts[0]][parts[2]]++
+			delta[e.Destination][e.Flavour]++
 		} else {
-			delta[parts[0]][parts[2]]--
+			delta[e.Destination][e.Flavour]--
 		}
 	}
 	// The destinations that must be counted afresh (no valid counts
@@ -313,9 +309,8 @@ func countEntries(t *treeSnap, dest string) (map[string]int, error) {
 	}
 	counts := map[string]int{}
 	for _, p := range paths {
-		rel := strings.TrimPrefix(p, dir+"/")
-		if f, _, ok := strings.Cut(rel, "/"); ok {
-			counts[f]++
+		if e, ok := statestore.ParseIndexPath(p); ok && e.Resource() {
+			counts[e.Flavour]++
 		}
 	}
 	return counts, nil

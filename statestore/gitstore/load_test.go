@@ -12,7 +12,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/storage/memory"
 
-	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -97,7 +96,7 @@ func randomUpdate(rng *rand.Rand, workload string, dests []string) statestore.Up
 		if g > 0 {
 			group = "extra"
 		}
-		rec.Placements = append(rec.Placements, layout.Placement{Group: group, Destinations: []string{d}})
+		rec.Placements = append(rec.Placements, statestore.Placement{Group: group, Destinations: []string{d}})
 		files[path.Join(d, "resources", workload, group+".yaml")] = fmt.Appendf(nil, "v%d", rng.Intn(3))
 	}
 	u.Record, u.Files = rec, files
@@ -154,7 +153,7 @@ func TestLoadSummaryStaleStamp(t *testing.T) {
 	// An older render adds a resource on d1 without the summary.
 	old := statestore.Update{Workload: "resource/ns/p/old/configure", Files: map[string][]byte{"d1/old.yaml": []byte("x")},
 		Record: &statestore.Record{Type: "resource", Promise: "p", Pipeline: "configure",
-			Placements: []layout.Placement{{Group: ".", Destinations: []string{"d1"}}}}}
+			Placements: []statestore.Placement{{Group: ".", Destinations: []string{"d1"}}}}}
 	plan, err := statestore.PlanUpdate(snap, old)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +181,7 @@ func TestLoadSummaryStaleStamp(t *testing.T) {
 	// render's next write, on d0 only, mends d1's counts too.
 	next := writeWorkload(t, stale, statestore.Update{Workload: "resource/ns/p/new/configure", Files: map[string][]byte{"d0/new.yaml": []byte("y")},
 		Record: &statestore.Record{Type: "resource", Promise: "p", Pipeline: "configure",
-			Placements: []layout.Placement{{Group: ".", Destinations: []string{"d0"}}}}})
+			Placements: []statestore.Placement{{Group: ".", Destinations: []string{"d0"}}}}})
 	checkSummary(t, next, dests, "")
 }
 

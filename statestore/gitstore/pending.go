@@ -34,7 +34,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
-	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -210,7 +209,7 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 		}
 	}
 	for _, a := range req.Aggregates {
-		la := layout.Aggregate{Target: a.Target}
+		la := statestore.Aggregate{Target: a.Target}
 		if a.Blob != "" {
 			if la.Contribution, err = blob(a.Blob); err != nil {
 				return u, commit.Author, err

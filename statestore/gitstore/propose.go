@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -81,40 +80,71 @@ func (s *Store) Propose(ctx context.Context, branch string, us []statestore.Upda
 	if err := ref.Validate(); err != nil || ref == r.branch {
 		return out, s.wrap("propose", fmt.Errorf("%q cannot be the proposal branch", branch))
 	}
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ctx = s.Policy.Context(ctx)
 	if err := s.startBranch(ctx, r); err != nil {
 		return out, err
 	}
-	for attempt := 1; ; attempt++ {
-		res, ov, tip, commit, err := s.planCommit(ctx, us, true)
-		res.Attempts = attempt
-		out.Result, out.Base = res, tip.String()
-		if err != nil || commit.IsZero() {
-			return out, err
-		}
-		// The branch is render's own: whatever it holds is replaced.
-		refs, err := r.list(ctx)
-		if err != nil {
-			return out, s.wrap("read", err)
-		}
-		if old := refs[ref]; !old.IsZero() && r.sameProposal(ctx, ov, old, commit) {
-			out.Revision, out.Unchanged = old.String(), true
-			return out, nil
-		}
-		err = r.publishCommands(ctx, ov, []*packp.Command{{Name: ref, Old: refs[ref], New: commit}})
-		if err == nil {
-			out.Revision = commit.String()
-			return out, nil
-		}
-		if !errors.Is(err, errStale) {
-			return out, s.wrap("push", err)
-		}
-		// Another render of the same workload pushed meanwhile: plan again.
-		lost := fmt.Errorf("%w: %s kept moving", statestore.ErrConflict, branch)
-		if err := statestore.Pause(ctx, attempt, time.Second, lost); err != nil {
-			return out, s.wrap("push", err)
-		}
+	pc := &proposer{s: s, r: r, ref: ref}
+	res, err := statestore.Write(ctx, proposeBackend{pc}, s.Policy, us)
+	out.Result, out.Base, out.Unchanged = res, pc.base.String(), pc.unchanged
+	return out, err
+}
+
+// proposeBackend writes a pull request's branch through statestore.Write.
+type proposeBackend struct{ p *proposer }
+
+func (b proposeBackend) String() string { return b.p.s.String() }
+
+func (b proposeBackend) Begin(context.Context, []statestore.Update) (statestore.Committer, error) {
+	return b.p, nil
+}
+
+// proposer commits a change as a child of the store branch's newest tip
+// and pushes it to the proposal branch, replacing whatever that holds.
+type proposer struct {
+	s   *Store
+	r   *remoteRepo
+	ref plumbing.ReferenceName
+	// base is the tip the last attempt planned on; unchanged is set when
+	// the branch already held the proposal.
+	base      plumbing.Hash
+	unchanged bool
+}
+
+func (p *proposer) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
+	a, err := p.s.readTip(ctx, true)
+	if err == nil {
+		p.base = a.tip
 	}
+	return a, err
+}
+
+func (p *proposer) Commit(ctx context.Context, c *statestore.Change) (statestore.Outcome, error) {
+	if !c.Plan.Changed() || c.DryRun {
+		return statestore.Outcome{}, nil
+	}
+	commit, after, err := p.s.commitChange(c)
+	if err != nil {
+		return statestore.Outcome{}, err
+	}
+	// The branch is render's own: whatever it holds is replaced.
+	refs, err := p.r.list(ctx)
+	if err != nil {
+		return statestore.Outcome{}, statestore.InOp("read", err)
+	}
+	if old := refs[p.ref]; !old.IsZero() && p.r.sameProposal(ctx, after.ov, old, commit) {
+		p.unchanged = true
+		return statestore.Outcome{Revision: old.String()}, nil
+	}
+	err = p.r.publishCommands(ctx, after.ov, []*packp.Command{{Name: p.ref, Old: refs[p.ref], New: commit}})
+	switch {
+	case errors.Is(err, errStale):
+		// Another render of the same workload pushed meanwhile: plan again.
+		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: p.ref.Short() + " kept moving"}
+	case err != nil:
+		return statestore.Outcome{}, statestore.InOp("push", err)
+	}
+	return statestore.Outcome{Revision: commit.String()}, nil
 }
 
 // sameProposal reports whether commit old (the proposal branch's) has the

@@ -329,6 +329,12 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Comman
 		_ = req.Capabilities.Set(capability.Atomic)
 	}
 	req.Commands = cmds
+	// From here the push is the server's: it lands whole or not at all, so
+	// the render's cancellation must not cut it off half-way (a file://
+	// repository's receive-pack killed while it holds the branch's lock
+	// file leaves the lock behind). It still ends at the retry deadline.
+	ctx, cancel := statestore.Finishing(ctx)
+	defer cancel()
 	if len(ov.added) == 0 && allDeletes(cmds) {
 		// Only deletions: git sends no packfile at all.
 		rs, err := sess.ReceivePack(ctx, req)

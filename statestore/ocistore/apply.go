@@ -18,95 +18,165 @@ import (
 	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 )
 
 var specsVersioned = specs.Versioned{SchemaVersion: 2}
 
-// Apply plans u against the state and, when it changes anything, commits
-// it under the writers' lock (see the package documentation).
-func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
-	return s.ApplyAll(ctx, []statestore.Update{u})
+// backend is a Store's side of statestore.Write, which gives the Store
+// its Apply and ApplyAll (a batch is one new state: one lock, one
+// generation, each destination published once).
+type backend struct{ s *Store }
+
+func (b backend) String() string { return b.s.name }
+
+// Begin starts one write: it holds no lock yet.
+func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.Committer, error) {
+	return &write{s: b.s}, nil
 }
 
-var _ statestore.BatchApplier = (*Store)(nil)
+// write is one write in progress. Its first attempt plans on the state
+// read without the lock. Its commit takes the lock and reads the state
+// again: when another writer moved it meanwhile, the commit is a lost
+// race, and the next attempt plans on the state read under the lock, which
+// nobody moves while the write holds it (so it plans at most twice per
+// lock). The lock is let go when the write ends (Release), or when its
+// lease ran out before the commit.
+type write struct {
+	s *Store
+	// l is the writers' lock, while the write holds it.
+	l *lock
+	// held is the state read under l.
+	held *snapshot
+}
 
-// ApplyAll writes several workloads' updates as one new state (one lock,
-// one generation, each destination published once), each planned on top of
-// the ones before it. The provenance is the first update's; DryRun is taken
-// from the first update.
-func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
-	var res statestore.Result
-	if len(us) == 0 {
-		return res, nil
+var (
+	_ statestore.Committer = (*write)(nil)
+	_ statestore.Grouper   = (*write)(nil)
+	_ statestore.Releaser  = (*write)(nil)
+)
+
+// Snapshot is the state read under the lock while the write holds it,
+// the state as it is otherwise.
+func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
+	if w.held != nil {
+		return w.held, nil
 	}
-	for _, u := range us {
-		if err := checkUpdate(u); err != nil {
-			return res, s.wrap("plan", err)
-		}
+	return w.s.snapshot(ctx)
+}
+
+// Commit publishes c's plan under the writers' lock: it pushes the
+// changed layers, moves the state tag (the commit point), then the
+// changed destinations' tags. A plan that changes nothing needs neither
+// the lock nor a write, unless a writer died between its commit and its
+// destinations' tags: then the lock is taken to repair them (Wrote).
+func (w *write) Commit(ctx context.Context, c *statestore.Change) (statestore.Outcome, error) {
+	s := w.s
+	sn := c.Snapshot.(*snapshot)
+	if c.DryRun {
+		return statestore.Outcome{}, nil
 	}
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	res.Attempts = 1
-	snap, err := s.snapshot(ctx)
-	if err != nil {
-		return res, s.wrap("read", err)
-	}
-	plan, err := planAll(snap, us)
-	if err != nil {
-		return res, s.wrap("plan", err)
-	}
-	res.Diff = plan.Diff
-	res.Revision = snap.st.desc.Digest.String()
-	if us[0].DryRun {
-		res.Updated = plan.Changed()
-		return res, nil
-	}
-	if !plan.Changed() {
-		// Nothing to write, unless a writer died between its commit and
-		// its destinations' tags: then the lock is needed to repair them.
-		stale, err := s.staleDestinations(ctx, snap.st, s.foldersOf(snap.st, us))
+	if !c.Plan.Changed() && w.l == nil {
+		stale, err := s.staleDestinations(ctx, sn.st, s.foldersOf(sn.st, c.Updates))
 		if err != nil {
-			return res, s.wrap("read", err)
+			return statestore.Outcome{}, statestore.InOp("read", err)
 		}
 		if len(stale) == 0 {
-			return res, nil
+			return statestore.Outcome{}, nil
 		}
 	}
-	for {
-		res.Attempts++
-		out, err := s.locked(ctx, us)
-		if errors.Is(err, errLeaseExpired) {
-			continue // nothing was committed: plan again under a new lease
-		}
+	if w.l == nil {
+		l, err := s.acquire(ctx)
 		if err != nil {
-			return res, err
+			return statestore.Outcome{}, statestore.InOp("lock", err)
 		}
-		out.Attempts = res.Attempts - 1
-		return out, nil
+		w.l = l
 	}
+	if sn != w.held {
+		cur, err := s.snapshot(ctx)
+		if err != nil {
+			return statestore.Outcome{}, statestore.InOp("read", err)
+		}
+		if cur.st.desc.Digest != sn.st.desc.Digest {
+			w.held = cur
+			return statestore.Outcome{}, &statestore.ConflictError{Op: "commit", What: "another writer moved the state before this one held the lock"}
+		}
+		w.held = sn
+	}
+	st, out := sn.st, statestore.Outcome{}
+	var changed []string
+	if c.Plan.Changed() {
+		if err := w.l.valid(); err != nil {
+			// Others may hold the lock now: commit nothing, and take it
+			// again.
+			if rerr := w.release(ctx); rerr != nil {
+				s.warn("could not release the writers' lock whose lease ran out", "error", rerr.Error())
+			}
+			return out, &statestore.ConflictError{Op: "commit", What: "the writers' lock lease kept running out", Err: err}
+		}
+		var err error
+		if st, changed, err = s.commit(ctx, sn, c.Plan, c.Message, batch(c.Updates)); err != nil {
+			return out, statestore.InOp("commit", err)
+		}
+		out.Revision = st.desc.Digest.String()
+	}
+	// Publish what this commit changed, and repair what a writer that
+	// died after its commit left behind.
+	var check []string
+	for f := range st.folders {
+		if published(f) && !slices.Contains(changed, f) {
+			check = append(check, f)
+		}
+	}
+	stale, err := s.staleDestinations(ctx, st, check)
+	if err != nil {
+		return out, statestore.InOp("read", err)
+	}
+	out.Wrote = len(stale) > 0
+	if err := s.publish(ctx, st, append(changed, stale...)); err != nil {
+		return out, statestore.InOp("publish", err)
+	}
+	return out, nil
 }
 
-// planAll plans us in turn, each on top of the ones before it, and returns
-// their operations and diffs in order as one plan.
-func planAll(snap *snapshot, us []statestore.Update) (statestore.Plan, error) {
-	if len(us) == 1 {
-		return statestore.PlanUpdate(snap, us[0])
+// Lost hands nothing over, and has nothing to wait for: a write that lost
+// a race under the lock still holds it and plans again at once on the
+// state it read there; one whose lease ran out takes the lock again, which
+// waits for the writers ahead as long as the retry deadline allows.
+func (w *write) Lost(ctx context.Context, c *statestore.Change, attempt int, cause error) (statestore.Outcome, error) {
+	if p := w.s.Policy; p.MaxAttempts > 0 && attempt >= p.MaxAttempts {
+		return statestore.Outcome{}, p.Wait(ctx, attempt, statestore.LostWhat(cause), cause)
 	}
-	var all statestore.Plan
-	ov := &overlay{base: snap, files: map[string][]byte{}, deleted: map[string]bool{}}
-	for _, u := range us {
-		plan, err := statestore.PlanUpdate(ov, u)
-		if err != nil {
-			return all, fmt.Errorf("%s: %w", u.Workload, err)
-		}
-		all.Ops = append(all.Ops, plan.Ops...)
-		all.Diff.Added = append(all.Diff.Added, plan.Diff.Added...)
-		all.Diff.Changed = append(all.Diff.Changed, plan.Diff.Changed...)
-		all.Diff.Deleted = append(all.Diff.Deleted, plan.Diff.Deleted...)
-		ov.apply(plan.Ops)
+	return statestore.Outcome{}, nil
+}
+
+// Abandon has nothing to take back: Lost handed nothing over.
+func (w *write) Abandon(ctx context.Context, c *statestore.Change, err error) statestore.Outcome {
+	return statestore.Outcome{}
+}
+
+// Release lets the lock go when the write ends. A lock that cannot be
+// released is not lost: it is added to the error of a write that failed,
+// and logged (Config.Warn) after one that landed.
+func (w *write) Release(ctx context.Context, err error) error {
+	rerr := w.release(ctx)
+	switch {
+	case rerr == nil:
+	case err != nil:
+		err = fmt.Errorf("%w; %w", err, rerr)
+	default:
+		w.s.warn("the write landed, but the writers' lock could not be released", "error", rerr.Error())
 	}
-	return all, nil
+	return err
+}
+
+func (w *write) release(ctx context.Context) error {
+	l := w.l
+	w.l, w.held = nil, nil
+	if l == nil {
+		return nil
+	}
+	return l.release(ctx)
 }
 
 // batch is the update a batch commits as: the first one's provenance, and
@@ -152,66 +222,9 @@ func (s *Store) foldersOf(st *state, us []statestore.Update) []string {
 	return out
 }
 
-// locked reads, plans, commits and publishes us holding the lock.
-// A lock that cannot be released is not lost: it is added to the error of
-// a write that failed, and logged (Config.Warn) after one that landed.
-func (s *Store) locked(ctx context.Context, us []statestore.Update) (res statestore.Result, err error) {
-	l, err := s.acquire(ctx)
-	if err != nil {
-		return res, s.wrap("lock", err)
-	}
-	defer func() {
-		rerr := l.release(ctx)
-		switch {
-		case rerr == nil:
-		case err != nil:
-			err = fmt.Errorf("%w; %w", err, rerr)
-		default:
-			s.warn("the write landed, but the writers' lock could not be released", "error", rerr.Error())
-		}
-	}()
-	snap, err := s.snapshot(ctx)
-	if err != nil {
-		return res, s.wrap("read", err)
-	}
-	plan, err := planAll(snap, us)
-	if err != nil {
-		return res, s.wrap("plan", err)
-	}
-	res.Diff = plan.Diff
-	res.Revision = snap.st.desc.Digest.String()
-	st := snap.st
-	var changed []string
-	if plan.Changed() {
-		if err := l.valid(); err != nil {
-			return res, err
-		}
-		if st, changed, err = s.commit(ctx, snap, plan, batch(us)); err != nil {
-			return res, s.wrap("commit", err)
-		}
-		res.Updated = true
-		res.Revision = st.desc.Digest.String()
-	}
-	// Publish what this commit changed, and repair what a writer that
-	// died after its commit left behind.
-	var check []string
-	for f := range st.folders {
-		if published(f) && !slices.Contains(changed, f) {
-			check = append(check, f)
-		}
-	}
-	stale, err := s.staleDestinations(ctx, st, check)
-	if err != nil {
-		return res, s.wrap("read", err)
-	}
-	if err := s.publish(ctx, st, append(changed, stale...)); err != nil {
-		return res, s.wrap("publish", err)
-	}
-	return res, nil
-}
-
-// commit writes plan's files into new layers and moves the state tag.
-func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan, u statestore.Update) (*state, []string, error) {
+// commit writes plan's files into new layers and moves the state tag,
+// with msg and u's provenance.
+func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan, msg statestore.Message, u statestore.Update) (*state, []string, error) {
 	old := snap.st
 	// The new files of every folder the plan touches.
 	touched := map[string]map[string][]byte{}
@@ -296,10 +309,6 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan
 	// held), which the state remembers as folders with no layer.
 	slices.Sort(changed)
 
-	msg, err := u.MessageFor(plan.Diff)
-	if err != nil {
-		return nil, nil, err
-	}
 	if err := s.ensureBlob(ctx, s.base, ocispec.DescriptorEmptyJSON, ocispec.DescriptorEmptyJSON.Data); err != nil {
 		return nil, nil, err
 	}
@@ -529,30 +538,6 @@ func (s *Store) ensureBlob(ctx context.Context, r *remote.Repository, desc ocisp
 	s.mu.Lock()
 	s.pushed[key] = true
 	s.mu.Unlock()
-	return nil
-}
-
-// checkUpdate refuses what this backend cannot store.
-func checkUpdate(u statestore.Update) error {
-	if u.Workload == "" {
-		return errors.New("update names no workload")
-	}
-	for p := range u.Files {
-		if err := layout.CheckStorePath(p); err != nil {
-			return fmt.Errorf("path %q: %w", p, err)
-		}
-	}
-	for p := range u.Shared {
-		if err := layout.CheckStorePath(p); err != nil {
-			return fmt.Errorf("path %q: %w", p, err)
-		}
-	}
-	for _, d := range u.Destinations {
-		d = strings.Trim(d, "/")
-		if err := layout.ValidPath(d); err != nil {
-			return fmt.Errorf("destination: %w", err)
-		}
-	}
 	return nil
 }
 

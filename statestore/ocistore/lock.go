@@ -165,7 +165,16 @@ func (s *Store) pushLockTag(ctx context.Context, tag, id string) (ocispec.Descri
 		return ocispec.Descriptor{}, err
 	}
 	desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(data), Size: int64(len(data))}
-	err = s.retry(ctx, func() error { return s.base.PushReference(ctx, desc, bytes.NewReader(data), tag) })
+	// The push itself is not cut short when ctx ends: a registry that
+	// finishes a request after the client gave up on it would keep a tag
+	// that nobody deletes, and that holds every other writer back for a
+	// lease. It ends with ctx's error then, and the caller deletes the tag.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err = s.retry(ctx, func() error { return s.base.PushReference(pctx, desc, bytes.NewReader(data), tag) })
+	if err == nil {
+		err = ctx.Err()
+	}
 	return desc, err
 }
 
@@ -264,12 +273,12 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 	l.expires = time.Now().Add(s.cfg.LockLease)
 	exp := l.expires.Unix()
 	choosing := fmt.Sprintf("%s%d-%s", choosingPrefix, exp, l.id)
-	if _, err := s.pushLockTag(ctx, choosing, l.id); err != nil {
-		return nil, err
-	}
 	// fail deletes tags and returns err, with the tags that stay.
 	fail := func(err error, tags ...string) (*lock, error) {
 		return nil, withLeft(err, s.untagAll(ctx, tags...))
+	}
+	if _, err := s.pushLockTag(ctx, choosing, l.id); err != nil {
+		return fail(err, choosing) // it may have been tagged (a cancelled render)
 	}
 	tags, err := s.lockTags(ctx)
 	if err != nil {

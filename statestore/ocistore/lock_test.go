@@ -2,6 +2,7 @@ package ocistore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -87,5 +88,68 @@ func TestLockReleaseFailureIsNotLost(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "PUT /v2/"+cfg.Repository+"/manifests/"+ocistore.StateTag) ||
 		!strings.Contains(err.Error(), "release the writers' lock (lock-t-") {
 		t.Fatalf("a failed write whose lock stays: %v, want both failures", err)
+	}
+}
+
+// late delays the requests pick chooses by delay, and lets them reach the
+// registry even when the client gave up on them meanwhile, as a request
+// already on its way does.
+type late struct {
+	pick  func(*http.Request) bool
+	delay time.Duration
+	wg    sync.WaitGroup
+}
+
+func (rt *late) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !rt.pick(req) {
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	ch := make(chan answer, 1)
+	sent := req.Clone(context.WithoutCancel(req.Context()))
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		time.Sleep(rt.delay)
+		resp, err := http.DefaultTransport.RoundTrip(sent)
+		ch <- answer{resp, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.resp, a.err
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+}
+
+// A write cancelled while it tags its place in the writers' queue leaves
+// no lock tag behind, even when the registry finishes that request after
+// the cancellation: other writers do not wait out its lease.
+func TestLockCancelledLeavesNoTag(t *testing.T) {
+	r := testenv.Registry(t)
+	cfg := config(r, repoName("cut"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt := &late{delay: 300 * time.Millisecond, pick: func(req *http.Request) bool {
+		if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/lock-c-") {
+			cancel()
+			return true
+		}
+		return false
+	}}
+	cfg.Transport = rt
+	u := statestore.Update{Workload: "w/a", Destinations: []string{"d1"}, Files: map[string][]byte{"d1/a.yaml": []byte("a\n")},
+		Record: &statestore.Record{Type: "promise", Promise: "p", Pipeline: "a"}}
+	if _, err := open(t, cfg).Apply(ctx, u); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write cancelled while it queued: %v, want context.Canceled", err)
+	}
+	rt.wg.Wait() // the late request has landed
+	for _, tag := range r.Tags(t, cfg.Registry+"/"+cfg.Repository) {
+		if strings.HasPrefix(tag, "lock-") {
+			t.Errorf("lock tag %s stays after the write was cancelled", tag)
+		}
 	}
 }

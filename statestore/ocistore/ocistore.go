@@ -2,36 +2,32 @@
 // destination folder is an artifact that Flux's OCIRepository and Argo CD's
 // OCI source pull, published atomically by moving a tag.
 //
-// # Layout
+// The base repository's tag "render-state" names the state: one manifest
+// whose tar+gzip layers are the store's folders (each destination folder,
+// render's own .render folder with records, index and claims, and "." for
+// files at the top), so that one manifest digest is one consistent
+// Snapshot; layers are pulled when first looked at and kept by digest.
+// Each destination folder d is also published as the artifact
+// <repository>/<d>, whose one layer is the very blob of d's state layer, at
+// a moving tag (Config.Tag, "latest" by default) and at
+// render-<generation>. Its manifest depends on the folder's files alone
+// (sorted entries, fixed times, no clock), so the same files always give
+// the same digest and an unchanged render pushes nothing.
 //
-// A store is a base repository, <registry>/<repository>. Its tag
-// "render-state" names the state manifest: one tar+gzip layer per folder of
-// the store (each destination folder, render's own .render folder, and "."
-// for files at the top), titled with the folder's path. The state is the
-// whole store: records, index and claims live in the .render layer, so that
-// one manifest digest is one consistent view (see Snapshot).
+// Writes go through statestore.Write (Store embeds statestore.Writer; a
+// batch is one new state). Registries cannot update a tag conditionally,
+// so writers take turns under a lock made of tags, taken with Lamport's
+// bakery algorithm (lock.go). A write plans on the state read without the
+// lock, and ends there when its plan changes nothing. Otherwise its commit
+// takes the lock and reads the state again; when another writer moved it,
+// the loop plans again on the state read under the lock, which the write
+// keeps holding. Then it pushes the changed layers, moves the state tag
+// (the commit point) and the changed destinations' tags, and lets the lock
+// go. A writer that died between the two leaves destinations behind the
+// state: the next write takes the lock to move them, even when its own plan
+// changes nothing (its Result says Updated).
 //
-// Each destination folder d is also published as its own artifact,
-// <repository>/<d>, whose single layer is the very blob of d's layer in the
-// state (the same digest): a moving tag (Config.Tag, "latest" by default)
-// and an immutable tag per write that changed it, render-<generation>. The
-// artifact's manifest is a pure function of the folder's files: entries
-// sorted, fixed times and owners, and annotations that hold no clock, so
-// the same files always give the same digest and an unchanged render pushes
-// nothing. Signatures (cosign, notation) can later attach to these digests
-// through the referrers API without changing the layout.
-//
-// # Writers
-//
-// Registries have no conditional tag update (the distribution spec leaves
-// If-Match out), so writers of one store take turns: a lock made of tags on
-// the base repository, taken with Lamport's bakery algorithm (see lock.go).
-// A writer plans once without the lock (an unchanged render ends there,
-// having written nothing), then takes the lock, reads the state again,
-// re-plans, pushes the changed layers, moves the state tag (the commit
-// point), moves the changed destinations' tags, and lets go. A writer that
-// dies after the commit leaves destination tags behind the state; the next
-// writer to hold the lock moves them.
+// docs/design.md, section "OCI", has the protocol's details and limits.
 package ocistore
 
 import (
@@ -127,8 +123,10 @@ type Config struct {
 	Debug func(msg string, args ...any)
 }
 
-// Store is an open OCI state store.
+// Store is an open OCI state store. Its Apply and ApplyAll are
+// statestore.Write's (see write in apply.go).
 type Store struct {
+	statestore.Writer
 	cfg    Config
 	name   string
 	client *auth.Client
@@ -242,6 +240,7 @@ func Open(cfg Config) (*Store, error) {
 		pushed: map[string]bool{},
 	}
 	s.base = s.repo(cfg.Repository)
+	s.Writer = statestore.Writer{Backend: backend{s}, Policy: statestore.RetryPolicy{Deadline: cfg.RetryDeadline}, Batch: true}
 	return s, nil
 }
 
@@ -277,11 +276,11 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
-		return nil, s.wrap("read", err)
+		return nil, statestore.Wrap(s.name, "read", err)
 	}
 	recs, err := statestore.ReadRecords(snap)
 	if err != nil {
-		return nil, s.wrap("read", err)
+		return nil, statestore.Wrap(s.name, "read", err)
 	}
 	return recs, nil
 }
@@ -291,20 +290,9 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
-		return nil, s.wrap("read", err)
+		return nil, statestore.Wrap(s.name, "read", err)
 	}
 	return snap, nil
-}
-
-func (s *Store) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var oe *statestore.OwnedError
-	if errors.As(err, &oe) {
-		return err
-	}
-	return &statestore.StoreError{Store: s.name, Op: op, Err: err}
 }
 
 // retryLimit caps the wait between two tries of one request.
@@ -315,7 +303,9 @@ func (s *Store) retry(ctx context.Context, op func() error) error {
 	return statestore.Retry(ctx, retryLimit, func() error { return s.translate(op()) })
 }
 
-// translate maps a registry error to the statestore sentinels.
+// translate maps a registry error to the statestore sentinels: the
+// registry's answers here, failures below HTTP (DNS, TLS, a connection
+// that fails) as every backend classifies them.
 func (s *Store) translate(err error) error {
 	if err == nil {
 		return nil
@@ -345,8 +335,8 @@ func (s *Store) translate(err error) error {
 	if errors.Is(err, errdef.ErrNotFound) {
 		return fmt.Errorf("%w: %w", statestore.ErrNotFound, err)
 	}
-	if statestore.Transient(err) {
-		return fmt.Errorf("%w: %w", statestore.ErrUnreachable, err)
+	if out, ok := statestore.TranslateNetwork(err, statestore.Network{Server: s.cfg.Registry, Field: "registry"}); ok {
+		return out
 	}
 	return err
 }

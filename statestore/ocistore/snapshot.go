@@ -29,9 +29,8 @@ var (
 	_ statestore.Store      = (*Store)(nil)
 	_ statestore.Snapshot   = (*snapshot)(nil)
 	_ statestore.Prefetcher = (*snapshot)(nil)
-	_ statestore.Prefetcher = (*overlay)(nil)
 	_ statestore.Debugger   = (*snapshot)(nil)
-	_ statestore.Debugger   = (*overlay)(nil)
+	_ statestore.Revisioned = (*snapshot)(nil)
 )
 
 func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
@@ -41,6 +40,10 @@ func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 	return &snapshot{s: s, ctx: ctx, st: st}, nil
 }
+
+// Revision is the digest of the state manifest the snapshot shows (empty
+// for a store with none yet).
+func (sn *snapshot) Revision() string { return sn.st.desc.Digest.String() }
 
 // files returns folder f's files, relative to f (nil when f has no layer).
 func (sn *snapshot) files(f string) (map[string][]byte, error) {
@@ -196,84 +199,9 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	return g.Wait()
 }
 
-// overlay is a snapshot with a batch's earlier operations applied on top,
-// so that each update of a batch is planned on what the ones before it
-// wrote.
-type overlay struct {
-	base    *snapshot
-	files   map[string][]byte
-	deleted map[string]bool
-}
-
-func (o *overlay) apply(ops []statestore.Op) {
-	for _, op := range ops {
-		if op.Delete {
-			delete(o.files, op.Path)
-			o.deleted[op.Path] = true
-		} else {
-			o.files[op.Path] = op.Data
-			delete(o.deleted, op.Path)
-		}
-	}
-}
-
-// Compare reports whether p exists and holds data.
-func (o *overlay) Compare(p string, data []byte) (bool, bool, error) {
-	if o.deleted[p] {
-		return false, false, nil
-	}
-	if b, ok := o.files[p]; ok {
-		return true, bytes.Equal(b, data), nil
-	}
-	return o.base.Compare(p, data)
-}
-
-// ReadFile returns p's content.
-func (o *overlay) ReadFile(p string) ([]byte, error) {
-	if o.deleted[p] {
-		return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
-	}
-	if b, ok := o.files[p]; ok {
-		return b, nil
-	}
-	return o.base.ReadFile(p)
-}
-
-// List returns every file below dir, sorted.
-func (o *overlay) List(dir string) ([]string, error) {
-	dir = strings.Trim(dir, "/")
-	paths, err := o.base.List(dir)
-	if err != nil {
-		return nil, err
-	}
-	set := map[string]bool{}
-	for _, p := range paths {
-		if !o.deleted[p] {
-			set[p] = true
-		}
-	}
-	for p := range o.files {
-		if dir == "" || strings.HasPrefix(p, dir+"/") {
-			set[p] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for p := range set {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-// Prefetch pulls the layers the lookups will read.
-func (o *overlay) Prefetch(h statestore.Hint) error { return o.base.Prefetch(h) }
-
 // Debug implements statestore.Debugger through the store's Config.Debug.
 func (sn *snapshot) Debug(msg string, args ...any) {
 	if sn.s.cfg.Debug != nil {
 		sn.s.cfg.Debug(msg, args...)
 	}
 }
-
-// Debug implements statestore.Debugger.
-func (o *overlay) Debug(msg string, args ...any) { o.base.Debug(msg, args...) }

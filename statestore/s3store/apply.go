@@ -19,59 +19,40 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
-// Apply plans u against a lazy snapshot that lists only the folders u
-// touches, and publishes the plan: files, deletes, aggregated targets, then
-// the record as the commit point, then the workload's markers. When another
-// writer got there first it looks again and re-plans, with jittered backoff,
-// until the retry deadline (or MaxAttempts). See the package documentation
-// for the guarantees.
-func (s *Store) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
-	st := &applyState{u: u, nonce: nonce()}
-	dests, err := checkUpdate(u)
+// backend is the Store's side of statestore.Write: each write of one
+// update gets a committer of its own.
+type backend struct{ s *Store }
+
+func (b backend) String() string { return b.s.String() }
+
+// Begin starts the write of one update (the Store's Writer writes a
+// batch one update after the other). Besides what statestore.ValidateUpdate
+// checks, the folder of a destination that holds the completeness markers
+// is reserved.
+func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.Committer, error) {
+	if len(us) != 1 {
+		return nil, statestore.InOp("plan", fmt.Errorf("an S3 write takes one update, not %d", len(us)))
+	}
+	dests, err := destinations(us[0])
 	if err != nil {
-		return st.res, s.wrap("plan", err)
+		return nil, statestore.InOp("plan", err)
 	}
-	st.dests = dests
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
-	defer func() {
-		// Whatever the outcome: the load summaries this Apply changed
-		// are settled, and a write creates the summaries its reads
-		// lacked.
-		s.settle(ctx, st)
-		if st.dirty {
-			s.createSummaries(ctx)
-		}
-	}()
-	for attempt := 1; ; attempt++ {
-		st.res.Attempts = attempt
-		op, err := s.attempt(ctx, st)
-		st.res.Diff = st.diff.result()
-		if err == nil {
-			return st.res, nil
-		}
-		if !errors.Is(err, errChanged) || ctx.Err() != nil {
-			return st.res, s.wrap(op, err)
-		}
-		lost := fmt.Errorf("%w: other writers kept changing the bucket", statestore.ErrConflict)
-		if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
-			return st.res, s.wrap(op, fmt.Errorf("%w; gave up after %d attempts", lost, attempt))
-		}
-		if err := statestore.Pause(ctx, attempt, retryLimit, lost); err != nil {
-			return st.res, s.wrap(op, err)
-		}
-	}
+	return &write{s: b.s, u: us[0], dests: dests, nonce: nonce()}, nil
 }
 
-// applyState is what one Apply carries from attempt to attempt.
-type applyState struct {
+// write is one write of one update, from attempt to attempt: a snapshot
+// that lists only the folders the update touches, then files, deletes,
+// aggregated targets, the record as the commit point, and the workload's
+// markers. See docs/design.md, "S3", for the guarantees.
+type write struct {
+	s     *Store
 	u     statestore.Update
 	dests []string
-	res   statestore.Result
 	diff  diffSet
-	// dirty is set once anything was written: from then on Apply ends
-	// only with a successful commit of the record (see the package doc).
+	// dirty is set once anything was written: from then on the write ends
+	// only with a successful commit of the record (see docs/design.md, "S3").
 	dirty bool
-	// nonce names this Apply's pending changes in load summaries, and
+	// nonce names this write's pending changes in load summaries, and
 	// announced holds them, by destination and workload (see announce).
 	nonce     string
 	announced map[string]map[string][]string
@@ -80,6 +61,127 @@ type applyState struct {
 	// it wrote (nil for a removal).
 	committed bool
 	done      *statestore.Record
+	// snap and pr are the current attempt's snapshot and what its record
+	// said.
+	snap *snapshot
+	pr   prior
+}
+
+var (
+	_ statestore.Committer = (*write)(nil)
+	_ statestore.Finisher  = (*write)(nil)
+)
+
+// Snapshot lists what the update will be planned against (see prepare).
+// A missing bucket is created here when Config.CreateBucket says so
+// (never by a dry run, which plans on an empty view).
+func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
+	s, u := w.s, w.u
+	snap := s.newSnapshot(ctx)
+	pr, err := s.prepare(snap, u, w.dests)
+	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
+		if !u.DryRun {
+			if err := s.makeBucket(ctx); err != nil {
+				return nil, statestore.InOp("create bucket", err)
+			}
+		}
+		snap = s.emptySnapshot(ctx)
+		pr, err = prior{legacy: true}, nil
+	}
+	if err != nil {
+		return nil, failed("read", err)
+	}
+	w.snap, w.pr = snap, pr
+	return snap, nil
+}
+
+// Commit publishes the plan, and writes the workload's markers where they
+// are missing or out of date. Outcome.Wrote says it wrote (or, with
+// DryRun, would write) anything, markers alone included. Outcome.Diff
+// is every attempt's diff together: a lost attempt may have written
+// already.
+func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.Outcome, error) {
+	s, u, snap, pr, plan := w.s, w.u, w.snap, w.pr, ch.Plan
+	w.diff.add(plan.Diff)
+	d := w.diff.result()
+	out := statestore.Outcome{Diff: &d}
+	recPath := statestore.RecordPath(u.Workload)
+	if o, ok, _ := snap.lookup(recPath); ok && !o.tomb {
+		out.Revision = o.etag
+	}
+	ms, err := s.planMarkers(snap, plan, u, w.dests, pr)
+	if err != nil {
+		return out, failed("read", err)
+	}
+	commit := plan.Changed() || w.dirty || len(ms.stale) > 0 ||
+		plan.Record != nil && !slices.Equal(pr.markers, w.dests)
+	if !commit && len(ms.write) == 0 {
+		return out, nil
+	}
+	out.Wrote = true
+	if u.DryRun {
+		return out, nil
+	}
+	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}}
+	committed := snap.etag(recPath)
+	// From the first upload to the record that commits them, readers see
+	// the write step by step: it is not cut off half-way by a
+	// cancellation (see statestore.Unfinished); the retry deadline still
+	// bounds it.
+	ctx, cancel := statestore.Finishing(ctx)
+	defer cancel()
+	if commit {
+		w.dirty = true
+		if err := s.announce(ctx, w, loadChanges(u.Workload, pr.rec, plan)); err != nil {
+			return out, failed("write load summary", err)
+		}
+		if op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr); err != nil {
+			return out, failed(op, err)
+		}
+		committed = wr.etags[recPath]
+		out.Revision = committed
+		w.committed, w.done = true, plan.Record
+	}
+	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, wr); err != nil {
+		return out, failed("write marker", err)
+	}
+	if commit && pr.legacy && len(w.dests) > 0 {
+		// The record was written before per-workload markers: the
+		// destinations' old per-destination markers, which nobody keeps
+		// up to date any more, go (one request for all of them).
+		old := make([]string, 0, len(w.dests))
+		for _, d := range w.dests {
+			old = append(old, d+"/"+MarkerName)
+		}
+		if err := s.remove(ctx, old); err != nil {
+			return out, failed("delete", err)
+		}
+	}
+	return out, nil
+}
+
+// Unfinished reports whether this write has uploaded something that its
+// record does not commit yet: Write then finishes it past a cancellation.
+func (w *write) Unfinished() bool { return w.dirty && !w.committed }
+
+// Finish settles the load summaries this write announced changes in,
+// whatever the outcome, and a write that wrote anything creates the
+// summaries its reads lacked.
+func (w *write) Finish(ctx context.Context) {
+	w.s.settle(ctx, w)
+	if w.dirty {
+		w.s.createSummaries(ctx)
+	}
+}
+
+// failed names the step of an attempt that failed with err. An object
+// that changed under the attempt is a lost race, which statestore.Write
+// answers by planning again on a fresh listing.
+func failed(op string, err error) error {
+	if errors.Is(err, errChanged) {
+		return &statestore.ConflictError{Op: op, What: "other writers kept changing the bucket", Err: err}
+	}
+	return statestore.InOp(op, err)
 }
 
 // prior is what the workload's stored record says beyond the record itself.
@@ -156,86 +258,47 @@ func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (pr
 	return pr, snap.lookAll(paths, dirs)
 }
 
-func aggregateDir(target string) string { return path.Join(layout.MetaDir, "aggregate", target) }
+// aggregatePrefix starts the folder of every aggregated file's parts.
+var aggregatePrefix = layout.MetaDir + "/aggregate/"
 
-// lookAll looks up paths and lists dirs recursively, all in parallel.
+func aggregateDir(target string) string { return aggregatePrefix + target }
+
+// lookAll looks up paths and lists dirs recursively, all in parallel,
+// except what lies in the parts folder of an aggregated file: that is
+// looked at only once the file itself was. Every writer uploads its part
+// before the target, so a target another render wrote is then always seen
+// with the parts it was built from; seen before them, it could look like
+// a target without parts, which the planner takes for Kratix's (and the
+// snapshot keeps the first answer about every path, see add).
 func (sn *snapshot) lookAll(paths, dirs []string) error {
-	jobs := []func(context.Context) error{func(context.Context) error { return sn.need(paths) }}
+	var first, parts []string
+	for _, p := range paths {
+		if strings.HasPrefix(p, aggregatePrefix) {
+			parts = append(parts, p)
+		} else {
+			first = append(first, p)
+		}
+	}
+	var jobs, later []func(context.Context) error
 	for _, d := range dirs {
-		jobs = append(jobs, func(context.Context) error { _, err := sn.List(d); return err })
+		list := func(context.Context) error { _, err := sn.List(d); return err }
+		if t, ok := strings.CutPrefix(d, aggregatePrefix); ok {
+			first = append(first, t)
+			later = append(later, list)
+		} else {
+			jobs = append(jobs, list)
+		}
 	}
+	if len(parts) > 0 {
+		later = append(later, func(context.Context) error { return sn.need(parts) })
+	}
+	jobs = append(jobs, func(ctx context.Context) error {
+		if err := sn.need(first); err != nil {
+			return err
+		}
+		return parallel(ctx, sn.s.cfg.Concurrency, later)
+	})
 	return parallel(sn.ctx, sn.s.cfg.Concurrency, jobs)
-}
-
-// attempt plans and publishes once. It returns the operation that failed.
-func (s *Store) attempt(ctx context.Context, st *applyState) (string, error) {
-	u := st.u
-	snap := s.newSnapshot(ctx)
-	pr, err := s.prepare(snap, u, st.dests)
-	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
-		if !u.DryRun {
-			if err := s.makeBucket(ctx); err != nil {
-				return "create bucket", err
-			}
-		}
-		snap = s.emptySnapshot(ctx)
-		pr, err = prior{legacy: true}, nil
-	}
-	if err != nil {
-		return "read", err
-	}
-	plan, err := statestore.PlanUpdate(snap, u)
-	if err != nil {
-		return "plan", err
-	}
-	st.diff.add(plan.Diff)
-	recPath := statestore.RecordPath(u.Workload)
-	if o, ok, _ := snap.lookup(recPath); ok && !o.tomb {
-		st.res.Revision = o.etag
-	}
-	ms, err := s.planMarkers(snap, plan, u, st.dests, pr)
-	if err != nil {
-		return "read", err
-	}
-	commit := plan.Changed() || st.dirty || len(ms.stale) > 0 ||
-		plan.Record != nil && !slices.Equal(pr.markers, st.dests)
-	if !commit && len(ms.write) == 0 {
-		return "", nil
-	}
-	st.res.Updated = true
-	if u.DryRun {
-		return "", nil
-	}
-	w := &written{etags: map[string]string{}, uncertain: map[string]bool{}}
-	committed := snap.etag(recPath)
-	if commit {
-		st.dirty = true
-		if err := s.announce(ctx, st, loadChanges(u.Workload, pr.rec, plan)); err != nil {
-			return "write load summary", err
-		}
-		if op, err := s.publish(ctx, snap, plan, u, st.dests, ms.stale, w); err != nil {
-			return op, err
-		}
-		committed = w.etags[recPath]
-		st.res.Revision = committed
-		st.committed, st.done = true, plan.Record
-	}
-	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, w); err != nil {
-		return "write marker", err
-	}
-	if commit && pr.legacy && len(st.dests) > 0 {
-		// The record was written before per-workload markers: the
-		// destinations' old per-destination markers, which nobody keeps
-		// up to date any more, go (one request for all of them).
-		old := make([]string, 0, len(st.dests))
-		for _, d := range st.dests {
-			old = append(old, d+"/"+MarkerName)
-		}
-		if err := s.remove(ctx, old); err != nil {
-			return "delete", err
-		}
-	}
-	return "", nil
 }
 
 // markerPlan says which of the workload's markers an attempt writes and
@@ -348,7 +411,7 @@ func (w *written) set(p, etag string) {
 	w.mu.Unlock()
 }
 
-// publish writes a plan in the order the package doc describes, the
+// publish writes a plan in the order docs/design.md ("S3") describes, the
 // record last, conditioned on the record's listed ETag.
 func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Plan, u statestore.Update, dests, staleMarkers []string, w *written) (string, error) {
 	recPath := statestore.RecordPath(u.Workload)
@@ -622,16 +685,11 @@ func parallel(ctx context.Context, n int, jobs []func(context.Context) error) er
 	return ctx.Err()
 }
 
-// checkUpdate refuses what this backend cannot store and returns the
-// update's destinations, cleaned and sorted.
-func checkUpdate(u statestore.Update) ([]string, error) {
-	if u.Workload == "" {
-		return nil, errors.New("update names no workload")
-	}
+// destinations refuses the paths of u that lie in a destination's marker
+// folder, and returns u's destinations, cleaned and sorted.
+// statestore.ValidateUpdate checks the rest.
+func destinations(u statestore.Update) ([]string, error) {
 	reserved := func(p string) error {
-		if err := layout.CheckStorePath(p); err != nil {
-			return fmt.Errorf("path %q: %w", p, err)
-		}
 		if isMarker(p) {
 			return fmt.Errorf("path %q: the folder %s of a destination is reserved for render's completeness markers", p, MarkerDir)
 		}
@@ -687,32 +745,26 @@ func (s *Store) writeMarkers(ctx context.Context, snap *snapshot, u statestore.U
 			files, aggs, shared := markerContent(snap, u, d, w)
 			data := encodeMarker(newMarker(d, files, aggs, shared, u))
 			c := snap.cond(p)
-			for attempt := 1; ; attempt++ {
+			lost := fmt.Sprintf("other renders of workload %s kept rewriting its marker", u.Workload)
+			return s.Policy.Conflicts(ctx, lost, func(attempt int) error {
+				if attempt > 1 {
+					// The marker first, then the record: a render that
+					// commits after this look writes the marker after it too.
+					fresh := s.newSnapshot(ctx)
+					if err := fresh.need([]string{p}); err != nil {
+						return err
+					}
+					if err := fresh.need([]string{recPath}); err != nil {
+						return err
+					}
+					if fresh.etag(recPath) != committed {
+						return nil // a later render of the workload committed: its markers win
+					}
+					c = fresh.cond(p)
+				}
 				_, err := s.put(ctx, p, data, c)
-				if err == nil || !errors.Is(err, errChanged) {
-					return err
-				}
-				lost := fmt.Errorf("%w: other renders of workload %s kept rewriting its marker", statestore.ErrConflict, u.Workload)
-				if s.cfg.MaxAttempts > 0 && attempt >= s.cfg.MaxAttempts {
-					return fmt.Errorf("%w; gave up after %d attempts", lost, attempt)
-				}
-				if err := statestore.Pause(ctx, attempt, retryLimit, lost); err != nil {
-					return err
-				}
-				// The marker first, then the record: a render that
-				// commits after this look writes the marker after it too.
-				fresh := s.newSnapshot(ctx)
-				if err := fresh.need([]string{p}); err != nil {
-					return err
-				}
-				if err := fresh.need([]string{recPath}); err != nil {
-					return err
-				}
-				if fresh.etag(recPath) != committed {
-					return nil // a later render of the workload committed: its markers win
-				}
-				c = fresh.cond(p)
-			}
+				return err
+			})
 		})
 	}
 	return writeAll(ctx, s.cfg.Concurrency, jobs)

@@ -33,7 +33,7 @@ func resourceUpdate(ns, name, dest string, version int) statestore.Update {
 		},
 		Record: &statestore.Record{
 			Type: "resource", Promise: "pg", Namespace: ns, Name: name, Pipeline: "configure", Flavour: "small",
-			Placements: []layout.Placement{{Group: "default", Destinations: []string{dest}}},
+			Placements: []statestore.Placement{{Group: "default", Destinations: []string{dest}}},
 		},
 		Destinations: []string{dest},
 		Message:      statestore.Message{Subject: "render: resource " + ns + "/" + name, Trailers: []statestore.Trailer{{Key: "Render-Run", Value: fmt.Sprint(version)}}},
@@ -42,7 +42,7 @@ func resourceUpdate(ns, name, dest string, version int) statestore.Update {
 		u.Files[dir+"extra.yaml"] = fmt.Appendf(nil, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: %s-extra\n  namespace: %s\n", name, ns)
 	}
 	for _, o := range []struct{ v, k, n, f string }{{"v1", "ConfigMap", name + "-db", "db.yaml"}, {"batch/v1", "Job", name + "-backup", "job.yaml"}} {
-		u.Record.Objects = append(u.Record.Objects, layout.Object{
+		u.Record.Objects = append(u.Record.Objects, statestore.Object{
 			APIVersion: o.v, Kind: o.k, Namespace: ns, Name: o.n, Section: "resources",
 			File: strings.TrimPrefix(dir, dest+"/") + o.f, Destination: dest, Source: o.f,
 		})

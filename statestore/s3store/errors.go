@@ -85,21 +85,16 @@ func (s *Store) translate(err error) error {
 	case code != "":
 		return fmt.Errorf("%s", s.redact(describe(resp)))
 	}
+	n := statestore.Network{Server: s.cfg.Endpoint, Field: "endpoint", Redact: s.redact}
+	if out, ok := statestore.TranslateNetwork(err, n); ok {
+		return out
+	}
 	msg := err.Error()
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		msg = ue.Err.Error() // without the request URL
 	}
-	msg = s.redact(msg)
-	switch {
-	case statestore.NameNotFound(err):
-		return statestore.Redacted(fmt.Sprintf("the host name of %s does not resolve (check the store's endpoint): %s", s.cfg.Endpoint, msg), err)
-	case statestore.Transient(err):
-		return statestore.Redacted(fmt.Sprintf("%v: %s: %s", statestore.ErrUnreachable, s.cfg.Endpoint, msg), errors.Join(statestore.ErrUnreachable, err))
-	case statestore.TLSFailure(err):
-		return statestore.Redacted(fmt.Sprintf("TLS with %s: %s", s.cfg.Endpoint, msg), err)
-	}
-	return statestore.Redacted(msg, err)
+	return statestore.Redacted(s.redact(msg), err)
 }
 
 func describe(resp minio.ErrorResponse) string {

@@ -19,7 +19,7 @@ import (
 )
 
 // loadDir holds the load summaries, one object per destination named in
-// the placement index (see the package doc, "Load summaries").
+// the placement index (see docs/design.md, "Load summaries").
 var loadDir = path.Join(layout.MetaDir, "load")
 
 // errUnreadable marks a load summary this render cannot read.
@@ -341,7 +341,7 @@ func loadChanges(workload string, old *statestore.Record, plan statestore.Plan) 
 // conditionally on its still being missing (a writer that keeps summaries
 // creates one before it changes an entry, so the listing misses none of
 // theirs).
-func (s *Store) announce(ctx context.Context, st *applyState, changes map[string]map[string][]string) error {
+func (s *Store) announce(ctx context.Context, st *write, changes map[string]map[string][]string) error {
 	if st.announced == nil {
 		st.announced = map[string]map[string][]string{}
 		st.sums = map[string]writtenSummary{}
@@ -398,7 +398,7 @@ func (s *Store) announce(ctx context.Context, st *applyState, changes map[string
 // still counted right, from the records, by every reader; it costs each
 // reader one GET of the record, and stays, since only the Apply that made
 // an announcement settles it.
-func (s *Store) settle(ctx context.Context, st *applyState) {
+func (s *Store) settle(ctx context.Context, st *write) {
 	if len(st.announced) == 0 {
 		return
 	}
@@ -461,34 +461,35 @@ func (l *loadSummary) clone() *loadSummary {
 // from a listing of d's entries first.
 func (s *Store) updateLoad(ctx context.Context, d string, change func(*loadSummary) error) (*loadSummary, string, error) {
 	p := loadPath(d)
-	for attempt := 1; ; attempt++ {
-		l, etag, err := s.readLoad(ctx, d)
-		if err != nil {
-			return nil, "", err
+	// Every render that places, moves or removes a resource on d writes
+	// the summary twice: it may lose more races than its record does.
+	policy := s.Policy
+	policy.MaxAttempts *= 4
+	var l *loadSummary
+	var etag string
+	err := policy.Conflicts(ctx, "other renders kept changing the load summary "+p, func(int) error {
+		var err error
+		if l, etag, err = s.readLoad(ctx, d); err != nil {
+			return err
 		}
 		c := cond{exists: l != nil, etag: etag}
 		if l == nil {
 			entries, err := s.listEntries(ctx, d)
 			if err != nil {
-				return nil, "", err
+				return err
 			}
 			l = &loadSummary{Format: loadFormat, Entries: entries, Pending: map[string]map[string][]string{}}
 		}
 		if err := change(l); err != nil {
-			return nil, "", err
+			return err
 		}
 		etag, err = s.put(ctx, p, l.encode(), c)
-		if !errors.Is(err, errChanged) {
-			return l, etag, err
-		}
-		lost := fmt.Errorf("%w: other renders kept changing the load summary %s", statestore.ErrConflict, p)
-		if s.cfg.MaxAttempts > 0 && attempt >= 4*s.cfg.MaxAttempts {
-			return nil, "", fmt.Errorf("%w; gave up after %d attempts", lost, attempt)
-		}
-		if err := statestore.Pause(ctx, attempt, retryLimit, lost); err != nil {
-			return nil, "", err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, "", err
 	}
+	return l, etag, nil
 }
 
 // createSummaries writes the summaries of the destinations this Store

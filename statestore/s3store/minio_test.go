@@ -580,7 +580,7 @@ func TestManyWorkloadsOneDestination(t *testing.T) {
 				Workload:     fmt.Sprintf("w/%d", i),
 				Files:        map[string][]byte{fmt.Sprintf("dev/w%d/f.yaml", i): fmt.Appendf(nil, "w: %d\n", i)},
 				Shared:       map[string][]byte{"dev/canary.yaml": fmt.Appendf(nil, "canary: %d\n", i)},
-				Aggregates:   []layout.Aggregate{{Target: "dev/all.yaml", Contribution: fmt.Appendf(nil, "w: %d\n", i)}},
+				Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: fmt.Appendf(nil, "w: %d\n", i)}},
 				Record:       &statestore.Record{},
 				Destinations: []string{"dev"},
 				Message:      statestore.Message{Subject: fmt.Sprintf("writer %d", i)},
@@ -722,6 +722,11 @@ func TestStaleUploadAfterOtherCommit(t *testing.T) {
 	if bres.Attempts != 1 || ares.Attempts != 2 {
 		t.Fatalf("attempts: A %d, B %d; want A to re-plan once", ares.Attempts, bres.Attempts)
 	}
+	// A's result says what A's write did over both attempts: the first
+	// uploaded x and y, the second (which found them) deleted B's z.
+	if !slices.Equal(ares.Added, []string{"d/w/y.yaml"}) || !slices.Equal(ares.Changed, []string{"d/w/x.yaml"}) || !slices.Equal(ares.Deleted, []string{"d/w/z.yaml"}) {
+		t.Fatalf("A's result: %+v, want y added, x changed, z deleted", ares.Diff)
+	}
 	s := open(t, cfg)
 	if got := contents(t, s); !maps.Equal(got, aFiles) {
 		t.Fatalf("store holds %v, want A whole %v", got, aFiles)
@@ -829,4 +834,106 @@ func getKey(t *testing.T, c *minio.Client, bucket, key string) ([]byte, error) {
 	var buf bytes.Buffer
 	_, err = buf.ReadFrom(o)
 	return buf.Bytes(), err
+}
+
+// holdList holds the first delimited listing of folder prefix until
+// released, and notes the listings of aggregated files' parts that start
+// meanwhile.
+type holdList struct {
+	base     http.RoundTripper
+	prefix   string
+	once     sync.Once
+	reached  chan struct{}
+	released chan struct{}
+	mu       sync.Mutex
+	held     bool
+	during   []string
+}
+
+func (h *holdList) RoundTrip(r *http.Request) (*http.Response, error) {
+	q := r.URL.Query()
+	if r.Method == http.MethodGet && q.Has("list-type") {
+		h.mu.Lock()
+		if h.held && strings.HasPrefix(q.Get("prefix"), testPath+"/"+layout.MetaDir+"/aggregate/") {
+			h.during = append(h.during, q.Get("prefix"))
+		}
+		h.mu.Unlock()
+		if q.Get("prefix") == h.prefix && q.Get("delimiter") == "/" {
+			hold := false
+			h.once.Do(func() { hold = true })
+			if hold {
+				h.mu.Lock()
+				h.held = true
+				h.mu.Unlock()
+				close(h.reached)
+				select {
+				case <-h.released:
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				case <-time.After(waitLimit):
+					return nil, fmt.Errorf("the held listing of %s was not released within %v", h.prefix, waitLimit)
+				}
+				h.mu.Lock()
+				h.held = false
+				h.mu.Unlock()
+			}
+		}
+	}
+	return h.base.RoundTrip(r)
+}
+
+// TestAggregateTargetSeenWithItsParts: a render lists an aggregated file's
+// parts only after it looked the file up. Writer b's lookup of dev/all.yaml
+// is held while writer z writes its part and then the file; had b listed
+// the parts first (as it did, in parallel), it would have seen z's file
+// without z's part, taken it for what Kratix wrote there and kept it as a
+// part of its own (kratix.part): z's document twice in the file from then
+// on (TestManyWorkloadsOneDestination failed so about once in 40 runs).
+func TestAggregateTargetSeenWithItsParts(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "aggparts"))
+	upd := func(name string) statestore.Update {
+		return statestore.Update{
+			Workload:     "w/" + name,
+			Files:        map[string][]byte{"dev/" + name + "/f.yaml": []byte(name + "\n")},
+			Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: []byte(name + "\n")}},
+			Record:       &statestore.Record{},
+			Destinations: []string{"dev"},
+		}
+	}
+	// Another workload first, so that neither writer below creates the
+	// store's index marker (and loses that race to the other).
+	applyOK(t, open(t, cfg), statestore.Update{Workload: "w/other", Files: map[string][]byte{"other/x.yaml": []byte("x\n")}, Record: &statestore.Record{}})
+
+	h := &holdList{base: http.DefaultTransport, prefix: testPath + "/dev/", reached: make(chan struct{}), released: make(chan struct{})}
+	bcfg := cfg
+	bcfg.Transport = h
+	done := make(chan error, 1)
+	go func() {
+		_, err := open(t, bcfg).Apply(testCtx(t), upd("b"))
+		done <- err
+	}()
+	waitFor(t, h.reached, "writer b's lookup of dev/all.yaml")
+	applyOK(t, open(t, cfg), upd("z"))
+	close(h.released)
+	if err := waitFor(t, done, "writer b's Apply to return"); err != nil {
+		t.Fatalf("writer b: %v", err)
+	}
+	h.mu.Lock()
+	during := h.during
+	h.mu.Unlock()
+	if len(during) > 0 {
+		t.Errorf("writer b listed parts while its lookup of the file was under way: %v", during)
+	}
+	if got := contents(t, open(t, cfg))["dev/all.yaml"]; got != "b\n\n---\nz\n" {
+		t.Fatalf("dev/all.yaml holds %q, want each writer's part once, in order", got)
+	}
+	snap, err := open(t, cfg).Snapshot(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := snap.List(aggregateDir("dev/all.yaml"))
+	if err != nil || !slices.Equal(parts, []string{statestore.AggregatePath("dev/all.yaml", "w/b"), statestore.AggregatePath("dev/all.yaml", "w/z")}) {
+		t.Fatalf("parts %v, %v; want the two writers' and no legacy part", parts, err)
+	}
 }

@@ -241,12 +241,12 @@ func (s *Store) VerifyDestination(ctx context.Context, dest string) (Destination
 	var st DestinationState
 	dest = strings.Trim(dest, "/")
 	if err := layout.ValidPath(dest); err != nil {
-		return st, s.wrap("verify", err)
+		return st, statestore.Wrap(s.String(), "verify", err)
 	}
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ctx = s.Policy.Context(ctx)
 	sn, err := s.list(ctx, dest)
 	if err != nil {
-		return st, s.wrap("verify", err)
+		return st, statestore.Wrap(s.String(), "verify", err)
 	}
 	listing := map[string]string{}
 	var markers []Marker
@@ -258,11 +258,11 @@ func (s *Store) VerifyDestination(ctx context.Context, dest string) (Destination
 		}
 		data, err := sn.ReadFile(p)
 		if err != nil {
-			return st, s.wrap("verify", err)
+			return st, statestore.Wrap(s.String(), "verify", err)
 		}
 		var m Marker
 		if err := json.Unmarshal(data, &m); err != nil {
-			return st, s.wrap("verify", fmt.Errorf("marker %s: %w", p, err))
+			return st, statestore.Wrap(s.String(), "verify", fmt.Errorf("marker %s: %w", p, err))
 		}
 		markers = append(markers, m)
 	}

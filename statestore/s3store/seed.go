@@ -20,21 +20,25 @@ import (
 // destinations it places resources on get its entries (a missing one is
 // made from a listing of the destination's entries, after the PUTs).
 func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ctx = s.Policy.Context(ctx)
 	files := map[string][]byte{}              // shared files (canaries, the index marker) once
 	entries := map[string]map[string]string{} // resource index entries, by destination
 	put := func(p string, data []byte) { files[p] = data }
 	for _, u := range us {
-		dests, err := checkUpdate(u)
+		err := statestore.ValidateUpdate(u)
+		var dests []string
+		if err == nil {
+			dests, err = destinations(u)
+		}
 		if err != nil {
-			return s.wrap("seed", err)
+			return statestore.Wrap(s.String(), "seed", err)
 		}
 		if len(u.Aggregates) > 0 || u.Record == nil {
-			return s.wrap("seed", fmt.Errorf("workload %s: Seed takes no aggregated files and no removals", u.Workload))
+			return statestore.Wrap(s.String(), "seed", fmt.Errorf("workload %s: Seed takes no aggregated files and no removals", u.Workload))
 		}
 		plan, err := statestore.PlanUpdate(s.emptySnapshot(ctx), u)
 		if err != nil {
-			return s.wrap("seed", err)
+			return statestore.Wrap(s.String(), "seed", err)
 		}
 		recPath := statestore.RecordPath(u.Workload)
 		for d, names := range resourceEntries(plan.Record) {
@@ -65,7 +69,7 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 		})
 	}
 	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
-		return s.wrap("seed", err)
+		return statestore.Wrap(s.String(), "seed", err)
 	}
 	jobs = jobs[:0]
 	for d, names := range entries {
@@ -87,7 +91,7 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 		})
 	}
 	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
-		return s.wrap("seed", err)
+		return statestore.Wrap(s.String(), "seed", err)
 	}
 	return nil
 }

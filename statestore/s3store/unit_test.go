@@ -156,7 +156,22 @@ func TestDestinationDigest(t *testing.T) {
 	}
 }
 
-func TestCheckUpdate(t *testing.T) {
+// TestUpdateRefused: what a store cannot hold is refused before any
+// request, by statestore.ValidateUpdate and this backend's own check (the
+// destinations' marker folders).
+func TestUpdateRefused(t *testing.T) {
+	refused := func(u statestore.Update) error {
+		if err := statestore.ValidateUpdate(u); err != nil {
+			return err
+		}
+		_, err := destinations(u)
+		return err
+	}
+	var requests int
+	s := unitStore(t, Config{Region: "us-east-1", Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		requests++
+		return nil, errors.New("test: no request expected")
+	})})
 	for _, u := range []statestore.Update{
 		{},
 		{Workload: "w", Files: map[string][]byte{"d/" + MarkerName: nil}},
@@ -165,17 +180,25 @@ func TestCheckUpdate(t *testing.T) {
 		{Workload: "w", Destinations: []string{"../x"}},
 		{Workload: "w", Destinations: []string{".render/x"}},
 	} {
-		if _, err := checkUpdate(u); err == nil {
-			t.Errorf("checkUpdate(%+v) accepted", u)
+		if err := refused(u); err == nil {
+			t.Errorf("%+v accepted", u)
 		}
+		_, err := s.Apply(context.Background(), u)
+		var se *statestore.StoreError
+		if !errors.As(err, &se) || se.Op != "plan" {
+			t.Errorf("Apply(%+v) = %v, want a plan error naming the store", u, err)
+		}
+	}
+	if requests != 0 {
+		t.Errorf("refused updates made %d requests", requests)
 	}
 	// Paths are relative to the store: a destination whose path is
 	// "resources" may hold a file named like the canary in mode none; the
 	// names reserved inside a destination were checked by the renderer.
-	if _, err := checkUpdate(statestore.Update{Workload: "w", Files: map[string][]byte{"resources/kratix-canary-configmap.yaml": nil}}); err != nil {
+	if err := refused(statestore.Update{Workload: "w", Files: map[string][]byte{"resources/kratix-canary-configmap.yaml": nil}}); err != nil {
 		t.Errorf("a store path that merely ends like a canary: %v", err)
 	}
-	d, err := checkUpdate(statestore.Update{Workload: "w", Destinations: []string{"b/", "a", "b"}})
+	d, err := destinations(statestore.Update{Workload: "w", Destinations: []string{"b/", "a", "b"}})
 	if err != nil || strings.Join(d, ",") != "a,b" {
 		t.Fatalf("destinations %v, %v", d, err)
 	}

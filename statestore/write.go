@@ -1,0 +1,425 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The write loop, once for every backend.
+//
+// A backend supplies two things per write: a snapshot to plan on, and a
+// conditional commit of what was planned. Write does the rest: it plans
+// the updates (one on top of the other: a batch), asks the backend to
+// commit, and when another writer moved first (the commit's error wraps
+// ErrConflict) it waits as the RetryPolicy says and starts over on a fresh
+// snapshot, where "is my desired state already there?" is the planner's own
+// question: a plan that changes nothing ends the write. Every wait of every
+// attempt counts against the render's one retry deadline.
+//
+// Optional capabilities of a Committer change what happens between
+// attempts (Grouper: hand the change to the next winner and wait, as git's
+// group commit does) and after the last one (Finisher).
+
+// Backend is a store kind's side of Write.
+type Backend interface {
+	// String names the store for messages, with no credentials.
+	String() string
+	// Begin starts one write of us, validated by ValidateUpdate. Its
+	// Committer lives as long as the write: it may keep state from attempt
+	// to attempt.
+	Begin(ctx context.Context, us []Update) (Committer, error)
+}
+
+// Committer is one write in progress.
+type Committer interface {
+	// Snapshot reads the view attempt number attempt plans on; from the
+	// second attempt on (after a lost race) it must be the newest state.
+	Snapshot(ctx context.Context, attempt int) (Snapshot, error)
+	// Commit publishes c.Plan, planned on c.Snapshot, only if the store
+	// still holds what that snapshot read; otherwise it publishes nothing
+	// (or nothing a reader can see) and returns an error wrapping
+	// ErrConflict. With c.DryRun it writes nothing and says whether it
+	// would. Other errors are classified by Classify.
+	Commit(ctx context.Context, c *Change) (Outcome, error)
+}
+
+// Grouper is a Committer that, after a lost race, hands its change to the
+// writers that win (git's group commit) instead of only waiting.
+type Grouper interface {
+	// Lost is called after attempt lost a race with cause (which wraps
+	// ErrConflict), in place of the policy's wait. It may wait;
+	// Outcome.Landed reports that another writer published the change
+	// meanwhile. A nil error and no landing means: plan again now. Lost
+	// must respect the render's retry deadline and the policy's
+	// MaxAttempts (see RetryPolicy.Wait).
+	Lost(ctx context.Context, c *Change, attempt int, cause error) (Outcome, error)
+	// Abandon is called when the write gives up with err: it takes back
+	// what Lost handed over. Outcome.Landed reports that the change had
+	// landed already, which makes the write a success.
+	Abandon(ctx context.Context, c *Change, err error) Outcome
+}
+
+// Unfinished is a Committer that can be left half-written: one whose
+// commit is several steps a reader can see one by one (S3's uploads before
+// the record that commits them). While it says so, Write goes on past a
+// cancellation of its context, until the commit lands or the retry
+// deadline passes, so that a write in flight ends whole or not at all.
+type Unfinished interface {
+	Unfinished() bool
+}
+
+// Finishing returns a context for work that must not be cut off half-way
+// once it has started (a push, a commit of several uploads): not cancelled
+// with ctx, and done a little after ctx's retry deadline.
+func Finishing(ctx context.Context) (context.Context, context.CancelFunc) {
+	at, _ := RetryDeadline(ctx)
+	return context.WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
+}
+
+// finishGrace is how long finishing work may outlast the retry deadline.
+const finishGrace = 30 * time.Second
+
+// Finisher is a Committer with work to do once the write ended, whatever
+// its outcome (S3 settles the load summaries it announced).
+type Finisher interface {
+	Finish(ctx context.Context)
+}
+
+// Releaser is a Committer that may hold the store from one attempt to the
+// next (OCI's writers' lock). Release is called once the write ended,
+// whatever its outcome, with the error it ends with (nil when it landed);
+// the write returns what Release returns, so that a lock that could not be
+// let go is never dropped.
+type Releaser interface {
+	Release(ctx context.Context, err error) error
+}
+
+// Change is what one attempt of a write planned.
+type Change struct {
+	// Updates are the write's updates, in order.
+	Updates []Update
+	// Snapshot is what they were planned on.
+	Snapshot Snapshot
+	// Plans are each update's plan, each made on top of the ones before.
+	Plans []Plan
+	// Plan is every plan's operations and diff, in order.
+	Plan Plan
+	// Message is the commit message for Plan's diff: the first update's
+	// (see Update.MessageFor).
+	Message Message
+	// DryRun is the first update's: compute, write nothing.
+	DryRun bool
+	// Attempt numbers the attempt, from 1.
+	Attempt int
+}
+
+// Outcome is what a Commit did.
+type Outcome struct {
+	// Revision identifies what the store holds now (a commit, an ETag, a
+	// digest); empty keeps the snapshot's.
+	Revision string
+	// Wrote is set when the commit wrote (with DryRun: would write)
+	// although the plan changes no file: a repair of the backend's own
+	// bookkeeping (S3 markers, OCI tags).
+	Wrote bool
+	// Landed is set when another writer published the change (Grouper).
+	Landed bool
+	// Diff, when set, replaces the plan's diff in the write's Result:
+	// with Landed, the change as it was planned when it was handed over (a
+	// fresh plan finds nothing left to do); from a store whose lost
+	// attempts may have written already (S3), what every attempt so far
+	// changed.
+	Diff *Diff
+}
+
+// Revisioned is a Snapshot that knows the revision it shows.
+type Revisioned interface {
+	Revision() string
+}
+
+// RetryPolicy is how a store waits for another writer and for an
+// unreachable server.
+type RetryPolicy struct {
+	// Limit caps one wait after a lost race (default 1s): waits grow from
+	// 20ms, with jitter, up to it.
+	Limit time.Duration
+	// MaxAttempts, when positive, also bounds how many times a write is
+	// planned. By default only the render's retry deadline bounds it: a busy
+	// store is never a failure while there is time left.
+	MaxAttempts int
+	// Deadline is the retry budget of a call whose context carries no
+	// render-wide deadline (WithRetryDeadline).
+	Deadline time.Duration
+}
+
+func (p RetryPolicy) limit() time.Duration {
+	if p.Limit <= 0 {
+		return time.Second
+	}
+	return p.Limit
+}
+
+// Context returns ctx with the policy's retry deadline when it has none.
+func (p RetryPolicy) Context(ctx context.Context) context.Context {
+	return EnsureRetryDeadline(ctx, p.Deadline)
+}
+
+// Conflicts runs try(attempt) until it returns an error that does not
+// wrap ErrConflict (or nil), waiting after each conflict as the policy
+// says. lost describes, for messages, what kept moving. It is the one loop
+// every "read, write conditionally, start over when someone was first"
+// step uses, the write loop's sub-steps included.
+func (p RetryPolicy) Conflicts(ctx context.Context, lost string, try func(attempt int) error) error {
+	for attempt := 1; ; attempt++ {
+		err := try(attempt)
+		if err == nil || !errors.Is(err, ErrConflict) || ctx.Err() != nil {
+			return err
+		}
+		if err := p.Wait(ctx, attempt, lost, err); err != nil {
+			return err
+		}
+	}
+}
+
+// Wait is the pause after attempt number attempt lost a race: it fails
+// once MaxAttempts attempts were made or when the retry deadline would
+// pass, with an error wrapping ErrConflict that says what kept moving.
+func (p RetryPolicy) Wait(ctx context.Context, attempt int, lost string, cause error) error {
+	err := fmt.Errorf("%w: %s", ErrConflict, lost)
+	if p.MaxAttempts > 0 && attempt >= p.MaxAttempts {
+		return fmt.Errorf("%w; gave up after %d attempts", err, attempt)
+	}
+	return Pause(ctx, attempt, p.limit(), err)
+}
+
+// Write writes us, a batch planned one on top of the other, through b's
+// committers, under policy. It is the whole write loop: see the top of
+// this file. Its errors name the store (StoreError) and are classified
+// with the sentinel errors.
+func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res Result, err error) {
+	if len(us) == 0 {
+		return res, nil
+	}
+	for _, u := range us {
+		if err := ValidateUpdate(u); err != nil {
+			return res, Wrap(b.String(), "plan", err)
+		}
+	}
+	ctx = policy.Context(ctx)
+	c, err := b.Begin(ctx, us)
+	if err != nil {
+		return res, Wrap(b.String(), "write", err)
+	}
+	if f, ok := c.(Finisher); ok {
+		defer f.Finish(ctx)
+	}
+	if r, ok := c.(Releaser); ok {
+		defer func() { err = r.Release(ctx, err) }()
+	}
+	g, _ := c.(Grouper)
+	var last *Change
+	fail := func(op string, err error) (Result, error) {
+		if g != nil && last != nil {
+			if out := g.Abandon(ctx, last, err); out.Landed {
+				landed(&res, out)
+				return res, nil
+			}
+		}
+		return res, Wrap(b.String(), op, err)
+	}
+	uf, _ := c.(Unfinished)
+	run := ctx // what the attempts run on: see Unfinished
+	for attempt := 1; ; attempt++ {
+		res.Attempts = attempt
+		if uf != nil && uf.Unfinished() && run == ctx {
+			var cancel context.CancelFunc
+			run, cancel = Finishing(ctx)
+			defer cancel()
+		}
+		if err := run.Err(); err != nil {
+			return fail("write", err)
+		}
+		ch, out, op, err := attemptWrite(run, c, us, attempt)
+		if ch != nil {
+			last = ch
+			res.Diff, res.Updated = ch.Plan.Diff, ch.Plan.Changed()
+			if r, ok := ch.Snapshot.(Revisioned); ok {
+				res.Revision = r.Revision()
+			}
+		}
+		if out.Revision != "" {
+			res.Revision = out.Revision
+		}
+		if out.Diff != nil {
+			res.Diff = *out.Diff
+		}
+		res.Updated = res.Updated || out.Wrote || out.Landed
+		if err == nil {
+			return res, nil
+		}
+		if Classify(err) != ClassConflict || run.Err() != nil {
+			return fail(op, err)
+		}
+		if g != nil {
+			// The Grouper waits its own way (and counts attempts).
+			out, err := g.Lost(run, ch, attempt, err)
+			if err != nil {
+				return fail(op, err)
+			}
+			if out.Landed {
+				landed(&res, out)
+				return res, nil
+			}
+			continue
+		}
+		if err := policy.Wait(run, attempt, LostWhat(err), err); err != nil {
+			return fail(op, err)
+		}
+	}
+}
+
+// LostWhat says, for messages, what kept moving in a lost race err.
+func LostWhat(err error) string {
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.What != "" {
+		return ce.What
+	}
+	return "other writers kept changing the store"
+}
+
+// landed makes res say that another writer published the change: as that
+// change was planned (Outcome.Diff), at the revision it landed in.
+func landed(res *Result, out Outcome) {
+	res.Updated = true
+	if out.Diff != nil {
+		res.Diff = *out.Diff
+	}
+	if out.Revision != "" {
+		res.Revision = out.Revision
+	}
+}
+
+// attemptWrite is one attempt: a snapshot, a plan, a commit. op names
+// the step that failed.
+func attemptWrite(ctx context.Context, c Committer, us []Update, attempt int) (*Change, Outcome, string, error) {
+	snap, err := c.Snapshot(ctx, attempt)
+	if err != nil {
+		return nil, Outcome{}, opOf(err, "read"), err
+	}
+	ch, err := PlanBatch(snap, us)
+	if err != nil {
+		return nil, Outcome{}, opOf(err, "plan"), err
+	}
+	ch.Attempt = attempt
+	if ch.Plan.Changed() {
+		if ch.Message, err = us[0].MessageFor(ch.Plan.Diff); err != nil {
+			return ch, Outcome{}, "commit message", err
+		}
+	}
+	out, err := c.Commit(ctx, ch)
+	return ch, out, opOf(err, "write"), err
+}
+
+// ConflictError is a lost race that says what moved, and during which
+// step (for the StoreError's Op).
+type ConflictError struct {
+	// Op is the step that lost ("push", "write").
+	Op string
+	// What kept moving, for messages ("the branch kept moving").
+	What string
+	// Err is the cause, if any.
+	Err error
+}
+
+func (e *ConflictError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%v: %s: %v", ErrConflict, e.What, e.Err)
+	}
+	return fmt.Sprintf("%v: %s", ErrConflict, e.What)
+}
+
+// Is makes a ConflictError an ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// OpError names the step of a write that failed, for the StoreError
+// Write wraps it in.
+type OpError struct {
+	Op  string
+	Err error
+}
+
+func (e *OpError) Error() string { return e.Err.Error() }
+func (e *OpError) Unwrap() error { return e.Err }
+
+// InOp says err happened during step op ("push", "write", "read").
+func InOp(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &OpError{Op: op, Err: err}
+}
+
+func opOf(err error, def string) string {
+	var oe *OpError
+	if errors.As(err, &oe) && oe.Op != "" {
+		return oe.Op
+	}
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.Op != "" {
+		return ce.Op
+	}
+	return def
+}
+
+// Wrap names the store and the step in err, once: an error that already
+// names a store is returned as it is.
+func Wrap(store, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *StoreError
+	if errors.As(err, &se) {
+		return err
+	}
+	var oe *OpError
+	if errors.As(err, &oe) && oe.Op != "" {
+		op = oe.Op
+	}
+	return &StoreError{Store: store, Op: op, Err: err}
+}
+
+// PlanBatch plans us on snap, each update on top of the ones before it,
+// and returns the change they make together. Planning never writes to
+// the store: later updates see earlier ones through an overlay.
+func PlanBatch(snap Snapshot, us []Update) (*Change, error) {
+	c := &Change{Updates: us, Snapshot: snap, DryRun: us[0].DryRun}
+	if len(us) == 1 {
+		p, err := PlanUpdate(snap, us[0])
+		if err != nil {
+			return nil, err
+		}
+		c.Plans, c.Plan = []Plan{p}, p
+		return c, nil
+	}
+	ov := NewOverlay(snap)
+	for _, u := range us {
+		p, err := PlanUpdate(ov, u)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", u.Workload, err)
+		}
+		c.Plans = append(c.Plans, p)
+		c.Plan.Ops = append(c.Plan.Ops, p.Ops...)
+		c.Plan.Diff.Added = append(c.Plan.Diff.Added, p.Diff.Added...)
+		c.Plan.Diff.Changed = append(c.Plan.Diff.Changed, p.Diff.Changed...)
+		c.Plan.Diff.Deleted = append(c.Plan.Diff.Deleted, p.Diff.Deleted...)
+		ov.Apply(p.Ops)
+	}
+	if len(c.Plans) > 0 {
+		c.Plan.Record = c.Plans[len(c.Plans)-1].Record
+	}
+	return c, nil
+}

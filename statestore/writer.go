@@ -1,0 +1,49 @@
+package statestore
+
+import "context"
+
+// Writer gives a Backend the Store methods that are the same for every
+// store kind: Apply and ApplyAll through Write. Backends embed it.
+type Writer struct {
+	Backend Backend
+	Policy  RetryPolicy
+	// Batch is set when the backend commits several updates as one change
+	// (one git commit, one OCI state); otherwise ApplyAll writes them one
+	// after the other.
+	Batch bool
+}
+
+// AtomicBatches reports whether ApplyAll writes a batch as one change
+// (all of it or none of it).
+func (w Writer) AtomicBatches() bool { return w.Batch }
+
+// Apply writes one workload's update.
+func (w Writer) Apply(ctx context.Context, u Update) (Result, error) {
+	return Write(ctx, w.Backend, w.Policy, []Update{u})
+}
+
+// ApplyAll writes several workloads' updates, in the order given: as one
+// change where the backend can (planned one on top of the other, with the
+// first update's message), one after the other otherwise (stopping at the
+// first that fails). The result sums them.
+func (w Writer) ApplyAll(ctx context.Context, us []Update) (Result, error) {
+	if w.Batch || len(us) <= 1 {
+		return Write(ctx, w.Backend, w.Policy, us)
+	}
+	var res Result
+	for _, u := range us {
+		r, err := Write(ctx, w.Backend, w.Policy, []Update{u})
+		res.Updated = res.Updated || r.Updated
+		res.Added = append(res.Added, r.Added...)
+		res.Changed = append(res.Changed, r.Changed...)
+		res.Deleted = append(res.Deleted, r.Deleted...)
+		res.Attempts += r.Attempts
+		if r.Revision != "" {
+			res.Revision = r.Revision
+		}
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
