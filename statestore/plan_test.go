@@ -301,3 +301,55 @@ func TestPlanUpdateOwnLeftoverIsNotKratixs(t *testing.T) {
 		})
 	}
 }
+
+// An update computed from one record of its workload (Update.Basis) is
+// refused on a store that holds another one by then, unless the store
+// holds the update already; a basis of no record is refused where a
+// record exists. (The campaign's drain races: a render put a drained
+// resource back where it had been, a drain wrote its copies over a newer
+// render.)
+func TestPlanUpdateBasis(t *testing.T) {
+	read := func(m memSnap) *Record {
+		t.Helper()
+		r, err := readRecord(m, RecordPath("w/a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	m := memSnap{}
+	first := upd("w/a", map[string]string{"d/a.yaml": "1"})
+	first.Basis = &Basis{}
+	if _, err := m.apply(t, first); err != nil {
+		t.Fatalf("an update based on no record, on a store without one: %v", err)
+	}
+	basis := read(m)
+	second := upd("w/a", map[string]string{"d/a.yaml": "2"})
+	second.Basis = &Basis{Record: basis}
+	// Another render of the workload lands first.
+	if _, err := m.apply(t, upd("w/a", map[string]string{"d/b.yaml": "other"})); err != nil {
+		t.Fatal(err)
+	}
+	var se *StaleError
+	if _, err := PlanUpdate(m, second); !errors.As(err, &se) || se.Workload != "w/a" || !errors.Is(err, ErrStale) || Classify(err) != ClassPermanent {
+		t.Fatalf("planned on a newer record: err = %v, want a permanent StaleError naming w/a", err)
+	}
+	if _, err := PlanUpdate(m, first); !errors.As(err, &se) {
+		t.Fatalf("based on no record, on a store with one: err = %v, want a StaleError", err)
+	}
+	// An update the store already holds is not stale: its own, landed.
+	second.Basis = nil
+	if _, err := m.apply(t, second); err != nil {
+		t.Fatal(err)
+	}
+	second.Basis = &Basis{Record: basis}
+	if p, err := PlanUpdate(m, second); err != nil || p.Changed() {
+		t.Fatalf("an update the store holds, on a stale basis: plan %v, err %v; want nothing to do", p.Ops, err)
+	}
+	// The basis as it is: planned as usual.
+	third := upd("w/a", map[string]string{"d/a.yaml": "3"})
+	third.Basis = &Basis{Record: read(m)}
+	if p, err := PlanUpdate(m, third); err != nil || !p.Changed() {
+		t.Fatalf("on its own basis: plan %v, err %v", p.Ops, err)
+	}
+}

@@ -9,6 +9,7 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -112,7 +113,55 @@ type Update struct {
 	// Adopt, set when the store holds no record of the workload, names
 	// what Kratix wrote for it there (see Adoption).
 	Adopt *Adoption
+	// Basis, when set, is what the update was computed from: the
+	// workload's record as the caller read it. The planner refuses the
+	// update with a *StaleError when the store's record is another one by
+	// then and the update is not in the store already (see Basis). nil
+	// plans the update on whatever the store holds.
+	Basis *Basis
 }
+
+// Basis is the workload's record an update was computed from. A render
+// places a workload where its record says it is (a placed resource stays
+// there) and a drain copies the files its record lists: planned on top of
+// another record (another render of the workload, or a drain, landed in
+// between), such an update would move the workload back where it was, or
+// write older files over newer ones. So a write planned on a store whose
+// record is no longer the basis fails with a *StaleError, and the caller
+// computes the update again from the store as it is now. An update the
+// store already holds (its own, landed by another writer's push) is not
+// stale.
+type Basis struct {
+	// Record is the record read; nil when the store held none.
+	Record *Record
+}
+
+// holds reports whether r, the store's record of the workload now, is the
+// basis's.
+func (b *Basis) holds(r *Record) bool {
+	if b.Record == nil || r == nil {
+		return b.Record == nil && r == nil
+	}
+	return bytes.Equal(b.Record.Encode(), r.Encode())
+}
+
+// ErrStale is wrapped by StaleError.
+var ErrStale = errors.New("stale update")
+
+// StaleError is an update planned on a store whose record of the workload
+// changed since the update was computed (Update.Basis). Trying it again
+// does not help (Classify: permanent); computing it again from a fresh
+// read does.
+type StaleError struct {
+	Workload string
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("%v: workload %s changed in the store after this render read it", ErrStale, e.Workload)
+}
+
+// Is makes a StaleError an ErrStale.
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // MessageFor is the message for a plan with diff d: Compose's, or Message.
 func (u Update) MessageFor(d Diff) (Message, error) {

@@ -67,6 +67,14 @@ type request struct {
 	Record       json.RawMessage      `json:"record,omitempty"`
 	Destinations []string             `json:"destinations,omitempty"`
 	Adopt        *statestore.Adoption `json:"adopt,omitempty"`
+	// Basis is the update's statestore.Basis: {"record": the record, or
+	// null when there was none}. A request without one (written by an
+	// older render) is folded on any record.
+	Basis *requestBasis `json:"basis,omitempty"`
+}
+
+type requestBasis struct {
+	Record json.RawMessage `json:"record"`
 }
 
 type requestAggregate struct {
@@ -112,6 +120,12 @@ func writeRequest(objs storer.EncodedObjectStorer, u statestore.Update, sig obje
 	}
 	if u.Record != nil {
 		req.Record = u.Record.Encode()
+	}
+	if u.Basis != nil {
+		req.Basis = &requestBasis{Record: json.RawMessage("null")}
+		if u.Basis.Record != nil {
+			req.Basis.Record = u.Basis.Record.Encode()
+		}
 	}
 	manifest, err := json.Marshal(&req)
 	if err != nil {
@@ -223,6 +237,16 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 			return u, commit.Author, fmt.Errorf("request %s: %w", c, err)
 		}
 		u.Record = &rec
+	}
+	if req.Basis != nil {
+		u.Basis = &statestore.Basis{}
+		if len(req.Basis.Record) > 0 && string(req.Basis.Record) != "null" {
+			rec, err := statestore.DecodeRecord(statestore.RecordPath(req.Workload), req.Basis.Record)
+			if err != nil {
+				return u, commit.Author, fmt.Errorf("request %s: basis: %w", c, err)
+			}
+			u.Basis.Record = &rec
+		}
 	}
 	return u, commit.Author, nil
 }
