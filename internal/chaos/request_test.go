@@ -118,4 +118,3 @@ func killedRequest(t *testing.T, srv server) {
 		}
 	}
 }
-
