@@ -61,6 +61,13 @@ func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
 	case !u.Basis.holds(old):
 		return Plan{}, &StaleError{Workload: u.Workload}
 	}
+	for _, p := range sortedKeys(u.Basis.Files) {
+		if _, equal, cerr := snap.Compare(p, u.Basis.Files[p]); cerr != nil {
+			return plan, cerr
+		} else if !equal {
+			return Plan{}, &StaleError{Workload: u.Workload}
+		}
+	}
 	return plan, err
 }
 

@@ -121,28 +121,46 @@ type Update struct {
 	Basis *Basis
 }
 
-// Basis is the workload's record an update was computed from. A render
-// places a workload where its record says it is (a placed resource stays
-// there) and a drain copies the files its record lists: planned on top of
-// another record (another render of the workload, or a drain, landed in
-// between), such an update would move the workload back where it was, or
-// write older files over newer ones. So a write planned on a store whose
-// record is no longer the basis fails with a *StaleError, and the caller
-// computes the update again from the store as it is now. An update the
-// store already holds (its own, landed by another writer's push) is not
-// stale.
+// Basis is what an update was computed from. A render places a workload
+// where its record says it is (a placed resource stays there); a drain
+// also copies the files the record lists. Planned on top of another record
+// (another render of the workload, or a drain, landed in between), such
+// an update would move the workload back where it was, or write older
+// files over newer ones. So a write planned on a store whose record is no
+// longer the basis's, or whose files no longer hold the bytes the update
+// copied, fails with a *StaleError, and the caller computes the update
+// again from the store as it is now. An update the store already holds
+// (its own, landed by another writer's push) is not stale.
 type Basis struct {
-	// Record is the record read; nil when the store held none.
+	// Record is the record read; nil when the store held none. Which
+	// files it lists does not matter (the planner replaces what the fresh
+	// record owns), and a record that places nothing and says nothing
+	// else (the start of a first write that did not commit) is none.
 	Record *Record
+	// Files are files the update was computed from, by path, with the
+	// bytes read (a drain's copies): each must still hold them.
+	Files map[string][]byte
 }
 
 // holds reports whether r, the store's record of the workload now, is the
-// basis's.
+// basis's (see Basis.Record).
 func (b *Basis) holds(r *Record) bool {
-	if b.Record == nil || r == nil {
-		return b.Record == nil && r == nil
+	x, y := basisOf(b.Record), basisOf(r)
+	if x == nil || y == nil {
+		return x == nil && y == nil
 	}
-	return bytes.Equal(b.Record.Encode(), r.Encode())
+	return bytes.Equal(x, y)
+}
+
+// basisOf is what a record says that an update is computed from: the
+// record without its files, nil when it places nothing and says nothing.
+func basisOf(r *Record) []byte {
+	if r == nil || len(r.Placements) == 0 && len(r.Objects) == 0 && len(r.DefaultSelector) == 0 {
+		return nil
+	}
+	c := *r
+	c.Files = nil
+	return c.Encode()
 }
 
 // ErrStale is wrapped by StaleError.

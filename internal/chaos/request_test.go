@@ -21,11 +21,19 @@ import (
 // while waiting, then the same workload, then another one).
 func TestKilledRequest(t *testing.T) {
 	for _, kind := range []Kind{GitHTTP, GitSSH} {
-		t.Run(string(kind), func(t *testing.T) { killedRequest(t, sharedServer(t, kind)) })
+		t.Run(string(kind), func(t *testing.T) {
+			srv := sharedServer(t, kind)
+			// The later render writes other files than the killed
+			// writer read (its record differs from the one the killed
+			// writer planned on), or the same files with other bytes
+			// (only the files differ).
+			t.Run("other files", func(t *testing.T) { killedRequest(t, srv, []string{"a"}) })
+			t.Run("same files", func(t *testing.T) { killedRequest(t, srv, setupFiles) })
+		})
 	}
 }
 
-func killedRequest(t *testing.T, srv server) {
+func killedRequest(t *testing.T, srv server, again []string) {
 	sched := Schedule{Seed: 1, Workloads: []Workload{{Name: "w0", Setup: true}, {Name: "w1", Setup: true}}}
 	w := &world{dir: t.TempDir(), bin: testenv.RenderBinary(t), sched: sched, store: srv.newStore(t)}
 	if err := w.platform("platform", false); err != nil {
@@ -102,7 +110,7 @@ func killedRequest(t *testing.T, srv server) {
 	runs = append(runs, k)
 
 	// The workload again, then another workload.
-	render(&run{label: "again", key: "again", kind: Configure, workload: 0, files: []string{"a"}, pad: 3, deadline: time.Minute})
+	render(&run{label: "again", key: "again", kind: Configure, workload: 0, files: again, pad: 3, deadline: time.Minute})
 	render(&run{label: "last", key: "last", kind: Configure, workload: 1, files: []string{"c"}, pad: 4, deadline: time.Minute})
 	st, err := w.store.read(context.Background(), dests)
 	if err != nil {

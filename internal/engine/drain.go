@@ -54,6 +54,9 @@ type pendingWrite struct {
 	files      map[string][]byte
 	aggregates []statestore.Aggregate
 	dests      map[string]bool
+	// read are the workload's files as the drain read them (it copies
+	// them): the move holds only while the store still has them.
+	read map[string][]byte
 }
 
 // Drain moves every resource placed on the destination named dest to
@@ -301,7 +304,7 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 	if pw := d.pending[ref][key]; pw != nil {
 		return pw, nil
 	}
-	pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}}
+	pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}, read: map[string][]byte{}}
 	if old, ok := d.byWorkload[key][ref]; ok {
 		pw.rec = old
 		// Records may be shared with the store's cache: copy what changes.
@@ -329,7 +332,7 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 			if err != nil {
 				return nil, fmt.Errorf("read %s: %w", f, err)
 			}
-			pw.files[f] = data
+			pw.files[f], pw.read[f] = data, data
 		}
 	}
 	d.pending[ref][key] = pw
@@ -465,8 +468,9 @@ func (d *drain) updates() storeUpdates {
 				r := pw.rec
 				u.Record = &r
 			}
-			// The move holds only on the record it was computed from.
-			u.Basis = &statestore.Basis{}
+			// The move holds only on the record and the files it was
+			// computed from.
+			u.Basis = &statestore.Basis{Files: pw.read}
 			if old, ok := d.byWorkload[k][ref]; ok {
 				u.Basis.Record = &old
 			}

@@ -495,7 +495,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			pending[op.Path], fresh = true, true
 		}
 	}
-	if fresh {
+	if fresh && (rec.canonical != nil || plan.Record != nil) {
 		base := rec.canonical
 		if base == nil {
 			// No record yet: one that names the workload and owns nothing
