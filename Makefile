@@ -8,7 +8,7 @@ DEMO_FLAGS = --platform fixtures/platform
 DOCKER    ?= docker
 IMAGE     ?= render:$(VERSION)
 
-.PHONY: build demo demo-clean test unit bench servers fmt vet image test-containers
+.PHONY: build demo demo-clean test unit bench chaos servers fmt vet image test-containers
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/render
@@ -41,6 +41,17 @@ unit:
 ## bench: side-by-side figures against real Gitea and MinIO; a table, and JSON under .bench/.
 bench:
 	scripts/bench.sh
+
+## chaos: the long fault campaign (internal/chaos) against every store: SEEDS
+## trials per store from FIRST, or until DURATION per store (0: no limit),
+## STORE to run one; prints a table of trials, faults by kind and violations.
+SEEDS    ?= 1000
+FIRST    ?= 1
+DURATION ?= 0
+STORE    ?=
+chaos:
+	scripts/testservers.sh with $(GO) test -count=1 -timeout=0 -run 'TestCampaign' -v ./internal/chaos/ \
+	  -args -seeds $(SEEDS) -first $(FIRST) -duration $(DURATION) -store '$(STORE)'
 
 ## image: build render's container image (Dockerfile) as $(IMAGE) with $(DOCKER).
 image:

@@ -44,8 +44,34 @@ func (p Plan) Changed() bool { return len(p.Ops) > 0 }
 
 // PlanUpdate decides the operations that make snap hold u. It is the single
 // place where ownership is enforced: only files recorded as the workload's
-// (or new paths no other workload owns) are written or deleted.
+// (or new paths no other workload owns) are written or deleted. An update
+// with a Basis that snap's record no longer is, and that snap does not
+// hold already, is refused with a *StaleError.
 func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
+	plan, err := planUpdate(snap, u)
+	if u.Basis == nil || err == nil && !plan.Changed() {
+		return plan, err
+	}
+	old, rerr := readRecord(snap, RecordPath(u.Workload))
+	switch {
+	case rerr != nil && err != nil:
+		return plan, err
+	case rerr != nil:
+		return plan, rerr
+	case !u.Basis.holds(old):
+		return Plan{}, &StaleError{Workload: u.Workload}
+	}
+	for _, p := range sortedKeys(u.Basis.Files) {
+		if _, equal, cerr := snap.Compare(p, u.Basis.Files[p]); cerr != nil {
+			return plan, cerr
+		} else if !equal {
+			return Plan{}, &StaleError{Workload: u.Workload}
+		}
+	}
+	return plan, err
+}
+
+func planUpdate(snap Snapshot, u Update) (Plan, error) {
 	var plan Plan
 	recPath := RecordPath(u.Workload)
 	var newRec *Record

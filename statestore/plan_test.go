@@ -301,3 +301,73 @@ func TestPlanUpdateOwnLeftoverIsNotKratixs(t *testing.T) {
 		})
 	}
 }
+
+// An update computed from one record of its workload (Update.Basis) is
+// refused on a store that holds another one by then (here, the workload
+// was moved), unless the store holds the update already; a basis of no
+// record is refused where a record exists, and one that copied files is
+// refused once they changed. (The campaign's drain races: a render put a
+// drained resource back where it had been, a drain wrote its copies over a
+// newer render.)
+func TestPlanUpdateBasis(t *testing.T) {
+	read := func(m memSnap) *Record {
+		t.Helper()
+		r, err := readRecord(m, RecordPath("w/a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	on := func(u Update, dest string) Update {
+		u.Record.Placements = []Placement{{Group: ".", Destinations: []string{dest}}}
+		return u
+	}
+	m := memSnap{}
+	first := on(upd("w/a", map[string]string{"d1/a.yaml": "1"}), "d1")
+	first.Basis = &Basis{}
+	if _, err := m.apply(t, first); err != nil {
+		t.Fatalf("an update based on no record, on a store without one: %v", err)
+	}
+	basis := read(m)
+	second := on(upd("w/a", map[string]string{"d1/a.yaml": "2"}), "d1")
+	second.Basis = &Basis{Record: basis}
+	// A drain moves the workload first.
+	if _, err := m.apply(t, on(upd("w/a", map[string]string{"d2/a.yaml": "1"}), "d2")); err != nil {
+		t.Fatal(err)
+	}
+	var se *StaleError
+	if _, err := PlanUpdate(m, second); !errors.As(err, &se) || se.Workload != "w/a" || !errors.Is(err, ErrStale) || Classify(err) != ClassPermanent {
+		t.Fatalf("planned on a newer record: err = %v, want a permanent StaleError naming w/a", err)
+	}
+	if _, err := PlanUpdate(m, first); !errors.As(err, &se) {
+		t.Fatalf("based on no record, on a store with one: err = %v, want a StaleError", err)
+	}
+	// An update the store already holds is not stale: its own, landed.
+	second.Basis = nil
+	if _, err := m.apply(t, second); err != nil {
+		t.Fatal(err)
+	}
+	second.Basis = &Basis{Record: basis}
+	if p, err := PlanUpdate(m, second); err != nil || p.Changed() {
+		t.Fatalf("an update the store holds, on a stale basis: plan %v, err %v; want nothing to do", p.Ops, err)
+	}
+	// The basis as it is: planned as usual, whatever files its record
+	// lists.
+	third := on(upd("w/a", map[string]string{"d1/b.yaml": "3"}), "d1")
+	b := *read(m)
+	b.Files = nil
+	third.Basis = &Basis{Record: &b, Files: map[string][]byte{"d1/a.yaml": []byte("2")}}
+	if p, err := PlanUpdate(m, third); err != nil || !p.Changed() {
+		t.Fatalf("on its own basis: plan %v, err %v", p.Ops, err)
+	}
+	// Copies of files that changed since.
+	third.Basis.Files["d1/a.yaml"] = []byte("1")
+	if _, err := PlanUpdate(m, third); !errors.As(err, &se) {
+		t.Fatalf("copied files that changed since: err = %v, want a StaleError", err)
+	}
+	// A record that places nothing and says nothing is no record.
+	n := memSnap{RecordPath("w/a"): (&Record{Workload: "w/a", Type: "promise", Promise: "p"}).Encode()}
+	if _, err := PlanUpdate(n, first); err != nil {
+		t.Fatalf("based on no record, on a record that places nothing: %v", err)
+	}
+}

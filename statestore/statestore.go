@@ -9,6 +9,7 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -112,7 +113,73 @@ type Update struct {
 	// Adopt, set when the store holds no record of the workload, names
 	// what Kratix wrote for it there (see Adoption).
 	Adopt *Adoption
+	// Basis, when set, is what the update was computed from: the
+	// workload's record as the caller read it. The planner refuses the
+	// update with a *StaleError when the store's record is another one by
+	// then and the update is not in the store already (see Basis). nil
+	// plans the update on whatever the store holds.
+	Basis *Basis
 }
+
+// Basis is what an update was computed from. A render places a workload
+// where its record says it is (a placed resource stays there); a drain
+// also copies the files the record lists. Planned on top of another record
+// (another render of the workload, or a drain, landed in between), such
+// an update would move the workload back where it was, or write older
+// files over newer ones. So a write planned on a store whose record is no
+// longer the basis's, or whose files no longer hold the bytes the update
+// copied, fails with a *StaleError, and the caller computes the update
+// again from the store as it is now. An update the store already holds
+// (its own, landed by another writer's push) is not stale.
+type Basis struct {
+	// Record is the record read; nil when the store held none. Which
+	// files it lists does not matter (the planner replaces what the fresh
+	// record owns), and a record that places nothing and says nothing
+	// else (the start of a first write that did not commit) is none.
+	Record *Record
+	// Files are files the update was computed from, by path, with the
+	// bytes read (a drain's copies): each must still hold them.
+	Files map[string][]byte
+}
+
+// holds reports whether r, the store's record of the workload now, is the
+// basis's (see Basis.Record).
+func (b *Basis) holds(r *Record) bool {
+	x, y := basisOf(b.Record), basisOf(r)
+	if x == nil || y == nil {
+		return x == nil && y == nil
+	}
+	return bytes.Equal(x, y)
+}
+
+// basisOf is what a record says that an update is computed from: the
+// record without its files, nil when it places nothing and says nothing.
+func basisOf(r *Record) []byte {
+	if r == nil || len(r.Placements) == 0 && len(r.Objects) == 0 && len(r.DefaultSelector) == 0 {
+		return nil
+	}
+	c := *r
+	c.Files = nil
+	return c.Encode()
+}
+
+// ErrStale is wrapped by StaleError.
+var ErrStale = errors.New("stale update")
+
+// StaleError is an update planned on a store whose record of the workload
+// changed since the update was computed (Update.Basis). Trying it again
+// does not help (Classify: permanent); computing it again from a fresh
+// read does.
+type StaleError struct {
+	Workload string
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("%v: workload %s changed in the store after this render read it", ErrStale, e.Workload)
+}
+
+// Is makes a StaleError an ErrStale.
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // MessageFor is the message for a plan with diff d: Compose's, or Message.
 func (u Update) MessageFor(d Diff) (Message, error) {

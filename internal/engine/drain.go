@@ -54,6 +54,9 @@ type pendingWrite struct {
 	files      map[string][]byte
 	aggregates []statestore.Aggregate
 	dests      map[string]bool
+	// read are the workload's files as the drain read them (it copies
+	// them): the move holds only while the store still has them.
+	read map[string][]byte
 }
 
 // Drain moves every resource placed on the destination named dest to
@@ -81,41 +84,62 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	if err := definedDestination(plat, dest); err != nil {
 		return nil, err
 	}
-	rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
 	stores, views, failed, err := e.readAll(ctx, ph, plat)
 	if err != nil {
 		return nil, err
 	}
 	if failed != nil {
-		rep.Stores = failed
-		return rep, nil
+		return &DrainReport{Destination: dest, DryRun: e.opts.DryRun, Stores: failed}, nil
 	}
-	d := &drain{e: e, ctx: ctx, plat: plat, dest: dest, stores: stores, views: views, rep: rep,
-		byName: map[string]*renderer.Destination{}, snaps: map[renderer.StoreRef]statestore.Snapshot{},
-		pending: map[renderer.StoreRef]map[string]*pendingWrite{}}
-	for _, step := range []func() error{
-		d.placed,    // the records of the workloads placed on dest
-		d.weighLoad, // the load of the destinations they could go to
-		d.moveAll,   // each resource group to its new destination
-	} {
-		if err := step(); err != nil {
+	// A store refuses a move computed from a record that another writer
+	// changed meanwhile (statestore.Basis): the drain then reads the stores
+	// again and moves what is on dest now, as part of its publish (a stop
+	// asked meanwhile lets it finish), as a render does (rendering.redo).
+	soft := ctx
+	for redos := 0; ; redos++ {
+		rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
+		d := &drain{e: e, ctx: ctx, plat: plat, dest: dest, stores: stores, views: views, rep: rep,
+			byName: map[string]*renderer.Destination{}, snaps: map[renderer.StoreRef]statestore.Snapshot{},
+			pending: map[renderer.StoreRef]map[string]*pendingWrite{}}
+		for _, step := range []func() error{
+			d.placed,    // the records of the workloads placed on dest
+			d.weighLoad, // the load of the destinations they could go to
+			d.moveAll,   // each resource group to its new destination
+		} {
+			if err := step(); err != nil {
+				return nil, ph.check(err)
+			}
+		}
+		all := d.updates()
+		// The mass-deletion breaker: a drain that empties a destination of
+		// workload files (its resources moved, no dependencies left) is
+		// refused unless allowed.
+		if rep.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(d.byWorkload), updates: all}); err != nil {
 			return nil, ph.check(err)
 		}
+		if rep.Stores, err = e.publish(ctx, ph, plat, stores, all, nil, ""); err != nil {
+			return nil, err
+		}
+		at, _ := statestore.RetryDeadline(ctx)
+		if !stale(rep.Stores) || stopAsked(soft) || redos >= maxRedos || time.Now().After(at) {
+			rep.Duration = time.Since(start)
+			rep.Stopped = stopAsked(soft)
+			ph.done()
+			return rep, nil
+		}
+		e.log.Debug("a workload changed in a store while this drain wrote it: reading the stores again", "attempt", redos+2)
+		if ctx == soft {
+			var release context.CancelFunc
+			ctx, release = publishContext(ctx)
+			defer release()
+			ph.ctx = ctx
+		}
+		var unread map[renderer.StoreRef]error
+		if views, unread = e.readViews(ctx, stores, "", "", nil); len(unread) > 0 {
+			return &DrainReport{Destination: dest, DryRun: e.opts.DryRun, Stores: failedReports(e, stores, unread),
+				Duration: time.Since(start), Stopped: stopAsked(soft)}, nil
+		}
 	}
-	all := d.updates()
-	// The mass-deletion breaker: a drain that empties a destination of
-	// workload files (its resources moved, no dependencies left) is refused
-	// unless allowed.
-	if rep.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(d.byWorkload), updates: all}); err != nil {
-		return nil, ph.check(err)
-	}
-	if rep.Stores, err = e.publish(ctx, ph, plat, stores, all, nil, ""); err != nil {
-		return nil, err
-	}
-	rep.Duration = time.Since(start)
-	rep.Stopped = stopAsked(ctx)
-	ph.done()
-	return rep, nil
 }
 
 // loadPlatform is the reading step of a drain or a prune: the platform
@@ -280,7 +304,7 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 	if pw := d.pending[ref][key]; pw != nil {
 		return pw, nil
 	}
-	pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}}
+	pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}, read: map[string][]byte{}}
 	if old, ok := d.byWorkload[key][ref]; ok {
 		pw.rec = old
 		// Records may be shared with the store's cache: copy what changes.
@@ -308,7 +332,7 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 			if err != nil {
 				return nil, fmt.Errorf("read %s: %w", f, err)
 			}
-			pw.files[f] = data
+			pw.files[f], pw.read[f] = data, data
 		}
 	}
 	d.pending[ref][key] = pw
@@ -443,6 +467,12 @@ func (d *drain) updates() storeUpdates {
 			if len(pw.files) > 0 {
 				r := pw.rec
 				u.Record = &r
+			}
+			// The move holds only on the record and the files it was
+			// computed from.
+			u.Basis = &statestore.Basis{Files: pw.read}
+			if old, ok := d.byWorkload[k][ref]; ok {
+				u.Basis.Record = &old
 			}
 			us = append(us, u)
 		}

@@ -273,7 +273,10 @@ func prunePlacements(ps []statestore.Placement, cuts []cut) []statestore.Placeme
 // aggregated part stays, and the record forgets the cut placements. gone
 // counts, per cut, the files it deletes.
 func pruneUpdate(snap statestore.Snapshot, rec statestore.Record, placements []statestore.Placement, cuts []cut, byName map[string]renderer.Destination, p *inputs.Platform, ref renderer.StoreRef) (statestore.Update, []int, error) {
-	u := statestore.Update{Workload: rec.Workload, Files: map[string][]byte{}, Shared: map[string][]byte{}}
+	// The cut holds only on the record it was computed from: a render of
+	// the workload that lands first makes the store refuse it (stale).
+	basis := rec
+	u := statestore.Update{Workload: rec.Workload, Files: map[string][]byte{}, Shared: map[string][]byte{}, Basis: &statestore.Basis{Record: &basis}}
 	gone := make([]int, len(cuts))
 	groups := map[string]bool{}
 	for _, pl := range rec.Placements {

@@ -20,8 +20,13 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	start := time.Now()
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	ctx = fluxcheck.WithWarn(ctx, e.kustomizeWarnings())
-	r := &rendering{e: e, ctx: ctx, ph: &phaseTracker{e: e, ctx: ctx}, start: start}
-	for _, step := range []func() error{
+	r := &rendering{e: e, ctx: ctx, soft: ctx, ph: &phaseTracker{e: e, ctx: ctx}, start: start}
+	defer func() {
+		if r.release != nil {
+			r.release()
+		}
+	}()
+	steps := []func() error{
 		r.loadInputs,      // read and validate every input
 		r.openStores,      // a client per store, and each one's pull-request mode
 		r.preflight,       // plan once, before any store is contacted
@@ -32,25 +37,65 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		r.guard,           // other workloads' claims, and the mass-deletion breaker
 		r.composeMessages, // each update's commit message
 		r.publish,         // write every store, in parallel
-	} {
-		if err := step(); err != nil {
+	}
+	const read = 3 // readStores: where a render that went stale starts again
+	for i := 0; i < len(steps); i++ {
+		if err := steps[i](); err != nil {
 			return nil, r.ph.check(err)
 		}
-		if r.done {
+		if !r.done {
+			continue
+		}
+		if !r.redo() {
 			break
 		}
+		i = read - 1
 	}
 	return r.report, nil
+}
+
+// redo reports whether a render that has published must compute its
+// updates again, and prepares it: a store refused them because another
+// writer changed a workload's record after this render read it (another
+// render of the workload, a drain; see statestore.Basis). The stores are
+// read again and the workload placed again from what they hold now, as
+// part of the publish: a stop asked meanwhile lets it finish. A render
+// stopped already, out of retry time, or that went stale maxRedos times
+// reports the stores' errors.
+func (r *rendering) redo() bool {
+	if r.report == nil || !stale(r.report.Stores) || stopAsked(r.soft) || r.redos >= maxRedos {
+		return false
+	}
+	if at, _ := statestore.RetryDeadline(r.ctx); time.Now().After(at) {
+		return false
+	}
+	r.redos++
+	r.e.log.Debug("a workload changed in a store while this render wrote it: reading the stores again", "attempt", r.redos+1)
+	if r.release == nil {
+		r.ctx, r.release = publishContext(r.ctx)
+		r.ph.ctx = r.ctx
+	}
+	r.in, r.done = r.ld.Input, false
+	return true
 }
 
 // rendering is one render under way. The steps fill it in order; a step
 // that ends the render early (nothing to write, or a store that could not
 // be read) sets done and the report.
 type rendering struct {
-	e     *Engine
-	ctx   context.Context
-	ph    *phaseTracker
-	start time.Time
+	e   *Engine
+	ctx context.Context
+	// soft is the render's own context, which a stop cancels; once the
+	// render publishes again (redo), ctx is its publish context.
+	soft    context.Context
+	release context.CancelFunc
+	redos   int
+	// wrote keeps the report of each store an earlier publish of a render
+	// that went stale wrote: a later publish that finds nothing left to
+	// write there reports that write.
+	wrote map[renderer.StoreRef]StoreReport
+	ph      *phaseTracker
+	start   time.Time
 
 	// loadInputs: every input. in is the renderer's input, which
 	// readStores completes with what the stores remember and weighLoad
@@ -304,6 +349,8 @@ func (r *rendering) planWrites() error {
 			us[0].Shared = r.plan.Canaries[ref]
 		}
 	}
+	// Each update holds only on the record it was computed from.
+	r.updates.setBases(r.recs)
 	return nil
 }
 
@@ -376,12 +423,23 @@ func (r *rendering) publish() error {
 	if err != nil {
 		return err
 	}
+	for i, sr := range stores {
+		if w, ok := r.wrote[sr.Store]; ok && sr.Err == nil && !sr.Result.Updated {
+			stores[i] = w
+		}
+		if sr.Err == nil && sr.Result.Updated {
+			if r.wrote == nil {
+				r.wrote = map[renderer.StoreRef]StoreReport{}
+			}
+			r.wrote[sr.Store] = sr
+		}
+	}
 	r.report.Stores = stores
 	if r.wf.Action == renderer.Delete && deletedNothing(r.report) {
 		r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(r.wf)))
 	}
 	r.finish()
-	r.report.Stopped = stopAsked(r.ctx)
+	r.report.Stopped = stopAsked(r.soft)
 	r.ph.done()
 	return nil
 }

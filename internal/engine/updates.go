@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -40,6 +41,40 @@ func (s storeUpdates) clone() storeUpdates {
 	}
 	return out
 }
+
+// setBases gives every update the record of its workload that the render
+// read in that store (none when the store had none), the basis the store
+// refuses it on once another writer changed the record (see
+// statestore.Basis).
+func (s storeUpdates) setBases(recs map[renderer.StoreRef][]statestore.Record) {
+	for ref, us := range s {
+		for i := range us {
+			b := &statestore.Basis{}
+			for _, r := range recs[ref] {
+				if r.Workload == us[i].Workload {
+					b.Record = &r
+					break
+				}
+			}
+			us[i].Basis = b
+		}
+	}
+}
+
+// stale reports whether a store refused its updates because a workload
+// changed after they were computed (a *statestore.StaleError).
+func stale(reports []StoreReport) bool {
+	for _, sr := range reports {
+		if errors.Is(sr.Err, statestore.ErrStale) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxRedos bounds how many times a render or a drain computes its updates
+// again because a workload changed under its publish (see stale).
+const maxRedos = 5
 
 // addPlan adds what plan writes for workload key, with its record (and the
 // objects of each store), and removes the workload from the stores in

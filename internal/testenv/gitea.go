@@ -238,3 +238,8 @@ func (g *GiteaServer) Stop(t testing.TB) { t.Helper(); g.ctl.stop(t) }
 // Start restarts a server stopped by Stop on the same port with the same data
 // and waits until it is healthy. It is a no-op if the server is running.
 func (g *GiteaServer) Start(t testing.TB) { t.Helper(); g.ctl.start(t) }
+
+// Restart stops the server, waits down and starts it again (same port and
+// data), returning what failed instead of failing the test: unlike Stop
+// and Start it may be called from any goroutine. Use it on a PrivateGitea.
+func (g *GiteaServer) Restart(down time.Duration) error { return g.ctl.restart(down) }

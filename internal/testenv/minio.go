@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -92,3 +93,8 @@ func (m *MinIOServer) Stop(t testing.TB) { t.Helper(); m.ctl.stop(t) }
 // Start restarts a server stopped by Stop on the same ports with the same
 // data and waits until it is healthy. It is a no-op if the server is running.
 func (m *MinIOServer) Start(t testing.TB) { t.Helper(); m.ctl.start(t) }
+
+// Restart stops the server, waits down and starts it again (same ports and
+// data), returning what failed instead of failing the test: unlike Stop
+// and Start it may be called from any goroutine. Use it on a PrivateMinIO.
+func (m *MinIOServer) Restart(down time.Duration) error { return m.ctl.restart(down) }

@@ -57,6 +57,15 @@ func Registry(t testing.TB) *RegistryServer {
 	}
 }
 
+// PrivateRegistry starts a registry used only by this test (fresh data, own
+// port, deletes enabled as on the shared one), stopped when the test ends:
+// for tests that stop or restart it. It skips/fails like Registry when the
+// test servers are not set up.
+func PrivateRegistry(t testing.TB) *RegistryServer {
+	t.Helper()
+	return privateRegistry(t, nil)
+}
+
 // PrivateRegistryNoDeletes starts a registry used only by this test whose
 // storage refuses deletes (storage.delete.enabled: false, as distribution
 // ships by default): every DELETE is 405 Method Not Allowed. It is stopped
@@ -64,7 +73,12 @@ func Registry(t testing.TB) *RegistryServer {
 // are not set up.
 func PrivateRegistryNoDeletes(t testing.TB) *RegistryServer {
 	t.Helper()
-	vars := startPrivateEnv(t, "registry", "OCI registry", []string{"RENDER_TEST_REGISTRY_DELETE=false"}, registryVars...)
+	return privateRegistry(t, []string{"RENDER_TEST_REGISTRY_DELETE=false"})
+}
+
+func privateRegistry(t testing.TB, env []string) *RegistryServer {
+	t.Helper()
+	vars := startPrivateEnv(t, "registry", "OCI registry", env, registryVars...)
 	get := func(k string) string { return vars[k] }
 	return &RegistryServer{
 		addr:     get(EnvRegistryAddr),
@@ -92,6 +106,11 @@ func (r *RegistryServer) Stop(t testing.TB) { t.Helper(); r.ctl.stop(t) }
 
 // Start restarts a stopped registry on its old port and data.
 func (r *RegistryServer) Start(t testing.TB) { t.Helper(); r.ctl.start(t) }
+
+// Restart stops the registry, waits down and starts it again (same port
+// and data), returning what failed instead of failing the test: it may be
+// called from any goroutine. Use it on a PrivateRegistry.
+func (r *RegistryServer) Restart(down time.Duration) error { return r.ctl.restart(down) }
 
 // RunORAS runs the oras CLI against the registry as its user (the password
 // on standard input, never on the command line) and returns its standard

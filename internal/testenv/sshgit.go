@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -30,8 +31,12 @@ type SSHGitServer struct {
 	ClientKeyPEM []byte
 	// KnownHosts is a known_hosts line for the server's host key.
 	KnownHosts []byte
-	ln         net.Listener
+	cfg        *ssh.ServerConfig
 	wg         sync.WaitGroup
+
+	mu    sync.Mutex
+	ln    net.Listener // nil while stopped
+	conns map[net.Conn]bool
 }
 
 // SSHGit starts an SSH git server for the test; it stops when the test ends.
@@ -72,9 +77,18 @@ func SSHGit(t testing.TB) *SSHGitServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &SSHGitServer{Root: t.TempDir(), Addr: ln.Addr().String(), ClientKeyPEM: pem.EncodeToMemory(block), ln: ln}
+	s := &SSHGitServer{Root: t.TempDir(), Addr: ln.Addr().String(), ClientKeyPEM: pem.EncodeToMemory(block), cfg: cfg, conns: map[net.Conn]bool{}}
 	host, port, _ := net.SplitHostPort(s.Addr)
 	s.KnownHosts = []byte(fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))
+	s.serveOn(ln)
+	t.Cleanup(func() { s.Stop(); s.wg.Wait() })
+	return s
+}
+
+func (s *SSHGitServer) serveOn(ln net.Listener) {
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -83,12 +97,55 @@ func SSHGit(t testing.TB) *SSHGitServer {
 			if err != nil {
 				return
 			}
+			s.mu.Lock()
+			s.conns[c] = true
+			s.mu.Unlock()
 			s.wg.Add(1)
-			go func() { defer s.wg.Done(); s.serve(c, cfg) }()
+			go func() {
+				defer s.wg.Done()
+				s.serve(c, s.cfg)
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+			}()
 		}
 	}()
-	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
-	return s
+}
+
+// Stop closes the listener and every open connection, as a restarted git
+// host drops its clients: a git process serving one sees its input end
+// and exits (git applies a push whole or not at all). Safe on any
+// goroutine; a no-op when stopped.
+func (s *SSHGitServer) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		s.ln.Close()
+		s.ln = nil
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+// Start listens again on Addr after Stop; a no-op when running.
+func (s *SSHGitServer) Start() error {
+	s.mu.Lock()
+	running := s.ln != nil
+	s.mu.Unlock()
+	if running {
+		return nil
+	}
+	var err error
+	for range 50 { // the port may linger briefly
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", s.Addr); err == nil {
+			s.serveOn(ln)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("testenv: ssh git server: listen again on %s: %w", s.Addr, err)
 }
 
 // CreateRepo makes a bare repository and returns its ssh:// URL.

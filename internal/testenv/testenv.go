@@ -210,6 +210,29 @@ func (c *serverControl) start(t testing.TB) {
 	c.stopped = false
 }
 
+// restart stops the server, waits down, and starts it again on the same
+// port and data. It returns what failed instead of failing a test, so it
+// may run on any goroutine (fault campaigns restart a server while renders
+// run); the server is running again when it returns nil.
+func (c *serverControl) restart(down time.Duration) error {
+	script, err := serversScript()
+	if err != nil {
+		return err
+	}
+	run := func(args ...string) error {
+		out, err := exec.Command("bash", append([]string{script}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("testenv: testservers.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := run("stop-one", c.name, c.dir); err != nil {
+		return err
+	}
+	time.Sleep(down)
+	return run("start-one", c.name, c.dir)
+}
+
 // startPrivate starts a dedicated `which` server ("gitea" or "minio") in a
 // temporary directory, stopped when the test ends, and returns the variables
 // of its env file. The shared servers must be configured (this proves the

@@ -78,8 +78,12 @@ func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plum
 // workload. It returns the new head and the commands that delete the
 // folded requests. A request that cannot be read, planned (it conflicts
 // with another workload) or committed is left for its owner, who will
-// meet the same error on its own. Refs that cannot be listed are an error:
-// the push would carry a guess.
+// meet the same error on its own. A stale request (its workload's record
+// changed since the request was computed: statestore.Basis) is deleted
+// without being applied: its owner may have died, and applied later it
+// would write an older update over a newer one; an owner still waiting
+// finds it gone, plans again and meets the staleness itself. Refs that
+// cannot be listed are an error: the push would carry a guess.
 func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload string, refs storer.ReferenceStorer, space string) (plumbing.Hash, []*packp.Command, error) {
 	if space == "" {
 		return head, nil, nil
@@ -115,6 +119,10 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 	for _, f := range folds {
 		q, fu, author := f, f.u, f.author
 		plan, err := statestore.PlanUpdate(snap, fu)
+		if errors.Is(err, statestore.ErrStale) {
+			deletes = append(deletes, &packp.Command{Name: q.ref, Old: q.commit})
+			continue
+		}
 		if err != nil {
 			continue
 		}

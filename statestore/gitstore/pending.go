@@ -9,9 +9,12 @@ package gitstore
 // of its own, refs/render/pending/<space>/<workload>. Whoever next wins the
 // branch folds every request it can see into the same push, one commit per
 // workload, chained, and deletes the folded request refs in that same atomic
-// push. A writer whose request ref is gone was folded in by someone else and
-// is done; a writer that died after publishing still gets its update landed
-// by the next one.
+// push. A writer whose request ref is gone plans again, and finds its
+// update landed (folded in by someone else) or stale; a writer that died
+// after publishing still gets its update landed by the next one, unless the
+// workload's record changed meanwhile (a later render of it landed): the
+// request is then stale (statestore.Basis), and the next push deletes it
+// instead of folding it.
 //
 // A request is a root commit whose tree holds the Update itself, not a diff:
 // request.json (the workload, message, shared paths, aggregate targets, the
@@ -67,6 +70,14 @@ type request struct {
 	Record       json.RawMessage      `json:"record,omitempty"`
 	Destinations []string             `json:"destinations,omitempty"`
 	Adopt        *statestore.Adoption `json:"adopt,omitempty"`
+	// Basis is the update's statestore.Basis: {"record": the record, or
+	// null when there was none}. A request without one (written by an
+	// older render) is folded on any record.
+	Basis *requestBasis `json:"basis,omitempty"`
+}
+
+type requestBasis struct {
+	Record json.RawMessage `json:"record"`
 }
 
 type requestAggregate struct {
@@ -112,6 +123,12 @@ func writeRequest(objs storer.EncodedObjectStorer, u statestore.Update, sig obje
 	}
 	if u.Record != nil {
 		req.Record = u.Record.Encode()
+	}
+	if u.Basis != nil {
+		req.Basis = &requestBasis{Record: json.RawMessage("null")}
+		if u.Basis.Record != nil {
+			req.Basis.Record = u.Basis.Record.Encode()
+		}
 	}
 	manifest, err := json.Marshal(&req)
 	if err != nil {
@@ -223,6 +240,16 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 			return u, commit.Author, fmt.Errorf("request %s: %w", c, err)
 		}
 		u.Record = &rec
+	}
+	if req.Basis != nil {
+		u.Basis = &statestore.Basis{}
+		if len(req.Basis.Record) > 0 && string(req.Basis.Record) != "null" {
+			rec, err := statestore.DecodeRecord(statestore.RecordPath(req.Workload), req.Basis.Record)
+			if err != nil {
+				return u, commit.Author, fmt.Errorf("request %s: basis: %w", c, err)
+			}
+			u.Basis.Record = &rec
+		}
 	}
 	return u, commit.Author, nil
 }

@@ -228,21 +228,34 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 	if g.published.IsZero() {
 		return statestore.Outcome{}, statestore.Pause(ctx, attempt, 500*time.Millisecond, lost)
 	}
-	done, tip, err := g.s.await(ctx, g.r, g.mine, g.published, lost)
-	if err != nil || !done {
-		return statestore.Outcome{}, err
-	}
-	return g.landed(tip), nil
+	// The request gone means it was folded into another writer's push, or
+	// deleted as stale (see fold): either way, plan again, which finds
+	// nothing left to do (Commit then reports the landing) or the
+	// staleness.
+	_, _, err := g.s.await(ctx, g.r, g.mine, g.published, lost)
+	return statestore.Outcome{}, err
 }
 
-// Abandon withdraws this writer's request before the write gives up; a
-// request already folded means the update landed.
+// Abandon withdraws this writer's request before the write gives up. A
+// request that is gone already was folded (the update landed) or deleted
+// as stale; the branch's newest tip says which: it holds the update when
+// a fresh plan finds nothing left to do.
 func (g *groupCommitter) Abandon(ctx context.Context, c *statestore.Change, err error) statestore.Outcome {
 	if g.published.IsZero() {
 		return statestore.Outcome{}
 	}
-	if g.s.withdraw(ctx, g.r, g.mine, g.published) {
-		return g.landed(g.r.tip())
+	if !g.s.withdraw(ctx, g.r, g.mine, g.published) || errors.Is(err, statestore.ErrStale) {
+		return statestore.Outcome{}
+	}
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	vctx = statestore.WithRetryDeadline(vctx, 10*time.Second)
+	snap, rerr := g.s.readTip(vctx, true)
+	if rerr != nil {
+		return statestore.Outcome{}
+	}
+	if p, perr := statestore.PlanUpdate(snap, g.u); perr == nil && !p.Changed() {
+		return g.landed(snap.tip)
 	}
 	return statestore.Outcome{}
 }

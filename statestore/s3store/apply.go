@@ -458,6 +458,70 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		}
 	}
 
+	// Paths the stored record does not own yet that are listed with the
+	// wanted bytes already (the planner does not write them) are written
+	// again, conditioned on what was listed: they were left by a write that
+	// did not commit, perhaps an upload cut off in flight, which the server
+	// may still drop after listing it, or another writer of the workload
+	// may still change. Written again, they are known to hold the bytes
+	// this commit names.
+	rec, err := s.storedRecord(snap, recPath)
+	if err != nil {
+		return "read", err
+	}
+	if plan.Record != nil {
+		planned := map[string]bool{recPath: true}
+		for _, op := range plan.Ops {
+			planned[op.Path] = true
+		}
+		for _, f := range plan.Record.Files {
+			if rec.files[f] || planned[f] {
+				continue
+			}
+			if o, ok, err := snap.lookup(f); err != nil {
+				return "read", err
+			} else if !ok || o.tomb {
+				continue
+			}
+			data, ok := u.Files[f]
+			if !ok {
+				if data, err = snap.ReadFile(f); err != nil {
+					return "read", err
+				}
+			}
+			op := statestore.Op{Path: f, Data: data}
+			if strings.HasPrefix(f, statestore.ClaimsDir+"/") {
+				claims = append(claims, op)
+			} else {
+				puts = append(puts, op)
+			}
+		}
+	}
+	// The intent: before any upload, the record names what this write
+	// creates that it does not own yet (see withPending).
+	recCond := snap.cond(recPath)
+	pending := setOf(rec.pending)
+	fresh := false
+	for _, op := range slices.Concat(claims, puts) {
+		if !rec.files[op.Path] && !pending[op.Path] {
+			pending[op.Path], fresh = true, true
+		}
+	}
+	if fresh && (rec.canonical != nil || plan.Record != nil) {
+		base := rec.canonical
+		if base == nil {
+			// No record yet: one that names the workload and owns nothing
+			// but what is pending.
+			base = (&statestore.Record{Workload: u.Workload, Type: plan.Record.Type, Promise: plan.Record.Promise,
+				Namespace: plan.Record.Namespace, Name: plan.Record.Name, Pipeline: plan.Record.Pipeline}).Encode()
+		}
+		etag, err := s.put(ctx, recPath, withPending(sealRecord(base, rec.markers), sortedSet(pending)), recCond)
+		if err != nil {
+			return "write", err
+		}
+		recCond = cond{exists: true, etag: etag}
+	}
+
 	// 0. Claims on the workload's objects, before anything a reader (Flux)
 	// would see: a writer that loses a claim to another workload re-lists,
 	// finds the claim taken and fails having written no file of its own.
@@ -548,12 +612,43 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	} else {
 		data = tombstone()
 	}
-	etag, err := s.put(ctx, recPath, data, snap.cond(recPath))
+	etag, err := s.put(ctx, recPath, data, recCond)
 	if err != nil {
 		return "commit", err
 	}
 	w.set(recPath, etag)
 	return "", nil
+}
+
+// stored is a workload's record as stored: the files it owns (its pending
+// write's aside), the pending paths, its canonical encoding (nil when
+// there is none) and the destinations it names markers in.
+type stored struct {
+	files     map[string]bool
+	pending   []string
+	canonical []byte
+	markers   []string
+}
+
+// storedRecord reads the record at recPath as snap listed it.
+func (s *Store) storedRecord(snap *snapshot, recPath string) (stored, error) {
+	st := stored{files: map[string]bool{}}
+	raw, err := snap.readRaw(recPath)
+	if errors.Is(err, statestore.ErrNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	rec, err := statestore.DecodeRecord(recPath, raw)
+	if err != nil {
+		return st, err
+	}
+	st.files = setOf(rec.Files)
+	st.pending = storedPending(raw)
+	st.canonical = rec.Encode()
+	st.markers, _ = storedMarkers(raw)
+	return st, nil
 }
 
 // cond is the precondition of a write: If-Match etag when the object

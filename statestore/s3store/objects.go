@@ -24,6 +24,9 @@ import (
 const (
 	revisionField = "s3Revision"
 	markersField  = "s3Markers"
+	// pendingField names, in a stored record, the paths a write of the
+	// workload is creating and has not committed yet (see withPending).
+	pendingField = "s3Pending"
 )
 
 func nonce() string {
@@ -55,6 +58,68 @@ func sealRecord(canonical []byte, markers []string) []byte {
 		out = fmt.Appendf(out, ",\n  %q: %s", markersField, list)
 	}
 	return fmt.Appendf(out, ",\n  %q: %q\n}\n", revisionField, nonce())
+}
+
+// withPending is a sealed record with the paths a write is about to
+// create that the record does not own yet: its intent, written (with the
+// record's ETag as the precondition) before the write uploads anything. A
+// write that dies or gives up before its commit leaves them owned by the
+// workload (readers of the record see them among its files: absorbPending),
+// so that the workload's next write deletes those it does not want, and
+// its intent, a change of the record, fails the commit of every other
+// writer of the workload that planned before it, as a commit would.
+func withPending(sealed []byte, pending []string) []byte {
+	body, ok := bytes.CutSuffix(sealed, []byte("\n}\n"))
+	if !ok || len(pending) == 0 {
+		return sealed
+	}
+	list, err := json.Marshal(pending)
+	if err != nil {
+		panic(err) // only strings
+	}
+	return fmt.Appendf(body, ",\n  %q: %s\n}\n", pendingField, list)
+}
+
+// storedPending returns the paths a stored record's pending write was
+// creating.
+func storedPending(stored []byte) []string {
+	var probe struct {
+		Pending []string `json:"s3Pending"`
+	}
+	if json.Unmarshal(stored, &probe) != nil {
+		return nil
+	}
+	return probe.Pending
+}
+
+// absorbPending returns a stored record with its pending paths among its
+// files, as the planner and every reader take it: the workload owns them.
+// A record without any is returned as it is.
+func absorbPending(stored []byte) []byte {
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(stored, &probe) != nil || probe[pendingField] == nil {
+		return stored
+	}
+	var pending, files []string
+	if json.Unmarshal(probe[pendingField], &pending) != nil {
+		return stored
+	}
+	_ = json.Unmarshal(probe["files"], &files)
+	set := setOf(files)
+	for _, p := range pending {
+		set[p] = true
+	}
+	b, err := json.Marshal(sortedSet(set))
+	if err != nil {
+		return stored
+	}
+	probe["files"] = b
+	delete(probe, pendingField)
+	out, err := json.Marshal(probe)
+	if err != nil {
+		return stored
+	}
+	return out
 }
 
 // storedMarkers returns the destinations a stored record says hold the

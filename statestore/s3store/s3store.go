@@ -14,8 +14,12 @@
 // it touches, never with the bucket.
 //
 // S3 has no transactions: each workload's record object is its lock. A
-// commit uploads claims, files and parts, each conditioned on the ETag it
-// was listed with, deletes what the workload no longer wants, rebuilds
+// commit first names in the record what it is about to create that the
+// record does not own yet (its intent, conditioned on the record's ETag:
+// a write that dies leaves those files owned, for the workload's next
+// write to delete), writes again any such file listed already with the
+// wanted bytes (never trusting a write that did not commit), then uploads
+// claims, files and parts, each conditioned on the ETag it was listed with, deletes what the workload no longer wants, rebuilds
 // aggregated files, then writes the record conditioned on the ETag it was
 // planned against (a random revision in it makes every commit move the
 // ETag; a removed workload's record becomes a tombstone). A failed

@@ -354,11 +354,13 @@ func (sn *snapshot) Compare(p string, data []byte) (exists, equal bool, err erro
 		return true, o.size == 0, nil
 	}
 	if isRecordPath(p) {
-		stored, err := sn.ReadFile(p)
+		stored, err := sn.readRaw(p)
 		if err != nil {
 			return true, false, err
 		}
-		return true, bytes.Equal(unsealRecord(stored), data), nil
+		// A record with a pending write is rewritten by the next commit,
+		// which forgets what it committed or deleted.
+		return true, len(storedPending(stored)) == 0 && bytes.Equal(unsealRecord(stored), data), nil
 	}
 	if o.size != int64(len(data)) {
 		return true, false, nil
@@ -374,8 +376,19 @@ func (sn *snapshot) Compare(p string, data []byte) (exists, equal bool, err erro
 }
 
 // ReadFile returns the listed version of p. An object that changed or
-// vanished since the listing fails with an error wrapping ErrConflict.
+// vanished since the listing fails with an error wrapping ErrConflict. A
+// record is returned with the paths of its pending write among its files
+// (see withPending).
 func (sn *snapshot) ReadFile(p string) ([]byte, error) {
+	data, err := sn.readRaw(p)
+	if err != nil || !isRecordPath(p) {
+		return data, err
+	}
+	return absorbPending(data), nil
+}
+
+// readRaw is ReadFile with a record as it is stored.
+func (sn *snapshot) readRaw(p string) ([]byte, error) {
 	o, ok, err := sn.lookup(p)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
