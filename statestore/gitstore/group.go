@@ -94,6 +94,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 		commit plumbing.Hash
 		u      statestore.Update
 		author object.Signature
+		base   string
 	}
 	var folds []waiting
 	var hint statestore.Hint
@@ -101,11 +102,11 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 		if q.ref == mine {
 			continue
 		}
-		fu, author, err := readRequest(ov, q.commit)
+		fu, author, base, err := readRequestBase(ov, q.commit)
 		if err != nil || fu.Workload == workload || pendingRef(space, fu.Workload) != q.ref {
 			continue
 		}
-		folds = append(folds, waiting{q.ref, q.commit, fu, author})
+		folds = append(folds, waiting{q.ref, q.commit, fu, author, base})
 		hint = hint.Merge(statestore.UpdateHint(fu))
 	}
 	// One prefetch for every request's paths: a folder level per request
@@ -114,6 +115,20 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 	var deletes []*packp.Command
 	for _, f := range folds {
 		q, fu, author := f, f.u, f.author
+		if f.base != "" {
+			// A request is planned on one state of its workload: in any
+			// other, a newer render of the workload has landed since (or
+			// this very request has, with its writer's own push), and
+			// folding it would bring the older render back. It goes.
+			now, err := workloadState(snap, fu.Workload)
+			if err != nil {
+				continue
+			}
+			if now != f.base {
+				deletes = append(deletes, &packp.Command{Name: q.ref, Old: q.commit})
+				continue
+			}
+		}
 		plan, err := statestore.PlanUpdate(snap, fu)
 		if err != nil {
 			continue
@@ -134,15 +149,62 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 	return head, deletes, nil
 }
 
-// request publishes u as this writer's request. errStale means a request
-// for this workload already waits (another render of it).
-func (s *Store) request(ctx context.Context, r *remoteRepo, u statestore.Update, ref plumbing.ReferenceName) (plumbing.Hash, error) {
+// replaceable is the request of the workload at ref that the last fetch
+// saw, when it was planned on a state other than base, the state a new
+// request of the workload is planned on: an earlier render's, which landed
+// or was overtaken, and which the new request replaces. It is zero
+// otherwise: none waits, or one planned on this same state, another render
+// of the workload waiting, which stays.
+func replaceable(objs storer.EncodedObjectStorer, refs storer.ReferenceStorer, ref plumbing.ReferenceName, base string) plumbing.Hash {
+	cur, err := refs.Reference(ref)
+	if err != nil {
+		return plumbing.ZeroHash
+	}
+	if _, _, was, err := readRequestBase(objs, cur.Hash()); err == nil && was != "" && was != base {
+		return cur.Hash()
+	}
+	return plumbing.ZeroHash
+}
+
+// staleRequests returns the commands that delete the requests in space (as
+// refs, the last fetch's, lists them), but mine, whose workload's state in
+// a has moved past the state they were planned on: each landed already, or
+// a newer render of its workload overtook it.
+func (s *Store) staleRequests(a *attemptSnap, refs storer.ReferenceStorer, space string, mine plumbing.ReferenceName) ([]*packp.Command, error) {
+	reqs, err := requests(refs, space)
+	if err != nil {
+		return nil, fmt.Errorf("list pending updates: %w", err)
+	}
+	var out []*packp.Command
+	for _, q := range reqs {
+		if q.ref == mine {
+			continue
+		}
+		fu, _, base, err := readRequestBase(a.ov, q.commit)
+		if err != nil || base == "" || pendingRef(space, fu.Workload) != q.ref {
+			continue // not render's to judge: a leader's fold decides
+		}
+		now, err := workloadState(a.treeSnap, fu.Workload)
+		if err != nil {
+			return nil, err
+		}
+		if now != base {
+			out = append(out, &packp.Command{Name: q.ref, Old: q.commit})
+		}
+	}
+	return out, nil
+}
+
+// request publishes u, planned on the workload's state base, as this
+// writer's request. errStale means a request for this workload already
+// waits (another render of it).
+func (s *Store) request(ctx context.Context, r *remoteRepo, u statestore.Update, ref plumbing.ReferenceName, base string) (plumbing.Hash, error) {
 	ov := newOverlay(r.st)
-	h, err := writeRequest(ov, u, s.author(u))
+	h, err := writeRequest(ov, u, s.author(u), base)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	if err := r.publishCommands(ctx, ov, []*packp.Command{{Name: ref, New: h}}); err != nil {
+	if err := r.publishCommands(ctx, ov, []*packp.Command{{Name: ref, Old: replaceable(ov, r.st, ref, base), New: h}}); err != nil {
 		return plumbing.ZeroHash, err
 	}
 	return h, nil
