@@ -33,10 +33,11 @@ func FoldPending(ctx context.Context, s *Store) error {
 	if err != nil {
 		return err
 	}
-	head, deletes, err := s.fold(a.ov, a.treeSnap, a.tip, "", r.st, r.space)
+	head, deletes, stale, err := s.fold(a.ov, a.treeSnap, a.tip, "", r.st, r.space)
 	if err != nil {
 		return err
 	}
+	deletes = append(deletes, stale...)
 	var cmds []*packp.Command
 	if head != a.tip {
 		cmds = append(cmds, &packp.Command{Name: r.branch, Old: a.tip, New: head})
@@ -50,3 +51,8 @@ func FoldPending(ctx context.Context, s *Store) error {
 
 // PendingRoot is the ref folder of group-commit requests.
 const PendingRoot = pendingRoot
+
+// RequestRef is the ref of workload's group-commit request in s.
+func RequestRef(s *Store, workload string) string {
+	return string(pendingRef(s.repo.server().space, workload))
+}

@@ -75,19 +75,20 @@ func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plum
 
 // fold plans every request waiting in space (as refs, the last fetch's,
 // lists them) on top of snap, after head, skipping this writer's own
-// workload. It returns the new head and the commands that delete the
-// folded requests. A request that cannot be read, planned (it conflicts
+// workload. It returns the new head, the commands that delete the folded
+// requests (safe only with the branch's move, in one atomic push), and
+// those that delete requests overtaken already (safe in any push). A request that cannot be read, planned (it conflicts
 // with another workload) or committed is left for its owner, who will
 // meet the same error on its own. Refs that cannot be listed are an error:
 // the push would carry a guess.
-func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload string, refs storer.ReferenceStorer, space string) (plumbing.Hash, []*packp.Command, error) {
+func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload string, refs storer.ReferenceStorer, space string) (plumbing.Hash, []*packp.Command, []*packp.Command, error) {
 	if space == "" {
-		return head, nil, nil
+		return head, nil, nil, nil
 	}
 	mine := pendingRef(space, workload)
 	reqs, err := requests(refs, space)
 	if err != nil {
-		return head, nil, fmt.Errorf("list pending updates: %w", err)
+		return head, nil, nil, fmt.Errorf("list pending updates: %w", err)
 	}
 	type waiting struct {
 		ref    plumbing.ReferenceName
@@ -112,7 +113,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 	// One prefetch for every request's paths: a folder level per request
 	// to the server, not a few per folded update.
 	statestore.Prefetch(snap, hint)
-	var deletes []*packp.Command
+	var folded, stale []*packp.Command
 	for _, f := range folds {
 		q, fu, author := f, f.u, f.author
 		if f.base != "" {
@@ -125,7 +126,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 				continue
 			}
 			if now != f.base {
-				deletes = append(deletes, &packp.Command{Name: q.ref, Old: q.commit})
+				stale = append(stale, &packp.Command{Name: q.ref, Old: q.commit})
 				continue
 			}
 		}
@@ -144,9 +145,9 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 			}
 			snap, head = next, c
 		}
-		deletes = append(deletes, &packp.Command{Name: q.ref, Old: q.commit})
+		folded = append(folded, &packp.Command{Name: q.ref, Old: q.commit})
 	}
-	return head, deletes, nil
+	return head, folded, stale, nil
 }
 
 // replaceable is the request of the workload at ref that the last fetch
@@ -164,35 +165,6 @@ func replaceable(objs storer.EncodedObjectStorer, refs storer.ReferenceStorer, r
 		return cur.Hash()
 	}
 	return plumbing.ZeroHash
-}
-
-// staleRequests returns the commands that delete the requests in space (as
-// refs, the last fetch's, lists them), but mine, whose workload's state in
-// a has moved past the state they were planned on: each landed already, or
-// a newer render of its workload overtook it.
-func (s *Store) staleRequests(a *attemptSnap, refs storer.ReferenceStorer, space string, mine plumbing.ReferenceName) ([]*packp.Command, error) {
-	reqs, err := requests(refs, space)
-	if err != nil {
-		return nil, fmt.Errorf("list pending updates: %w", err)
-	}
-	var out []*packp.Command
-	for _, q := range reqs {
-		if q.ref == mine {
-			continue
-		}
-		fu, _, base, err := readRequestBase(a.ov, q.commit)
-		if err != nil || base == "" || pendingRef(space, fu.Workload) != q.ref {
-			continue // not render's to judge: a leader's fold decides
-		}
-		now, err := workloadState(a.treeSnap, fu.Workload)
-		if err != nil {
-			return nil, err
-		}
-		if now != base {
-			out = append(out, &packp.Command{Name: q.ref, Old: q.commit})
-		}
-	}
-	return out, nil
 }
 
 // request publishes u, planned on the workload's state base, as this

@@ -139,6 +139,8 @@ type groupCommitter struct {
 	// see Commit); base is the workload's state the last plan was made on.
 	tried bool
 	base  string
+	// pubBase is the state the published request was planned on.
+	pubBase string
 }
 
 func (g *groupCommitter) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
@@ -161,11 +163,18 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	if g.folded() {
 		return g.landed(a.tip), nil
 	}
-	g.last = c.Plan.Diff
 	base, err := workloadState(a.treeSnap, g.u.Workload)
 	if err != nil {
 		return statestore.Outcome{}, statestore.InOp("read", err)
 	}
+	if !g.published.IsZero() && base != g.pubBase {
+		// The workload moved past the state this writer's request was
+		// planned on: another writer carried the request (its ref goes
+		// with the next sweep), or a newer render of the workload
+		// overtook it.
+		return g.landed(a.tip), nil
+	}
+	g.last = c.Plan.Diff
 	g.base = base
 	out := statestore.Outcome{}
 	head, after := a.tip, a
@@ -179,19 +188,20 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 		}
 		head, after = commit, next
 		out.Revision = commit.String()
-		if g.published.IsZero() && !g.alone && !g.tried && g.r.space != "" {
-			return g.firstPush(ctx, a, head, out)
-		}
+	}
+	head, folded, stale, err := g.s.fold(a.ov, after.treeSnap, head, g.u.Workload, g.r.st, g.r.space)
+	if err != nil {
+		return statestore.Outcome{}, statestore.InOp("read", err)
+	}
+	if c.Plan.Changed() && g.published.IsZero() && !g.alone && !g.tried && g.r.space != "" {
+		return g.firstPush(ctx, a, head, folded, stale, out)
 	}
 	var deletes []*packp.Command
 	if !g.published.IsZero() {
 		deletes = append(deletes, &packp.Command{Name: g.mine, Old: g.published})
 	}
-	head, folded, err := g.s.fold(a.ov, after.treeSnap, head, g.u.Workload, g.r.st, g.r.space)
-	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("read", err)
-	}
 	deletes = append(deletes, folded...)
+	deletes = append(deletes, stale...)
 	if head == a.tip && len(deletes) == 0 {
 		return out, nil // the branch already holds this update
 	}
@@ -221,7 +231,7 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 // When the branch moves, the request lands too and is left over: the next
 // write's fold finds the workload's state moved past the request's base
 // and deletes it.
-func (g *groupCommitter) firstPush(ctx context.Context, a *attemptSnap, head plumbing.Hash, out statestore.Outcome) (statestore.Outcome, error) {
+func (g *groupCommitter) firstPush(ctx context.Context, a *attemptSnap, head plumbing.Hash, folded, stale []*packp.Command, out statestore.Outcome) (statestore.Outcome, error) {
 	g.tried = true
 	req, err := writeRequest(a.ov, g.u, g.s.author(g.u), g.base)
 	if err != nil {
@@ -237,10 +247,7 @@ func (g *groupCommitter) firstPush(ctx context.Context, a *attemptSnap, head plu
 	// Requests of other workloads that landed or were overtaken go with
 	// the same push (safe whether the branch moves or not: that is a fact
 	// of the tree this write read), so that no writer's leftover stays.
-	stale, err := g.s.staleRequests(a, g.r.st, g.r.space, g.mine)
-	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("read", err)
-	}
+	// Those folded into head stay until it lands: see below.
 	cmds = append(cmds, stale...)
 	applied, err := g.r.publishEach(ctx, a.ov, cmds)
 	switch {
@@ -250,6 +257,19 @@ func (g *groupCommitter) firstPush(ctx context.Context, a *attemptSnap, head plu
 		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving", Err: err}
 	case err != nil:
 		return statestore.Outcome{}, statestore.InOp("push", err)
+	case applied[g.r.branch] && len(folded) > 0:
+		// The requests this push carried landed with it: their refs,
+		// and this writer's own (landed too), go now, so that their
+		// writers, waiting for that, are done. (Only a push that
+		// carried others' requests makes this second push.)
+		done := folded
+		if applied[g.mine] {
+			done = append(done, &packp.Command{Name: g.mine, Old: req})
+		}
+		if _, err := g.r.publishEach(ctx, a.ov, done); err != nil && g.s.cfg.Warn != nil {
+			g.s.cfg.Warn("could not delete the pending updates this write carried; the next write will", "error", err.Error())
+		}
+		return out, nil
 	case applied[g.r.branch]:
 		return out, nil
 	}
@@ -276,7 +296,7 @@ func (g *groupCommitter) firstPush(ctx context.Context, a *attemptSnap, head plu
 	}
 	switch {
 	case applied[g.mine]:
-		g.published = req
+		g.published, g.pubBase = req, g.base
 	case refs[g.mine].IsZero():
 		// The server took no request ref, and none waits: it refuses them.
 		g.s.noGroup(g.r, errors.New("the server refused the pending-update ref"))
@@ -296,7 +316,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 	if g.published.IsZero() && !g.alone && !g.tried && g.r.space != "" {
 		switch h, err := g.s.request(ctx, g.r, g.u, g.mine, g.base); {
 		case err == nil:
-			g.published = h
+			g.published, g.pubBase = h, g.base
 		case errors.Is(err, errStale):
 			g.alone = true // another render of this workload is waiting
 		case errors.Is(err, errNoGroup), errors.Is(err, statestore.ErrRejected):
