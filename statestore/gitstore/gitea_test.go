@@ -50,6 +50,7 @@ func TestGiteaConformance(t *testing.T) {
 		// writers on a busy 2-core machine take it many minutes. The
 		// benchmark measures N = 64 against Gitea with real processes.
 		Writers: 16,
+		Pending: pendingHook, Fold: foldHook,
 	})
 }
 
@@ -122,5 +123,21 @@ func TestGiteaTLS(t *testing.T) {
 	}
 	if _, err := open(gitstore.Config{InsecureSkipTLS: true}).Records(context.Background()); err != nil {
 		t.Fatalf("with verification skipped: %v", err)
+	}
+}
+
+// pendingHook and foldHook give the suite git's hand-over: a request left
+// by a writer that died, and a leader's fold.
+func pendingHook(t *testing.T, s statestore.Store, u statestore.Update) {
+	t.Helper()
+	if err := gitstore.PublishRequest(context.Background(), s.(*gitstore.Store), u); err != nil {
+		t.Fatalf("publish request: %v", err)
+	}
+}
+
+func foldHook(t *testing.T, s statestore.Store) {
+	t.Helper()
+	if err := gitstore.FoldPending(context.Background(), s.(*gitstore.Store)); err != nil {
+		t.Fatalf("fold: %v", err)
 	}
 }

@@ -53,7 +53,24 @@ func TestRemoteConformance(t *testing.T) {
 		Missing: func(t *testing.T) statestore.Store {
 			return mustNewRemote(t, Config{URL: "file://" + filepath.Join(t.TempDir(), "missing.git")})
 		},
+		Pending: pendingHook, Fold: foldHook,
 	})
+}
+
+// pendingHook and foldHook give the suite git's hand-over: a request left
+// by a writer that died, and a leader's fold.
+func pendingHook(t *testing.T, s statestore.Store, u statestore.Update) {
+	t.Helper()
+	if err := PublishRequest(context.Background(), s.(*Store), u); err != nil {
+		t.Fatalf("publish request: %v", err)
+	}
+}
+
+func foldHook(t *testing.T, s statestore.Store) {
+	t.Helper()
+	if err := FoldPending(context.Background(), s.(*Store)); err != nil {
+		t.Fatalf("fold: %v", err)
+	}
 }
 
 func mustNew(t *testing.T, cfg Config) *Store {

@@ -75,29 +75,32 @@ func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plum
 
 // fold plans every request waiting in space (as refs, the last fetch's,
 // lists them) on top of snap, after head, skipping this writer's own
-// workload. It returns the new head and the commands that delete the
-// folded requests. A request that cannot be read, planned (it conflicts
+// workload. It returns the new head, the commands that delete the folded
+// requests (safe only with the branch's move, in one atomic push), and
+// those that delete requests overtaken already (safe in any push). A request that cannot be read, planned (it conflicts
 // with another workload) or committed is left for its owner, who will
-// meet the same error on its own. A stale request (its workload's record
-// changed since the request was computed: statestore.Basis) is deleted
-// without being applied: its owner may have died, and applied later it
-// would write an older update over a newer one; an owner still waiting
-// finds it gone, plans again and meets the staleness itself. Refs that
-// cannot be listed are an error: the push would carry a guess.
-func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload string, refs storer.ReferenceStorer, space string) (plumbing.Hash, []*packp.Command, error) {
+// meet the same error on its own. A stale request (its workload's state
+// moved since the request was planned, or its record since the update was
+// computed: statestore.Basis) is deleted without being applied: its owner
+// may have died, and applied later it would write an older update over a
+// newer one; an owner still waiting finds it gone, plans again and meets
+// the staleness itself. Refs that cannot be listed are an error: the push
+// would carry a guess.
+func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload string, refs storer.ReferenceStorer, space string) (plumbing.Hash, []*packp.Command, []*packp.Command, error) {
 	if space == "" {
-		return head, nil, nil
+		return head, nil, nil, nil
 	}
 	mine := pendingRef(space, workload)
 	reqs, err := requests(refs, space)
 	if err != nil {
-		return head, nil, fmt.Errorf("list pending updates: %w", err)
+		return head, nil, nil, fmt.Errorf("list pending updates: %w", err)
 	}
 	type waiting struct {
 		ref    plumbing.ReferenceName
 		commit plumbing.Hash
 		u      statestore.Update
 		author object.Signature
+		base   string
 	}
 	var folds []waiting
 	var hint statestore.Hint
@@ -105,22 +108,36 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 		if q.ref == mine {
 			continue
 		}
-		fu, author, err := readRequest(ov, q.commit)
+		fu, author, base, err := readRequestBase(ov, q.commit)
 		if err != nil || fu.Workload == workload || pendingRef(space, fu.Workload) != q.ref {
 			continue
 		}
-		folds = append(folds, waiting{q.ref, q.commit, fu, author})
+		folds = append(folds, waiting{q.ref, q.commit, fu, author, base})
 		hint = hint.Merge(statestore.UpdateHint(fu))
 	}
 	// One prefetch for every request's paths: a folder level per request
 	// to the server, not a few per folded update.
 	statestore.Prefetch(snap, hint)
-	var deletes []*packp.Command
+	var folded, stale []*packp.Command
 	for _, f := range folds {
 		q, fu, author := f, f.u, f.author
+		if f.base != "" {
+			// A request is planned on one state of its workload: in any
+			// other, a newer render of the workload has landed since (or
+			// this very request has, with its writer's own push), and
+			// folding it would bring the older render back. It goes.
+			now, err := workloadState(snap, fu.Workload)
+			if err != nil {
+				continue
+			}
+			if now != f.base {
+				stale = append(stale, &packp.Command{Name: q.ref, Old: q.commit})
+				continue
+			}
+		}
 		plan, err := statestore.PlanUpdate(snap, fu)
 		if errors.Is(err, statestore.ErrStale) {
-			deletes = append(deletes, &packp.Command{Name: q.ref, Old: q.commit})
+			stale = append(stale, &packp.Command{Name: q.ref, Old: q.commit})
 			continue
 		}
 		if err != nil {
@@ -137,20 +154,38 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 			}
 			snap, head = next, c
 		}
-		deletes = append(deletes, &packp.Command{Name: q.ref, Old: q.commit})
+		folded = append(folded, &packp.Command{Name: q.ref, Old: q.commit})
 	}
-	return head, deletes, nil
+	return head, folded, stale, nil
 }
 
-// request publishes u as this writer's request. errStale means a request
-// for this workload already waits (another render of it).
-func (s *Store) request(ctx context.Context, r *remoteRepo, u statestore.Update, ref plumbing.ReferenceName) (plumbing.Hash, error) {
+// replaceable is the request of the workload at ref that the last fetch
+// saw, when it was planned on a state other than base, the state a new
+// request of the workload is planned on: an earlier render's, which landed
+// or was overtaken, and which the new request replaces. It is zero
+// otherwise: none waits, or one planned on this same state, another render
+// of the workload waiting, which stays.
+func replaceable(objs storer.EncodedObjectStorer, refs storer.ReferenceStorer, ref plumbing.ReferenceName, base string) plumbing.Hash {
+	cur, err := refs.Reference(ref)
+	if err != nil {
+		return plumbing.ZeroHash
+	}
+	if _, _, was, err := readRequestBase(objs, cur.Hash()); err == nil && was != "" && was != base {
+		return cur.Hash()
+	}
+	return plumbing.ZeroHash
+}
+
+// request publishes u, planned on the workload's state base, as this
+// writer's request. errStale means a request for this workload already
+// waits (another render of it).
+func (s *Store) request(ctx context.Context, r *remoteRepo, u statestore.Update, ref plumbing.ReferenceName, base string) (plumbing.Hash, error) {
 	ov := newOverlay(r.st)
-	h, err := writeRequest(ov, u, s.author(u))
+	h, err := writeRequest(ov, u, s.author(u), base)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	if err := r.publishCommands(ctx, ov, []*packp.Command{{Name: ref, New: h}}); err != nil {
+	if err := r.publishCommands(ctx, ov, []*packp.Command{{Name: ref, Old: replaceable(ov, r.st, ref, base), New: h}}); err != nil {
 		return plumbing.ZeroHash, err
 	}
 	return h, nil

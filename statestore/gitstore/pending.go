@@ -74,6 +74,11 @@ type request struct {
 	// null when there was none}. A request without one (written by an
 	// older render) is folded on any record.
 	Basis *requestBasis `json:"basis,omitempty"`
+	// Base is the workload's state in the tree the request was planned on
+	// (see workloadState): a fold that finds another state skips the
+	// request, which a newer render of the workload has overtaken (or
+	// which has landed already), and deletes it.
+	Base string `json:"base,omitempty"`
 }
 
 type requestBasis struct {
@@ -85,8 +90,9 @@ type requestAggregate struct {
 	Blob   string `json:"blob,omitempty"` // "" withdraws the contribution
 }
 
-// writeRequest stores u as a request commit in objs and returns its id.
-func writeRequest(objs storer.EncodedObjectStorer, u statestore.Update, sig object.Signature) (plumbing.Hash, error) {
+// writeRequest stores u, planned on a tree where the workload's state was
+// base, as a request commit in objs and returns its id.
+func writeRequest(objs storer.EncodedObjectStorer, u statestore.Update, sig object.Signature, base string) (plumbing.Hash, error) {
 	blobs := map[plumbing.Hash]bool{}
 	put := func(data []byte) (string, error) {
 		h, err := writeObject(objs, plumbing.BlobObject, data)
@@ -96,7 +102,7 @@ func writeRequest(objs storer.EncodedObjectStorer, u statestore.Update, sig obje
 		blobs[h] = true
 		return h.String(), nil
 	}
-	req := request{Workload: u.Workload, Subject: u.Message.Subject, Body: u.Message.Body, Trailers: u.Message.Trailers, Destinations: u.Destinations, Adopt: u.Adopt}
+	req := request{Workload: u.Workload, Subject: u.Message.Subject, Body: u.Message.Body, Trailers: u.Message.Trailers, Destinations: u.Destinations, Adopt: u.Adopt, Base: base}
 	var err error
 	for _, m := range []struct {
 		from map[string][]byte
@@ -175,29 +181,41 @@ func writeTreeObject(objs storer.EncodedObjectStorer, entries []object.TreeEntry
 // readRequest decodes the request commit c back into the Update it holds,
 // and the signature its owner would have committed with.
 func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.Update, object.Signature, error) {
+	u, sig, _, err := readRequestBase(objs, c)
+	return u, sig, err
+}
+
+// readRequestBase is readRequest, with the workload's state the request
+// was planned on ("" for a request of a render that did not say).
+func readRequestBase(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.Update, object.Signature, string, error) {
+	u, sig, req, err := decodeRequest(objs, c)
+	return u, sig, req.Base, err
+}
+
+func decodeRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.Update, object.Signature, request, error) {
 	var u statestore.Update
+	var req request
 	commit, err := object.GetCommit(objs, c)
 	if err != nil {
-		return u, object.Signature{}, fmt.Errorf("request %s: %w", c, err)
+		return u, object.Signature{}, req, fmt.Errorf("request %s: %w", c, err)
 	}
 	tree, err := object.GetTree(objs, commit.TreeHash)
 	if err != nil {
-		return u, commit.Author, fmt.Errorf("request %s: %w", c, err)
+		return u, commit.Author, req, fmt.Errorf("request %s: %w", c, err)
 	}
 	e, err := tree.FindEntry("request.json")
 	if err != nil {
-		return u, commit.Author, fmt.Errorf("request %s: %w", c, err)
+		return u, commit.Author, req, fmt.Errorf("request %s: %w", c, err)
 	}
 	manifest, err := readBlob(objs, e.Hash)
 	if err != nil {
-		return u, commit.Author, fmt.Errorf("request %s: %w", c, err)
+		return u, commit.Author, req, fmt.Errorf("request %s: %w", c, err)
 	}
-	var req request
 	if err := json.Unmarshal(manifest, &req); err != nil {
-		return u, commit.Author, fmt.Errorf("request %s: %w", c, err)
+		return u, commit.Author, req, fmt.Errorf("request %s: %w", c, err)
 	}
 	if req.Workload == "" {
-		return u, commit.Author, fmt.Errorf("request %s: no workload", c)
+		return u, commit.Author, req, fmt.Errorf("request %s: no workload", c)
 	}
 	blob := func(id string) ([]byte, error) {
 		if !plumbing.IsHash(id) {
@@ -221,7 +239,7 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 		*m.to = make(map[string][]byte, len(m.from))
 		for p, id := range m.from {
 			if (*m.to)[p], err = blob(id); err != nil {
-				return u, commit.Author, err
+				return u, commit.Author, req, err
 			}
 		}
 	}
@@ -229,7 +247,7 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 		la := statestore.Aggregate{Target: a.Target}
 		if a.Blob != "" {
 			if la.Contribution, err = blob(a.Blob); err != nil {
-				return u, commit.Author, err
+				return u, commit.Author, req, err
 			}
 		}
 		u.Aggregates = append(u.Aggregates, la)
@@ -237,7 +255,7 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 	if len(req.Record) > 0 {
 		rec, err := statestore.DecodeRecord(statestore.RecordPath(req.Workload), req.Record)
 		if err != nil {
-			return u, commit.Author, fmt.Errorf("request %s: %w", c, err)
+			return u, commit.Author, req, fmt.Errorf("request %s: %w", c, err)
 		}
 		u.Record = &rec
 	}
@@ -246,12 +264,51 @@ func readRequest(objs storer.EncodedObjectStorer, c plumbing.Hash) (statestore.U
 		if len(req.Basis.Record) > 0 && string(req.Basis.Record) != "null" {
 			rec, err := statestore.DecodeRecord(statestore.RecordPath(req.Workload), req.Basis.Record)
 			if err != nil {
-				return u, commit.Author, fmt.Errorf("request %s: basis: %w", c, err)
+				return u, commit.Author, req, fmt.Errorf("request %s: basis: %w", c, err)
 			}
 			u.Basis.Record = &rec
 		}
 	}
-	return u, commit.Author, nil
+	return u, commit.Author, req, nil
+}
+
+// workloadState fingerprints what workload has in snap: its record and
+// every file the record names, by blob id. Two trees with the same state
+// hold the same render of the workload; a request planned on one state is
+// overtaken in a tree with another.
+func workloadState(snap *treeSnap, workload string) (string, error) {
+	h := sha1.New()
+	rec := statestore.RecordPath(workload)
+	e, err := snap.entry(snap.full(rec))
+	if err != nil {
+		return "", err
+	}
+	if !isFile(e) {
+		return "none", nil
+	}
+	fmt.Fprintf(h, "record %s\n", e.Hash)
+	data, err := readBlob(snap.s, e.Hash)
+	if err != nil {
+		return "", err
+	}
+	r, err := statestore.DecodeRecord(rec, data)
+	if err != nil {
+		return "", err
+	}
+	files := append([]string(nil), r.Files...)
+	sort.Strings(files)
+	for _, f := range files {
+		fe, err := snap.entry(snap.full(f))
+		if err != nil {
+			return "", err
+		}
+		id := "absent"
+		if isFile(fe) {
+			id = fe.Hash.String()
+		}
+		fmt.Fprintf(h, "%s %s\n", f, id)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // pendingRequest is one request ref seen on the server.

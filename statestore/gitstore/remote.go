@@ -279,6 +279,138 @@ func (r *remoteRepo) server() *remoteRepo { return r }
 // the overlay already knows the new objects, so the cost follows the change.
 // A branch that moved since old is a lost race (errStale), found before
 // anything is sent when the advertisement already shows it.
+// publishEach pushes cmds without atomicity, in one push: the server
+// applies or refuses each on its own. It returns the refs that hold their
+// command's new value afterwards (applied by this push, or by an earlier
+// attempt of it that lost its answer); the rest were refused, a stale one
+// without being sent. The objects are kept and the local refs set as
+// publishCommands does.
+func (r *remoteRepo) publishEach(ctx context.Context, ov *overlay, cmds []*packp.Command) (map[plumbing.ReferenceName]bool, error) {
+	var applied map[plumbing.ReferenceName]bool
+	var server strings.Builder
+	err := r.retry(ctx, func() error {
+		server.Reset()
+		var err error
+		applied, err = r.sendEach(ctx, ov, cmds, &server)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(applied) > 0 {
+		if err := ov.flush(); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range cmds {
+		if !applied[c.Name] {
+			continue
+		}
+		local := c.Name
+		if c.Name == r.branch {
+			local = r.tracked
+		}
+		if c.New.IsZero() {
+			_ = r.st.RemoveReference(local)
+		} else {
+			_ = r.st.SetReference(plumbing.NewHashReference(local, c.New))
+		}
+	}
+	return applied, nil
+}
+
+// sendEach is one non-atomic push of cmds (see publishEach).
+func (r *remoteRepo) sendEach(ctx context.Context, ov *overlay, cmds []*packp.Command, progress io.Writer) (map[plumbing.ReferenceName]bool, error) {
+	ep, err := transport.NewEndpoint(r.cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	ep.CaBundle, ep.InsecureSkipTLS = r.cfg.CABundle, r.cfg.InsecureSkipTLS
+	cli, err := client.NewClient(ep)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := cli.NewReceivePackSession(ep, r.cfg.Auth)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) && r.sawRefs() {
+		return nil, errNoAdvertisement
+	}
+	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return nil, err
+	}
+	if adv == nil || !adv.Capabilities.Supports(capability.ReportStatus) || !adv.Capabilities.Supports(capability.Atomic) || !adv.Capabilities.Supports(capability.DeleteRefs) {
+		return nil, errNoGroup
+	}
+	refs, _ := adv.AllReferences()
+	applied := map[plumbing.ReferenceName]bool{}
+	var send []*packp.Command
+	for _, c := range cmds {
+		cur := plumbing.ZeroHash
+		if ref, ok := refs[c.Name]; ok {
+			cur = ref.Hash()
+		}
+		switch {
+		case cur == c.New:
+			applied[c.Name] = true // already so (an earlier attempt of this push)
+		case cur == c.Old:
+			send = append(send, c)
+		}
+	}
+	if len(send) == 0 {
+		return applied, nil
+	}
+	req := packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
+	if adv.Capabilities.Supports(capability.Sideband64k) {
+		_ = req.Capabilities.Set(capability.Sideband64k)
+	} else if adv.Capabilities.Supports(capability.Sideband) {
+		_ = req.Capabilities.Set(capability.Sideband)
+	}
+	req.Progress = progress
+	req.Commands = send
+	// Once sent, the push is the server's (see send).
+	ctx, cancel := statestore.Finishing(ctx)
+	defer cancel()
+	var rs *packp.ReportStatus
+	if len(ov.added) == 0 && allDeletes(send) {
+		rs, err = sess.ReceivePack(ctx, req)
+	} else {
+		rd, wr := io.Pipe()
+		req.Packfile = rd
+		done := make(chan error, 1)
+		go func() {
+			_, err := packfile.NewEncoder(wr, ov.mem, false).Encode(ov.added, 0)
+			done <- wr.CloseWithError(err)
+		}()
+		rs, err = sess.ReceivePack(ctx, req)
+		if err != nil {
+			_ = rd.Close()
+		}
+		if derr := <-done; derr != nil && (rs == nil || err == nil) {
+			return nil, derr
+		}
+	}
+	// A refused command is in the report (and in err, which says no more).
+	if rs == nil || len(rs.CommandStatuses) == 0 {
+		if err == nil {
+			err = errors.New("the server sent no report of the push")
+		}
+		return nil, err
+	}
+	if rs.UnpackStatus != "ok" {
+		return nil, fmt.Errorf("%w: unpack: %s", statestore.ErrRejected, rs.UnpackStatus)
+	}
+	for _, st := range rs.CommandStatuses {
+		if st.Error() == nil {
+			applied[st.ReferenceName] = true
+		}
+	}
+	return applied, nil
+}
+
 func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Command, progress io.Writer) error {
 	ep, err := transport.NewEndpoint(r.cfg.URL)
 	if err != nil {

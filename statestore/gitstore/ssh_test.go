@@ -55,6 +55,7 @@ func TestSSHConformance(t *testing.T) {
 		Missing: func(t *testing.T) statestore.Store {
 			return open(t, "ssh://git@"+srv.Addr+srv.Root+"/never-created.git")
 		},
+		Pending: pendingHook, Fold: foldHook,
 	})
 }
 

@@ -135,6 +135,12 @@ type groupCommitter struct {
 	// regroup is set when the server turned group commit down: plan again
 	// at once, as a plain writer.
 	regroup bool
+	// tried is set once the write's first push went out (with its request,
+	// see Commit); base is the workload's state the last plan was made on.
+	tried bool
+	base  string
+	// pubBase is the state the published request was planned on.
+	pubBase string
 }
 
 func (g *groupCommitter) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
@@ -157,7 +163,19 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	if g.folded() {
 		return g.landed(a.tip), nil
 	}
+	base, err := workloadState(a.treeSnap, g.u.Workload)
+	if err != nil {
+		return statestore.Outcome{}, statestore.InOp("read", err)
+	}
+	if !g.published.IsZero() && base != g.pubBase {
+		// The workload moved past the state this writer's request was
+		// planned on: another writer carried the request (its ref goes
+		// with the next sweep), or a newer render of the workload
+		// overtook it.
+		return g.landed(a.tip), nil
+	}
 	g.last = c.Plan.Diff
+	g.base = base
 	out := statestore.Outcome{}
 	head, after := a.tip, a
 	if c.Plan.Changed() {
@@ -171,15 +189,19 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 		head, after = commit, next
 		out.Revision = commit.String()
 	}
+	head, folded, stale, err := g.s.fold(a.ov, after.treeSnap, head, g.u.Workload, g.r.st, g.r.space)
+	if err != nil {
+		return statestore.Outcome{}, statestore.InOp("read", err)
+	}
+	if c.Plan.Changed() && g.published.IsZero() && !g.alone && !g.tried && g.r.space != "" {
+		return g.firstPush(ctx, a, head, folded, stale, out)
+	}
 	var deletes []*packp.Command
 	if !g.published.IsZero() {
 		deletes = append(deletes, &packp.Command{Name: g.mine, Old: g.published})
 	}
-	head, folded, err := g.s.fold(a.ov, after.treeSnap, head, g.u.Workload, g.r.st, g.r.space)
-	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("read", err)
-	}
 	deletes = append(deletes, folded...)
+	deletes = append(deletes, stale...)
 	if head == a.tip && len(deletes) == 0 {
 		return out, nil // the branch already holds this update
 	}
@@ -202,6 +224,88 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
 }
 
+// firstPush is a write's first push in group mode: the branch moved to
+// head, and this writer's request, in one push that is not atomic, so that
+// a writer who loses the branch has handed its update over with the same
+// push (N writers racing make N pushes, and the next leader one more).
+// When the branch moves, the request lands too and is left over: the next
+// write's fold finds the workload's state moved past the request's base
+// and deletes it.
+func (g *groupCommitter) firstPush(ctx context.Context, a *attemptSnap, head plumbing.Hash, folded, stale []*packp.Command, out statestore.Outcome) (statestore.Outcome, error) {
+	g.tried = true
+	req, err := writeRequest(a.ov, g.u, g.s.author(g.u), g.base)
+	if err != nil {
+		return statestore.Outcome{}, statestore.InOp("write", err)
+	}
+	// An earlier render's request of this workload that landed or was
+	// overtaken is replaced; another render's, waiting, stays (and this
+	// writer waits its turn without a request).
+	cmds := []*packp.Command{
+		{Name: g.r.branch, Old: a.tip, New: head},
+		{Name: g.mine, Old: replaceable(a.ov, g.r.st, g.mine, g.base), New: req},
+	}
+	// Requests of other workloads that landed or were overtaken go with
+	// the same push (safe whether the branch moves or not: that is a fact
+	// of the tree this write read), so that no writer's leftover stays.
+	// Those folded into head stay until it lands: see below.
+	cmds = append(cmds, stale...)
+	applied, err := g.r.publishEach(ctx, a.ov, cmds)
+	switch {
+	case errors.Is(err, errNoGroup):
+		g.s.noGroup(g.r, err)
+		g.regroup = true
+		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving", Err: err}
+	case err != nil:
+		return statestore.Outcome{}, statestore.InOp("push", err)
+	case applied[g.r.branch] && len(folded) > 0:
+		// The requests this push carried landed with it: their refs,
+		// and this writer's own (landed too), go now, so that their
+		// writers, waiting for that, are done. (Only a push that
+		// carried others' requests makes this second push.)
+		done := folded
+		if applied[g.mine] {
+			done = append(done, &packp.Command{Name: g.mine, Old: req})
+		}
+		if _, err := g.r.publishEach(ctx, a.ov, done); err != nil && g.s.cfg.Warn != nil {
+			g.s.cfg.Warn("could not delete the pending updates this write carried; the next write will", "error", err.Error())
+		}
+		return out, nil
+	case applied[g.r.branch]:
+		return out, nil
+	}
+	// The branch did not move: another writer was first, or the server
+	// refused the push for a reason of its own (a hook), which the refs
+	// tell apart.
+	refs, err := g.r.list(ctx)
+	if err != nil {
+		return statestore.Outcome{}, statestore.InOp("push", err)
+	}
+	if refs[g.r.branch] == a.tip {
+		// Refused: perhaps for the request (a hook that allows no other
+		// refs). The branch alone, then: if it lands, group commit is
+		// off for this store; if not, the refusal is the server's word.
+		err := g.r.publishCommands(ctx, a.ov, []*packp.Command{{Name: g.r.branch, Old: a.tip, New: head}})
+		switch {
+		case err == nil:
+			g.s.noGroup(g.r, errors.New("the server refused a push with a pending-update ref"))
+			return out, nil
+		case errors.Is(err, errStale):
+			return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
+		}
+		return statestore.Outcome{}, statestore.InOp("push", err)
+	}
+	switch {
+	case applied[g.mine]:
+		g.published, g.pubBase = req, g.base
+	case refs[g.mine].IsZero():
+		// The server took no request ref, and none waits: it refuses them.
+		g.s.noGroup(g.r, errors.New("the server refused the pending-update ref"))
+	default:
+		g.alone = true // another render of this workload is waiting
+	}
+	return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
+}
+
 // Lost hands the update over (a request on the server, once) and waits
 // for its turn to lead, or for another writer to carry it.
 func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt int, cause error) (statestore.Outcome, error) {
@@ -209,10 +313,10 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 		g.regroup = false
 		return statestore.Outcome{}, nil
 	}
-	if g.published.IsZero() && !g.alone && g.r.space != "" {
-		switch h, err := g.s.request(ctx, g.r, g.u, g.mine); {
+	if g.published.IsZero() && !g.alone && !g.tried && g.r.space != "" {
+		switch h, err := g.s.request(ctx, g.r, g.u, g.mine, g.base); {
 		case err == nil:
-			g.published = h
+			g.published, g.pubBase = h, g.base
 		case errors.Is(err, errStale):
 			g.alone = true // another render of this workload is waiting
 		case errors.Is(err, errNoGroup), errors.Is(err, statestore.ErrRejected):

@@ -22,7 +22,36 @@ func init() {
 		Case{"Load", testLoad},
 		Case{"CancelledBeforeWrite", testCancelledBeforeWrite},
 		Case{"CancelledMidWrite", testCancelledMidWrite},
+		Case{"StaleHandOverNeverReverts", testStaleHandOver},
 	)
+}
+
+// An update handed over after a lost race and still waiting when a newer
+// render of the same workload lands must never be carried over it: that
+// would bring the older render back. (A store without hand-over has
+// nothing waiting: a newer render simply wins.)
+func testStaleHandOver(t *testing.T, h Harness) {
+	open := h.Fresh(t)
+	s := open()
+	defer s.Close()
+	apply(t, s, update("w/a", map[string]string{"d1/a/x.yaml": "1\n"}))
+	older := update("w/a", map[string]string{"d1/a/x.yaml": "2\n", "d1/a/old.yaml": "2\n"})
+	if h.Pending != nil {
+		h.Pending(t, open(), older)
+	}
+	newer := update("w/a", map[string]string{"d1/a/x.yaml": "3\n"})
+	apply(t, open(), newer)
+	if h.Fold != nil {
+		h.Fold(t, open())
+	}
+	// Another workload's write goes through whatever waits, too.
+	apply(t, open(), update("w/b", map[string]string{"d1/b/y.yaml": "b\n"}))
+	equal(t, "contents", contents(t, s), map[string]string{"d1/a/x.yaml": "3\n", "d1/b/y.yaml": "b\n"})
+	if h.Fold != nil {
+		// Nothing of the older render is left waiting either.
+		h.Fold(t, open())
+		equal(t, "contents after another fold", contents(t, s), map[string]string{"d1/a/x.yaml": "3\n", "d1/b/y.yaml": "b\n"})
+	}
 }
 
 // applyAll writes a batch: as one change where the store can.

@@ -31,6 +31,13 @@ type Harness struct {
 	Missing func(t *testing.T) statestore.Store
 	// Writers is how many concurrent writers to race (default 64, the many-sidecars load).
 	Writers int
+	// Pending, for a store whose writers hand an update over after a lost
+	// race (git's group commit), leaves u in s as a writer that planned it
+	// on s's newest state, handed it over and died would; Fold makes s
+	// carry whatever waits, as the next writer to lead would. Both nil for
+	// a store without hand-over.
+	Pending func(t *testing.T, s statestore.Store, u statestore.Update)
+	Fold    func(t *testing.T, s statestore.Store)
 }
 
 func update(workload string, files map[string]string) statestore.Update {
