@@ -170,7 +170,7 @@ func TestForeignTipDoesNotHideALargeStore(t *testing.T) {
 	}
 	g := testenv.Gitea(t)
 	render := func(spec storegen.Spec) gitstore.FetchStats {
-		u := seedGitea(t, g, spec, true) // render's trailer on its commit...
+		u := seedGitea(t, g, spec, true)                             // render's trailer on its commit...
 		commitOnTop(t, g, u, "clusters/README.md", "hand-written\n") // ...hidden by a person's fix
 		s := giteaStore(t, g, u, g.AdminUser(), g.AdminPassword())
 		defer s.Close()
