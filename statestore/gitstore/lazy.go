@@ -51,14 +51,18 @@ import (
 // A store render has not written yet (no .render folder: a repository
 // Kratix wrote, the first render of a migration) has no such record, and
 // its top folders say little about its size: it is read partially too,
-// unless the probe brought all of it. Its first commit writes sizeFile when
-// an estimate from the folders the render read says it is large (see
-// estimateObjects). Otherwise a store is fetched whole, as before: one
-// request instead of one per folder level, and a writer that then finds
-// more than largeStore objects marks it.
+// unless the probe brought all of it. It is large when more than
+// largeFrontier files and folders lie below the top folders the probe
+// brought (Kratix's layout has three per destination: about 30
+// destinations or more), or else when, at its first commit, an estimate
+// from the folders the render read says so (see estimateObjects). Other
+// stores are fetched whole, as before: one request instead of one per
+// folder level, and a writer that then finds more than largeStore objects
+// marks the store large.
 const (
 	largeStore     = 10_000
 	largeResources = largeStore / 10 // a resource is about ten objects: files, folders, record, claim, index entry
+	largeFrontier  = largeStore / 100
 	largeTrailer   = "Render-Store-Size"
 	largeValue     = "large"
 )
@@ -161,8 +165,11 @@ func (r *remoteRepo) judge(st storer.EncodedObjectStorer, c *object.Commit) (sto
 		return sizeSmall, err
 	}
 	if meta == nil || meta.Mode != filemode.Dir {
-		if complete(st, c.TreeHash) {
+		switch n := missing(st, c.TreeHash, map[plumbing.Hash]bool{}); {
+		case n == 0:
 			return sizeSmall, nil // nothing more to fetch: an empty or nearly empty repository
+		case n > largeFrontier:
+			return sizeLarge, nil
 		}
 		return sizeUnknown, nil
 	}
@@ -187,24 +194,28 @@ func (r *remoteRepo) judge(st storer.EncodedObjectStorer, c *object.Commit) (sto
 	return sizeSmall, nil
 }
 
-// complete reports whether st holds every object of tree h.
-func complete(st storer.EncodedObjectStorer, h plumbing.Hash) bool {
+// missing counts the entries of tree h's folders that st holds whose
+// objects st lacks: what the probe left for later, below the top folders.
+func missing(st storer.EncodedObjectStorer, h plumbing.Hash, seen map[plumbing.Hash]bool) int {
+	if seen[h] {
+		return 0
+	}
+	seen[h] = true
 	tr, err := object.GetTree(st, h)
 	if err != nil {
-		return false
+		return 1
 	}
+	n := 0
 	for _, e := range tr.Entries {
 		switch {
-		case e.Mode == filemode.Dir:
-			if !complete(st, e.Hash) {
-				return false
-			}
 		case e.Mode == filemode.Submodule:
 		case st.HasEncodedObject(e.Hash) != nil:
-			return false
+			n++
+		case e.Mode == filemode.Dir:
+			n += missing(st, e.Hash, seen)
 		}
 	}
-	return true
+	return n
 }
 
 // isLarge reports whether the commits this clone makes mark the store as
