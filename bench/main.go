@@ -27,9 +27,12 @@
 //  5. concurrency: 16 renders at once on one branch and one bucket;
 //  6. memory: peak RSS of a render of 10,000 documents;
 //  7. store size: a cold render of one new request into Gitea stores of 0,
-//     10,000 and 100,000 workloads, generated once and kept per machine;
+//     10,000 and 100,000 workloads, generated once and kept per machine,
+//     against the server's floor (the git CLI's push of one file);
 //  8. store size (S3): the same into MinIO stores, with requests counted;
-//  9. OCI: scenario 4's three steps against an OCI registry (ocistore.Apply).
+//  9. OCI: scenario 4's three steps against an OCI registry (ocistore.Apply);
+//  10. drain at scale: `render drain` of a destination holding 1,000
+//     workloads in git stores of 10,000 and 100,000.
 package main
 
 import (
@@ -57,8 +60,8 @@ type bench struct {
 	*env
 	runs  int
 	quick bool
-	// sizes, when set, replaces the store sizes of scenarios 7 and 8 and
-	// the numbers of renders at once of scenario 5.
+	// sizes, when set, replaces the store sizes of scenarios 7, 8 and 10
+	// and the numbers of renders at once of scenario 5.
 	sizes []int
 	log   func(format string, args ...any)
 }
@@ -72,7 +75,7 @@ func main() {
 	out := flag.String("out", ".bench", "folder for the JSON results")
 	quick := flag.Bool("quick", false, "smaller sizes, to try the program out (figures not comparable)")
 	keep := flag.Bool("keep", false, "keep the scratch folder")
-	sizesFlag := flag.String("sizes", "", "comma-separated store sizes for scenarios 7 and 8 (default 0,10000,100000), renders at once for scenario 5 (default 1,4,16,64)")
+	sizesFlag := flag.String("sizes", "", "comma-separated store sizes for scenarios 7, 8 and 10 (default 0,10000,100000), renders at once for scenario 5 (default 1,4,16,64)")
 	binFlag := flag.String("bin", "", "a render binary to measure instead of building cmd/render")
 	flag.Parse()
 
@@ -126,6 +129,7 @@ func main() {
 		{"7", "store size", storeSize},
 		{"8", "store size (S3)", storeSizeS3},
 		{"9", "OCI", ociScenario},
+		{"10", "drain at scale", drainScale},
 	}
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {

@@ -165,6 +165,9 @@ func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
 		}
 		return f, nil
 	}
+	if workload == "" && promise == "" {
+		return f, nil // no workload's records (a drain, a prune): nothing to read
+	}
 	promiseDir := ""
 	if promise != "" {
 		promiseDir = path.Join(RecordsDir, "promise", promise)

@@ -405,6 +405,14 @@ func PlanBatch(snap Snapshot, us []Update) (*Change, error) {
 		c.Plans, c.Plan = []Plan{p}, p
 		return c, nil
 	}
+	// What every update first looks at, in one go: a lazy snapshot
+	// fetches it a folder level per request for all of them at once,
+	// where planning them one by one would cost each its own requests.
+	var h Hint
+	for _, u := range us {
+		h = h.Merge(UpdateHint(u))
+	}
+	Prefetch(snap, h)
 	ov := NewOverlay(snap)
 	for _, u := range us {
 		p, err := PlanUpdate(ov, u)

@@ -342,6 +342,7 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 // moveAll moves every resource group placed on the destination, workload
 // by workload; what cannot move is reported as stuck.
 func (d *drain) moveAll() error {
+	d.prefetchFiles()
 	for _, key := range d.keys {
 		var rec statestore.Record
 		for _, r := range d.byWorkload[key] {
@@ -358,6 +359,31 @@ func (d *drain) moveAll() error {
 		}
 	}
 	return nil
+}
+
+// prefetchFiles tells each store's snapshot, in one go, about every file
+// of the workloads to move that pend will read there.
+func (d *drain) prefetchFiles() {
+	hints := map[renderer.StoreRef]*statestore.Hint{}
+	for _, key := range d.keys {
+		for ref, r := range d.byWorkload[key] {
+			h := hints[ref]
+			if h == nil {
+				h = &statestore.Hint{}
+				hints[ref] = h
+			}
+			for _, f := range r.Files {
+				if _, agg := statestore.AggregateTarget(f, key); agg || !layout.IsMeta(f) {
+					h.Reads = append(h.Reads, f)
+				}
+			}
+		}
+	}
+	for _, ref := range sortedRefs(hints) {
+		if snap, err := d.snapshot(ref); err == nil {
+			statestore.Prefetch(snap, *hints[ref])
+		}
+	}
 }
 
 // move moves group p (placement pi) of workload key off the destination,
@@ -562,6 +588,13 @@ func drainRecords(views map[renderer.StoreRef]*storeView, home renderer.StoreRef
 			}
 			continue
 		}
+		// Every record in one go (a lazy snapshot fetches them a folder
+		// level per request for all of them at once).
+		h := statestore.Hint{}
+		for _, k := range keys {
+			h.Reads = append(h.Reads, statestore.RecordPath(k))
+		}
+		statestore.Prefetch(v.snap, h)
 		for _, k := range keys {
 			f, err := statestore.ReadFacts(v.snap, k, "")
 			if err != nil {

@@ -719,11 +719,11 @@ func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.
 }
 
 // logFetched logs, at debug level, what a git store fetched from its
-// server so far (requests, objects fetched one by one, bytes), and whether
-// it read the store partially.
+// server so far (requests, objects fetched one by one and whole, bytes),
+// and whether it read the store partially.
 func logFetched(log *slog.Logger, st statestore.Store) {
 	if f, ok := st.(interface{ FetchStats() gitstore.FetchStats }); ok {
 		fs := f.FetchStats()
-		log.Debug("fetched", "store", st.String(), "requests", fs.Requests, "objects", fs.Objects, "bytes", fs.Bytes, "partial", fs.Partial)
+		log.Debug("fetched", "store", st.String(), "requests", fs.Requests, "objects", fs.Objects, "bytes", fs.Bytes, "partial", fs.Partial, "whole", fs.Whole)
 	}
 }

@@ -1,6 +1,7 @@
 // Package storegen builds large state stores in render's own format without
 // running a render per workload, for the benchmarks and the tests that need
-// a store of 100,000 workloads.
+// a store of 100,000 workloads; and stores in Kratix's layout, as Kratix
+// leaves them before render first writes (no records, no index).
 //
 // Each workload is a resource request whose pipeline wrote one ConfigMap,
 // placed on one of the destinations in turn. Its files, record, claims and
@@ -11,6 +12,7 @@ package storegen
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -27,6 +29,7 @@ import (
 
 	"github.com/go-git/go-billy/v5/osfs"
 
+	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
 )
@@ -113,6 +116,22 @@ func Files(s Spec) (map[string][]byte, error) {
 	return out, nil
 }
 
+// KratixFiles returns every file of the store s describes as Kratix writes
+// it, by path relative to the store's path: each request's ConfigMap in
+// its nestedByMetadata folder (the same file Update writes) and each
+// destination's canaries, and nothing of render's own (no .render folder).
+func KratixFiles(s Spec) map[string][]byte {
+	s = s.defaults()
+	out := map[string][]byte{}
+	for i := range s.Destinations {
+		maps.Copy(out, renderer.CanaryFiles(renderer.Destination{Path: Destination(i), Mode: renderer.NestedByMetadata}))
+	}
+	for i := range s.Workloads {
+		maps.Copy(out, Update(s, i).Files)
+	}
+	return out
+}
+
 // WriteGit writes files below prefix as the one commit of branch in a new
 // bare repository at dir, as a single packfile, with the load summary render
 // keeps in a git store (statestore/gitstore's load.go). dir must not exist. large
@@ -138,6 +157,15 @@ func WriteGit(dir, branch, prefix string, files map[string][]byte, large bool) e
 	}
 	mem := memory.NewStorage()
 	var order []plumbing.Hash
+	// Each object once in the pack: folders with the same content (the
+	// canaries' in every destination) are one tree.
+	seen := map[plumbing.Hash]bool{}
+	keep := func(h plumbing.Hash) {
+		if !seen[h] {
+			seen[h] = true
+			order = append(order, h)
+		}
+	}
 	put := func(t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
 		o := mem.NewEncodedObject()
 		o.SetType(t)
@@ -152,7 +180,7 @@ func WriteGit(dir, branch, prefix string, files map[string][]byte, large bool) e
 		_ = w.Close()
 		h, err := mem.SetEncodedObject(o)
 		if err == nil {
-			order = append(order, h)
+			keep(h)
 		}
 		return h, err
 	}
@@ -209,7 +237,7 @@ func WriteGit(dir, branch, prefix string, files map[string][]byte, large bool) e
 		}
 		h, err := mem.SetEncodedObject(o)
 		if err == nil {
-			order = append(order, h)
+			keep(h)
 		}
 		return h, err
 	}
@@ -233,7 +261,7 @@ func WriteGit(dir, branch, prefix string, files map[string][]byte, large bool) e
 	if err != nil {
 		return err
 	}
-	order = append(order, commit)
+	keep(commit)
 
 	fs := filesystem.NewStorage(osfs.New(tmp), cache.NewObjectLRUDefault())
 	pw, err := fs.PackfileWriter()

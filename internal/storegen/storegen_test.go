@@ -63,3 +63,25 @@ func TestWriteGit(t *testing.T) {
 		t.Fatalf("%d summary entries, want %d", summary, spec.Destinations)
 	}
 }
+
+// A store in Kratix's layout holds each request's file where Kratix puts it
+// and each destination's canaries, and nothing of render's.
+func TestKratixFiles(t *testing.T) {
+	spec := Spec{Workloads: 30, Destinations: 3}
+	files := KratixFiles(spec)
+	if len(files) != 30+3*2 {
+		t.Fatalf("%d files, want %d", len(files), 30+3*2)
+	}
+	for p := range files {
+		if strings.HasPrefix(p, ".render") {
+			t.Errorf("render's own file %s in a store Kratix wrote", p)
+		}
+	}
+	want := "dest-001/resources/team/promise-04/request-000004/configure/5058f/configmap.yaml"
+	if _, ok := files[want]; !ok {
+		t.Errorf("no %s", want)
+	}
+	if _, ok := files["dest-002/dependencies/kratix-canary-namespace.yaml"]; !ok {
+		t.Error("no canary")
+	}
+}

@@ -21,7 +21,9 @@
 // first fetch brings the tip commit and the top folders, and every other
 // tree and blob is fetched by id the first time a render looks at it, a
 // folder level at a time for every path a lookup hint names. Whether a
-// store is large is read from a trailer render's commits carry.
+// store is large is judged from that first fetch (a file in .render that
+// render writes into large stores, the load summary's counts), whoever
+// wrote the tip.
 //
 // The load summary (load.go). How many resources each destination holds,
 // which the spread strategy weighs, is kept in the names of empty files in
@@ -228,7 +230,7 @@ func (s *Store) author(u statestore.Update) object.Signature {
 
 // commit writes a commit of tree on parent, by author; this store commits it.
 func (s *Store) commit(objs storer.EncodedObjectStorer, parent, tree plumbing.Hash, msg statestore.Message, author object.Signature) (plumbing.Hash, error) {
-	if r := s.repo.server(); r != nil && r.large {
+	if r := s.repo.server(); r != nil && r.isLarge() {
 		// Tell the next writer to read this store partially (lazy.go).
 		msg.Trailers = append(append([]statestore.Trailer(nil), msg.Trailers...), statestore.Trailer{Key: largeTrailer, Value: largeValue})
 	}

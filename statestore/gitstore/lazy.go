@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
@@ -17,6 +19,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/render-dev/render/internal/layout"
 )
 
 // A remote clone is partial when the server allows it (git's partial
@@ -29,18 +33,46 @@ import (
 // dozen trees. A server without these capabilities is cloned as before:
 // the tip, whole, at depth 1.
 
-// A store is large when a whole fetch of its tip brings more than
-// largeStore objects. A writer that finds its store large says so in a
-// trailer of the commits it makes (largeTrailer), and the next writer,
-// which fetches the tip commit alone first to read it, then reads the
-// store partially. A small store is fetched whole, as before: one request
-// instead of one per folder level. A store written by other tools (no
-// trailer) is fetched whole until render's first commit marks it.
+// Whether a store is large is decided from the server's first answer,
+// never from who wrote last. A store is large when a whole fetch of its
+// tip brings more than largeStore objects. Each clone first fetches the tip
+// commit with the store's top folders (probe: one request), and reads the
+// store partially when any of these says it is large:
+//
+//   - the file sizeFile in the store's .render folder, which a writer that
+//     found the store large writes (and every later commit keeps, since
+//     no other tool touches .render): another writer's commit at the tip
+//     (a person's fix, Kratix, a bot) cannot hide it;
+//   - the load summary (load.go), whose file names count the resources on
+//     each destination: more than largeResources in all;
+//   - the trailer largeTrailer on the tip commit, which render's commits
+//     carried before sizeFile existed (and still carry, for older readers).
+//
+// A store render has not written yet (no .render folder: a repository
+// Kratix wrote, the first render of a migration) has no such record, and
+// its top folders say little about its size: it is read partially too,
+// unless the probe brought all of it. It is large when more than
+// largeFrontier files and folders lie below the top folders the probe
+// brought (Kratix's layout has three per destination: about 30
+// destinations or more), or else when, at its first commit, an estimate
+// from the folders the render read says so (see estimateObjects). Other
+// stores are fetched whole, as before: one request instead of one per
+// folder level, and a writer that then finds more than largeStore objects
+// marks the store large.
 const (
-	largeStore   = 10_000
-	largeTrailer = "Render-Store-Size"
-	largeValue   = "large"
+	largeStore     = 10_000
+	largeResources = largeStore / 10 // a resource is about ten objects: files, folders, record, claim, index entry
+	largeFrontier  = largeStore / 100
+	largeTrailer   = "Render-Store-Size"
+	largeValue     = "large"
 )
+
+// sizeFile is where a store says it is large, relative to the store's
+// path; it holds largeValue.
+var sizeFile = path.Join(layout.MetaDir, "store-size")
+
+// sizeData is sizeFile's content.
+var sizeData = []byte(largeValue + "\n")
 
 type fetchMode int
 
@@ -50,11 +82,21 @@ const (
 	modePartial
 )
 
-// probe decides how to fetch: it fetches the branch tip's commit alone (on
-// a server that allows partial clones) into a scratch store, and reads its
-// trailer.
+// storeSize is what the probe says about a store's size.
+type storeSize int
+
+const (
+	sizeSmall   storeSize = iota
+	sizeLarge             // the store says so (sizeFile, the summary, the trailer)
+	sizeUnknown           // render never wrote it: estimated at the first commit
+)
+
+// probe decides how to fetch: it fetches the branch tip's commit and the
+// store's top folders alone (on a server that allows partial clones) into
+// a scratch store, and judges the store's size from them.
 func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 	mode := modeWhole
+	r.unknown = false
 	err := r.retry(ctx, func() error {
 		sess, adv, done, err := r.advertise(ctx)
 		if err != nil || adv == nil {
@@ -86,13 +128,15 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 		if err != nil {
 			return err
 		}
-		if !markedLarge(c.Message) {
-			return nil
+		size, err := r.judge(scratch, c)
+		if err != nil || size == sizeSmall {
+			return err
 		}
-		// A large store: what the probe fetched is the start of the
-		// partial clone, and the requests waiting come now.
+		// A large store, or one of unknown size: what the probe fetched
+		// is the start of the partial clone, and the requests waiting
+		// come now.
 		mode = modePartial
-		r.large = true
+		r.large, r.unknown = size == sizeLarge, size == sizeUnknown
 		for h, o := range scratch.ObjectStorage.Objects {
 			if r.st.HasEncodedObject(h) != nil {
 				if _, err := r.st.SetEncodedObject(o); err != nil {
@@ -109,14 +153,126 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 	return mode, err
 }
 
+// judge says how large the store at tip commit c is, from the objects the
+// probe fetched (st).
+func (r *remoteRepo) judge(st storer.EncodedObjectStorer, c *object.Commit) (storeSize, error) {
+	if markedLarge(c.Message) {
+		return sizeLarge, nil
+	}
+	t := newTreeSnap(st, c.TreeHash, strings.Trim(r.cfg.Path, "/"))
+	meta, err := t.entry(t.full(layout.MetaDir))
+	if err != nil {
+		return sizeSmall, err
+	}
+	if meta == nil || meta.Mode != filemode.Dir {
+		switch n := missing(st, c.TreeHash, map[plumbing.Hash]bool{}); {
+		case n == 0:
+			return sizeSmall, nil // nothing more to fetch: an empty or nearly empty repository
+		case n > largeFrontier:
+			return sizeLarge, nil
+		}
+		return sizeUnknown, nil
+	}
+	if e, err := t.entry(t.full(sizeFile)); err == nil && isFile(e) {
+		if data, err := readBlob(st, e.Hash); err == nil && strings.TrimSpace(string(data)) == largeValue {
+			return sizeLarge, nil
+		}
+	}
+	sum, err := t.readSummary()
+	if err != nil {
+		return sizeSmall, err
+	}
+	n := 0
+	for _, d := range sum {
+		for _, c := range d.counts {
+			n += c
+		}
+	}
+	if n > largeResources {
+		return sizeLarge, nil
+	}
+	return sizeSmall, nil
+}
+
+// missing counts the entries of tree h's folders that st holds whose
+// objects st lacks: what the probe left for later, below the top folders.
+func missing(st storer.EncodedObjectStorer, h plumbing.Hash, seen map[plumbing.Hash]bool) int {
+	if seen[h] {
+		return 0
+	}
+	seen[h] = true
+	tr, err := object.GetTree(st, h)
+	if err != nil {
+		return 1
+	}
+	n := 0
+	for _, e := range tr.Entries {
+		switch {
+		case e.Mode == filemode.Submodule:
+		case st.HasEncodedObject(e.Hash) != nil:
+			n++
+		case e.Mode == filemode.Dir:
+			n += missing(st, e.Hash, seen)
+		}
+	}
+	return n
+}
+
+// isLarge reports whether the commits this clone makes mark the store as
+// large (sizeFile, and the trailer): the probe or a whole fetch found it
+// large, or, for a store render had not written, the folders read since
+// suggest more than largeStore objects (estimateObjects).
+func (r *remoteRepo) isLarge() bool {
+	if !r.large && r.unknown && r.mode == modePartial {
+		if tip := r.tip(); !tip.IsZero() {
+			if root, err := rootTree(r.st, tip); err == nil && estimateObjects(r.st, root, map[plumbing.Hash]float64{}) > largeStore {
+				r.large = true
+			}
+		}
+	}
+	return r.large
+}
+
+// estimateObjects estimates how many objects a whole fetch of tree h would
+// bring, from the trees of it that st holds (a partial clone holds those
+// the render looked at, and the top folders): a folder counts itself, its
+// files, and each of its sub-folders as large as the largest of them that
+// st holds (one object when st holds none). So it errs on the large side,
+// which costs a few requests more per render where erring on the small
+// side would cost a whole fetch; and one folder of 10,000 requests the
+// render looked through is enough to call the store large.
+func estimateObjects(st storer.EncodedObjectStorer, h plumbing.Hash, memo map[plumbing.Hash]float64) float64 {
+	if n, ok := memo[h]; ok {
+		return n
+	}
+	n := 1.0
+	tr, err := object.GetTree(st, h)
+	if err == nil {
+		dirs, biggest := 0, 1.0
+		for _, e := range tr.Entries {
+			if e.Mode != filemode.Dir {
+				n++
+				continue
+			}
+			dirs++
+			if st.HasEncodedObject(e.Hash) == nil {
+				biggest = max(biggest, estimateObjects(st, e.Hash, memo))
+			}
+		}
+		n += float64(dirs) * biggest
+	}
+	memo[h] = n
+	return n
+}
+
 // topFilter is the filter of a partial clone's tip fetch: the commit and
 // the trees of the store's top (the root, the folders down to the store's
 // path, the store's folder itself: one entry per destination and .render),
 // and one level more: each destination's first folders and .render's
 // (the records', the claims', the index's and the load summary's folders,
-// which are small), which every render looks through. Each level less
-// would be one request more, a round trip to the server that costs more
-// than these few kilobytes.
+// which are small), which every render looks through, and the files in
+// them (sizeFile). Each level less would be one request more, a round trip
+// to the server that costs more than these few kilobytes.
 func (r *remoteRepo) topFilter() packp.Filter {
 	depth := 3
 	if p := strings.Trim(r.cfg.Path, "/"); p != "" && p != "." {
@@ -444,11 +600,14 @@ func (r *remoteRepo) setRefs(refs map[plumbing.ReferenceName]plumbing.Hash) {
 }
 
 // FetchStats says what a store fetched from a remote server since it was
-// opened: requests for packs, objects asked for one by one, and packfile
-// bytes received. A local repository fetches nothing.
+// opened: requests for packs, objects asked for one by one, objects whole
+// fetches brought, and the bytes of the packs received one by one and by
+// the first look at the tip (a whole fetch's bytes are not counted). A
+// local repository fetches nothing.
 type FetchStats struct {
 	Requests int
 	Objects  int
+	Whole    int
 	Bytes    int64
 	// Partial is whether the store was read as a partial clone.
 	Partial bool
@@ -460,5 +619,5 @@ func (s *Store) FetchStats() FetchStats {
 	if r == nil {
 		return FetchStats{}
 	}
-	return FetchStats{Requests: r.requests, Objects: r.objectsFetched, Bytes: r.bytesFetched, Partial: r.mode == modePartial}
+	return FetchStats{Requests: r.requests, Objects: r.objectsFetched, Whole: r.wholeFetched, Bytes: r.bytesFetched, Partial: r.mode == modePartial}
 }

@@ -47,9 +47,13 @@ type remoteRepo struct {
 	up      transport.UploadPackSession
 	mode    fetchMode
 	large   bool
+	// unknown is a store render had not written when the clone began
+	// (see isLarge).
+	unknown bool
 	// What fetching cost, for tests and the benchmark.
 	requests       int
 	objectsFetched int
+	wholeFetched   int
 	bytesFetched   int64
 	// everSawRefs is set once an advertisement listed the branch or a
 	// request: from then on an empty one is not believed.
@@ -131,6 +135,7 @@ func (r *remoteRepo) fetchWhole(ctx context.Context) error {
 	if r.space != "" {
 		specs = append(specs, config.RefSpec(fmt.Sprintf("+%s*:%s*", r.space, r.space)))
 	}
+	before := len(r.st.ObjectStorage.Objects)
 	err := r.retry(ctx, func() error {
 		return r.remote.FetchContext(ctx, &git.FetchOptions{
 			RefSpecs:        specs,
@@ -144,6 +149,7 @@ func (r *remoteRepo) fetchWhole(ctx context.Context) error {
 		})
 	})
 	var noMatch git.NoMatchingRefSpecError
+	r.wholeFetched += len(r.st.ObjectStorage.Objects) - before
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 	case errors.Is(err, transport.ErrEmptyRemoteRepository) && r.sawRefs():

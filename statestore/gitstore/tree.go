@@ -25,6 +25,9 @@ type treeSnap struct {
 	prefix string        // the store's path inside the repository ("" for the root)
 	cache  map[plumbing.Hash]*object.Tree
 	debug  func(msg string, args ...any) // the store's Debug, if any
+	// large reports whether writes mark the store as large (sizeFile,
+	// see lazy.go); nil for a repository on this machine.
+	large func() bool
 }
 
 func newTreeSnap(s storer.EncodedObjectStorer, root plumbing.Hash, prefix string) *treeSnap {
@@ -36,6 +39,9 @@ func newTreeSnap(s storer.EncodedObjectStorer, root plumbing.Hash, prefix string
 func (s *Store) newSnap(objs storer.EncodedObjectStorer, root plumbing.Hash) *treeSnap {
 	t := newTreeSnap(objs, root, s.prefix)
 	t.debug = s.cfg.Debug
+	if r := s.repo.server(); r != nil {
+		t.large = r.isLarge
+	}
 	return t
 }
 
@@ -372,11 +378,19 @@ func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
 		return nil, err
 	}
 	next := newTreeSnap(t.s, root, t.prefix)
-	next.cache, next.debug = t.cache, t.debug
+	next.cache, next.debug, next.large = t.cache, t.debug, t.large
 	// The load summary follows the index (see load.go).
 	extra, err := summaryOps(t, next, ops)
 	if err != nil {
 		return nil, fmt.Errorf("load summary: %w", err)
+	}
+	// A large store says so where every later commit keeps it (lazy.go).
+	if t.large != nil && t.large() {
+		if exists, same, err := next.Compare(sizeFile, sizeData); err != nil {
+			return nil, err
+		} else if !exists || !same {
+			extra = append(extra, statestore.Op{Path: sizeFile, Data: sizeData})
+		}
 	}
 	if len(extra) == 0 {
 		return next, nil
@@ -385,7 +399,7 @@ func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
 		return nil, err
 	}
 	final := newTreeSnap(t.s, root, t.prefix)
-	final.cache, final.debug = t.cache, t.debug
+	final.cache, final.debug, final.large = t.cache, t.debug, t.large
 	return final, nil
 }
 

@@ -61,11 +61,16 @@ func (s *Store) readTip(ctx context.Context, fresh bool) (*attemptSnap, error) {
 func (s *Store) commitChange(c *statestore.Change) (plumbing.Hash, *attemptSnap, error) {
 	a := c.Snapshot.(*attemptSnap)
 	snap := a.treeSnap
+	// Every plan's operations at once: each plan was made on top of the
+	// ones before it, so the last operation on a path is the one that
+	// stands, and each folder is written once, not once per plan (a
+	// drain's 1,000 plans would each rewrite the same large folders).
+	var ops []statestore.Op
 	for _, p := range c.Plans {
-		if !p.Changed() {
-			continue
-		}
-		next, err := snap.apply(p.Ops)
+		ops = append(ops, p.Ops...)
+	}
+	if len(ops) > 0 {
+		next, err := snap.apply(ops)
 		if err != nil {
 			return plumbing.ZeroHash, nil, statestore.InOp("write", err)
 		}
