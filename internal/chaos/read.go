@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5"
+
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -24,6 +25,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/minio/minio-go/v7"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/render-dev/render/internal/testenv"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -51,15 +53,34 @@ type Leftover struct {
 	Name string
 	// Expires is the end of its lease, when it has one (OCI's lock tags).
 	Expires time.Time
+	// Landed is set for a git request whose workload moved past the state
+	// it was planned on (its own push landed it, or a newer render
+	// overtook it): no writer applies it again, and the store's next
+	// write deletes it (testenv.PendingRequests).
+	Landed bool
 }
 
 // readGit reads branch main of r under prefix, and its pending refs.
 func readGit(r *git.Repository, refs []*plumbing.Reference, prefix string) (*State, error) {
 	st := &State{Files: map[string][]byte{}}
-	for _, ref := range refs {
-		if strings.HasPrefix(ref.Name().String(), "refs/render/") {
-			st.Leftovers = append(st.Leftovers, Leftover{Name: ref.Name().String()})
+	var pending map[string]bool
+	if r != nil {
+		names, err := testenv.PendingRequests(r, "main", prefix)
+		if err != nil {
+			return nil, fmt.Errorf("read requests: %w", err)
 		}
+		pending = map[string]bool{}
+		for _, n := range names {
+			pending[n] = true
+		}
+	}
+	for _, ref := range refs {
+		if name := ref.Name().String(); strings.HasPrefix(name, "refs/render/") {
+			st.Leftovers = append(st.Leftovers, Leftover{Name: name, Landed: pending != nil && !pending[name]})
+		}
+	}
+	if r == nil {
+		return st, nil
 	}
 	ref, err := r.Reference(plumbing.NewBranchReferenceName("main"), true)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
@@ -108,6 +129,11 @@ func readRemoteGit(ctx context.Context, url, user, password, prefix string) (*St
 			return readGit(nil, refs, prefix)
 		}
 		return nil, fmt.Errorf("clone %s: %w", url, err)
+	}
+	// The requests too, to tell pending ones from landed ones.
+	err = r.FetchContext(ctx, &git.FetchOptions{Auth: a, Depth: 1, RefSpecs: []config.RefSpec{"+refs/render/*:refs/render/*"}})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !strings.Contains(err.Error(), "couldn't find remote ref") {
+		return nil, fmt.Errorf("fetch the requests of %s: %w", url, err)
 	}
 	return readGit(r, refs, prefix)
 }

@@ -165,7 +165,7 @@ func (r *remoteRepo) judge(st storer.EncodedObjectStorer, c *object.Commit) (sto
 		return sizeSmall, err
 	}
 	if meta == nil || meta.Mode != filemode.Dir {
-		switch n := missing(st, c.TreeHash, map[plumbing.Hash]bool{}); {
+		switch n := missing(st, c.TreeHash); {
 		case n == 0:
 			return sizeSmall, nil // nothing more to fetch: an empty or nearly empty repository
 		case n > largeFrontier:
@@ -196,11 +196,11 @@ func (r *remoteRepo) judge(st storer.EncodedObjectStorer, c *object.Commit) (sto
 
 // missing counts the entries of tree h's folders that st holds whose
 // objects st lacks: what the probe left for later, below the top folders.
-func missing(st storer.EncodedObjectStorer, h plumbing.Hash, seen map[plumbing.Hash]bool) int {
-	if seen[h] {
-		return 0
-	}
-	seen[h] = true
+// A folder met in several places counts in each (every destination's
+// canary folder is the same tree, and a fetch level by level asks for it
+// below each destination all the same); the walk is bounded by what the
+// probe brought.
+func missing(st storer.EncodedObjectStorer, h plumbing.Hash) int {
 	tr, err := object.GetTree(st, h)
 	if err != nil {
 		return 1
@@ -212,7 +212,7 @@ func missing(st storer.EncodedObjectStorer, h plumbing.Hash, seen map[plumbing.H
 		case st.HasEncodedObject(e.Hash) != nil:
 			n++
 		case e.Mode == filemode.Dir:
-			n += missing(st, e.Hash, seen)
+			n += missing(st, e.Hash)
 		}
 	}
 	return n

@@ -293,17 +293,21 @@ func (r *remoteRepo) server() *remoteRepo { return r }
 // publishCommands does.
 func (r *remoteRepo) publishEach(ctx context.Context, ov *overlay, cmds []*packp.Command) (map[plumbing.ReferenceName]bool, error) {
 	var applied map[plumbing.ReferenceName]bool
+	var delivered bool
 	var server strings.Builder
 	err := r.retry(ctx, func() error {
 		server.Reset()
 		var err error
-		applied, err = r.sendEach(ctx, ov, cmds, &server)
+		applied, delivered, err = r.sendEach(ctx, ov, cmds, &server)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(applied) > 0 {
+	// The clone keeps only objects the server is known to have: those of
+	// a pack that a ref this push moved points into. A command found done
+	// already (a request another writer deleted) sent nothing.
+	if delivered {
 		if err := ov.flush(); err != nil {
 			return nil, err
 		}
@@ -326,30 +330,32 @@ func (r *remoteRepo) publishEach(ctx context.Context, ov *overlay, cmds []*packp
 }
 
 // sendEach is one non-atomic push of cmds (see publishEach).
-func (r *remoteRepo) sendEach(ctx context.Context, ov *overlay, cmds []*packp.Command, progress io.Writer) (map[plumbing.ReferenceName]bool, error) {
+// It also reports whether the server took this push's pack for a ref it
+// moved to a new object (only then does it surely keep the objects).
+func (r *remoteRepo) sendEach(ctx context.Context, ov *overlay, cmds []*packp.Command, progress io.Writer) (map[plumbing.ReferenceName]bool, bool, error) {
 	ep, err := transport.NewEndpoint(r.cfg.URL)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ep.CaBundle, ep.InsecureSkipTLS = r.cfg.CABundle, r.cfg.InsecureSkipTLS
 	cli, err := client.NewClient(ep)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	sess, err := cli.NewReceivePackSession(ep, r.cfg.Auth)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer sess.Close()
 	adv, err := sess.AdvertisedReferencesContext(ctx)
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) && r.sawRefs() {
-		return nil, errNoAdvertisement
+		return nil, false, errNoAdvertisement
 	}
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return nil, err
+		return nil, false, err
 	}
 	if adv == nil || !adv.Capabilities.Supports(capability.ReportStatus) || !adv.Capabilities.Supports(capability.Atomic) || !adv.Capabilities.Supports(capability.DeleteRefs) {
-		return nil, errNoGroup
+		return nil, false, errNoGroup
 	}
 	refs, _ := adv.AllReferences()
 	applied := map[plumbing.ReferenceName]bool{}
@@ -367,7 +373,7 @@ func (r *remoteRepo) sendEach(ctx context.Context, ov *overlay, cmds []*packp.Co
 		}
 	}
 	if len(send) == 0 {
-		return applied, nil
+		return applied, false, nil
 	}
 	req := packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
 	if adv.Capabilities.Supports(capability.Sideband64k) {
@@ -396,7 +402,7 @@ func (r *remoteRepo) sendEach(ctx context.Context, ov *overlay, cmds []*packp.Co
 			_ = rd.Close()
 		}
 		if derr := <-done; derr != nil && (rs == nil || err == nil) {
-			return nil, derr
+			return nil, false, derr
 		}
 	}
 	// A refused command is in the report (and in err, which says no more).
@@ -404,17 +410,23 @@ func (r *remoteRepo) sendEach(ctx context.Context, ov *overlay, cmds []*packp.Co
 		if err == nil {
 			err = errors.New("the server sent no report of the push")
 		}
-		return nil, err
+		return nil, false, err
 	}
 	if rs.UnpackStatus != "ok" {
-		return nil, fmt.Errorf("%w: unpack: %s", statestore.ErrRejected, rs.UnpackStatus)
+		return nil, false, fmt.Errorf("%w: unpack: %s", statestore.ErrRejected, rs.UnpackStatus)
 	}
+	delivered := false
 	for _, st := range rs.CommandStatuses {
 		if st.Error() == nil {
 			applied[st.ReferenceName] = true
+			for _, c := range send {
+				if c.Name == st.ReferenceName && !c.New.IsZero() {
+					delivered = true
+				}
+			}
 		}
 	}
-	return applied, nil
+	return applied, delivered, nil
 }
 
 func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Command, progress io.Writer) error {
