@@ -198,7 +198,11 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		if err != nil {
 			return plan, err
 		}
-		if o, isClaim := claimed[p]; isClaim && exists && !equal && !owned[p] {
+		// A claim naming another workload refuses this one even where
+		// this workload's record lists the path: an S3 record names what
+		// its write is about to create before it uploads it, and a writer
+		// that lost the claim's race keeps it named until its next write.
+		if o, isClaim := claimed[p]; isClaim && exists && !equal {
 			if err := checkClaim(snap, p, u.Workload, o, ownerIdx); err != nil {
 				return Plan{}, err
 			}

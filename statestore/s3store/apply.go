@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -61,6 +62,11 @@ type write struct {
 	// it wrote (nil for a removal).
 	committed bool
 	done      *statestore.Record
+	// undo is the intent to take back when the write fails having
+	// uploaded nothing (see takeBack); kept is set once an attempt may
+	// have uploaded something, which its intent must go on naming.
+	undo *written
+	kept bool
 	// snap and pr are the current attempt's snapshot and what its record
 	// said.
 	snap *snapshot
@@ -147,7 +153,17 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 		if err := s.announce(ctx, w, loadChanges(u.Workload, pr.rec, plan)); err != nil {
 			return out, failed("write load summary", err)
 		}
-		if op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr); err != nil {
+		op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr)
+		switch {
+		case wr.uploaded:
+			w.kept, w.undo = true, nil
+		case wr.intent != "" && !w.kept:
+			if w.undo != nil {
+				wr.prior = w.undo.prior // the record before the first intent
+			}
+			w.undo = wr
+		}
+		if err != nil {
 			return out, failed(op, err)
 		}
 		committed = wr.etags[recPath]
@@ -180,9 +196,33 @@ func (w *write) Unfinished() bool { return w.dirty && !w.committed }
 // whatever the outcome, and a write that wrote anything creates the
 // summaries its reads lacked.
 func (w *write) Finish(ctx context.Context) {
+	w.takeBack(ctx)
 	w.s.settle(ctx, w)
 	if w.dirty {
 		w.s.createSummaries(ctx)
+	}
+}
+
+// takeBack restores the workload's record as it was before this write
+// named its intent in it, when the write did not commit and uploaded
+// nothing (it lost a claim, or found the workload's objects taken): the
+// intent would otherwise keep naming paths the workload never wrote, as
+// if they were its own. Conditioned on the intent's ETag: a record moved
+// since is left as it is. A failure here leaves the intent for the
+// workload's next write, which deletes what it does not want.
+func (w *write) takeBack(ctx context.Context) {
+	if w.committed || w.kept || w.undo == nil || w.u.DryRun {
+		return
+	}
+	data := w.undo.prior
+	if data == nil {
+		data = tombstone()
+	}
+	recPath := statestore.RecordPath(w.u.Workload)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := w.s.put(ctx, recPath, data, cond{exists: true, etag: w.undo.intent}); err != nil && w.s.cfg.Debug != nil {
+		w.s.cfg.Debug("could not take back a write's intent; the workload's next write will", "record", recPath, "error", err.Error())
 	}
 }
 
@@ -415,6 +455,22 @@ type written struct {
 	mu        sync.Mutex
 	etags     map[string]string
 	uncertain map[string]bool
+	// intent is the ETag of the intent this attempt wrote in the record
+	// ("" for none), and prior the record it replaced (nil: none, or a
+	// tombstone). uploaded is set once an upload may have reached the
+	// server (it succeeded, or failed other than on its precondition).
+	intent   string
+	prior    []byte
+	uploaded bool
+}
+
+// tried notes the outcome of an upload (see uploaded).
+func (w *written) tried(err error) {
+	if err == nil || !errors.Is(err, errChanged) {
+		w.mu.Lock()
+		w.uploaded = true
+		w.mu.Unlock()
+	}
 }
 
 func (w *written) set(p, etag string) {
@@ -515,11 +571,18 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			base = (&statestore.Record{Workload: u.Workload, Type: plan.Record.Type, Promise: plan.Record.Promise,
 				Namespace: plan.Record.Namespace, Name: plan.Record.Name, Pipeline: plan.Record.Pipeline}).Encode()
 		}
+		var prior []byte
+		if rec.canonical != nil {
+			if prior, err = snap.readRaw(recPath); err != nil {
+				return "read", err
+			}
+		}
 		etag, err := s.put(ctx, recPath, withPending(sealRecord(base, rec.markers), sortedSet(pending)), recCond)
 		if err != nil {
 			return "write", err
 		}
 		recCond = cond{exists: true, etag: etag}
+		w.intent, w.prior = etag, prior
 	}
 
 	// 0. Claims on the workload's objects, before anything a reader (Flux)
@@ -529,6 +592,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	for _, op := range claims {
 		jobs = append(jobs, func(ctx context.Context) error {
 			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
+			w.tried(err)
 			if err == nil {
 				w.set(op.Path, etag)
 			}
@@ -543,6 +607,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	for _, op := range puts {
 		jobs = append(jobs, func(ctx context.Context) error {
 			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
+			w.tried(err)
 			if err == nil {
 				w.set(op.Path, etag)
 			}

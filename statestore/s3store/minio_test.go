@@ -232,13 +232,14 @@ func TestRequestCounts(t *testing.T) {
 	// marker and the placement index's marker, all empty) and one of the
 	// records (a store without the index is migrated to it by its first
 	// write: here there is nothing to migrate), then 50 files, the index
-	// marker, the record and the workload's marker, and one DELETE of the
-	// destination's old-format marker (no record said it is gone). No GET:
-	// there is no record and the marker is new.
+	// marker, the record (twice: first its intent, naming the files the
+	// write is about to create, then the commit) and the workload's marker,
+	// and one DELETE of the destination's old-format marker (no record said
+	// it is gone). No GET: there is no record and the marker is new.
 	markerPath := MarkerPath("dev", "promise/p/configure")
 	res := run(render(50, nil))
 	n, puts := cnt.take()
-	wantCounts(t, "first render", n, map[string]int{"LIST": 5, "PUT": 53, "DELETE": 1})
+	wantCounts(t, "first render", n, map[string]int{"LIST": 5, "PUT": 54, "DELETE": 1})
 	if len(res.Added) != 50 || !slices.Contains(puts, ".render/workloads/promise/p/configure.json") || !slices.Contains(puts, markerPath) {
 		t.Fatalf("first render: %d added, puts %v", len(res.Added), puts)
 	}
