@@ -94,8 +94,8 @@ type rendering struct {
 	// that went stale wrote: a later publish that finds nothing left to
 	// write there reports that write.
 	wrote map[renderer.StoreRef]StoreReport
-	ph      *phaseTracker
-	start   time.Time
+	ph    *phaseTracker
+	start time.Time
 
 	// loadInputs: every input. in is the renderer's input, which
 	// readStores completes with what the stores remember and weighLoad
