@@ -434,6 +434,22 @@ func (e *Engine) readViews(ctx context.Context, stores map[renderer.StoreRef]sta
 }
 
 func readView(ctx context.Context, s statestore.Store, key, promise string, hint statestore.Hint) (*storeView, error) {
+	// A view is one moment of the store: a record that another writer
+	// changed between the listing and its read (an S3 writer rewrites its
+	// record once for its intent and once to commit) is a lost race, and
+	// the view is taken again, a few times.
+	for attempt := 1; ; attempt++ {
+		v, err := readViewOnce(ctx, s, key, promise, hint)
+		if err == nil || attempt >= 5 || !errors.Is(err, statestore.ErrConflict) || ctx.Err() != nil {
+			return v, err
+		}
+		if perr := statestore.Pause(ctx, attempt, 500*time.Millisecond, err); perr != nil {
+			return nil, err
+		}
+	}
+}
+
+func readViewOnce(ctx context.Context, s statestore.Store, key, promise string, hint statestore.Hint) (*storeView, error) {
 	snap, err := s.Snapshot(ctx)
 	if err != nil {
 		return nil, err
