@@ -67,6 +67,9 @@ type write struct {
 	// have uploaded something, which its intent must go on naming.
 	undo *written
 	kept bool
+	// uploads are the ETags of every upload of this write that succeeded
+	// (see written.mine).
+	uploads map[string]string
 	// snap and pr are the current attempt's snapshot and what its record
 	// said.
 	snap *snapshot
@@ -140,7 +143,10 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	// The Store's kept view no longer shows the store as it is once this
 	// write has written: the next write lists afresh.
 	s.keepView(nil)
-	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}}
+	if w.uploads == nil {
+		w.uploads = map[string]string{}
+	}
+	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}, mine: w.uploads}
 	committed := snap.etag(recPath)
 	// From the first upload to the record that commits them, readers see
 	// the write step by step: it is not cut off half-way by a
@@ -154,6 +160,11 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 			return out, failed("write load summary", err)
 		}
 		op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr)
+		for p, etag := range wr.etags {
+			if etag != "" {
+				w.uploads[p] = etag
+			}
+		}
 		switch {
 		case wr.uploaded:
 			w.kept, w.undo = true, nil
@@ -462,6 +473,10 @@ type written struct {
 	intent   string
 	prior    []byte
 	uploaded bool
+	// mine are the ETags of this write's uploads that succeeded, in any
+	// attempt, by path: an object listed in that version holds what this
+	// process wrote whole, and needs no second upload.
+	mine map[string]string
 }
 
 // tried notes the outcome of an upload (see uploaded).
@@ -536,7 +551,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			}
 			if o, ok, err := snap.lookup(f); err != nil {
 				return "read", err
-			} else if !ok || o.tomb {
+			} else if !ok || o.tomb || o.etag != "" && w.mine[f] == o.etag {
 				continue
 			}
 			data, ok := u.Files[f]
