@@ -112,7 +112,9 @@ func check(s Schedule, runs []*run, st *State) []string {
 			}
 		}
 		for _, f := range r.Files {
-			if _, ok := st.Files[f]; !ok {
+			// An unfinished S3 write may have deleted files its record
+			// still lists (rule 5 checks that one is allowed).
+			if _, ok := st.Files[f]; !ok && !unfinished[r.Workload] {
 				bad("rule 3: the record of %s lists %s, which the store does not hold", r.Workload, f)
 			}
 			if o, ok := owner[f]; ok {
@@ -121,7 +123,7 @@ func check(s Schedule, runs []*run, st *State) []string {
 			owner[f] = r.Workload
 		}
 		for p, want := range statestore.IndexPaths(&r) {
-			if got, ok := st.Files[p]; !ok || !bytes.Equal(got, want) || owner[p] != r.Workload {
+			if got, ok := st.Files[p]; (!ok || !bytes.Equal(got, want) || owner[p] != r.Workload) && !(unfinished[r.Workload] && !ok) {
 				bad("rule 3: the placement index entry %s of %s is missing or not the record's", p, r.Workload)
 			}
 		}
@@ -153,9 +155,10 @@ func check(s Schedule, runs []*run, st *State) []string {
 			}
 		}
 		if unfinished[key] {
-			// A write that did not commit: S3 shows what it uploaded until
-			// the workload's next write, which removes it. That is only
-			// right while no render of the workload landed since.
+			// A write that did not commit: S3 shows what it uploaded (and
+			// what it deleted) until the workload's next write, which
+			// finishes it. That is only right while no render of the
+			// workload landed since.
 			var gone *run
 			for _, r := range mine {
 				if r.outcome != Landed && (gone == nil || r.end > gone.end) {

@@ -599,6 +599,25 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		recCond = cond{exists: true, etag: etag}
 		w.intent, w.prior = etag, prior
 	}
+	// A removal names what it is about to delete first, the same way: a
+	// removal cut off half-way (SIGKILL) then leaves a record that says
+	// its write did not finish, for the workload's next write, rather than
+	// one that looks committed while its files are gone. Nothing to take
+	// back afterwards (see takeBack): deletes cannot be undone.
+	if plan.Record == nil && rec.canonical != nil && len(pending) == 0 && len(deletes)+len(targetDeletes) > 0 {
+		gone := setOf(deletes)
+		for _, t := range targetDeletes {
+			gone[t] = true
+		}
+		etag, err := s.put(ctx, recPath, withPending(sealRecord(rec.canonical, rec.markers), sortedSet(gone)), recCond)
+		if err != nil {
+			return "write", err
+		}
+		recCond = cond{exists: true, etag: etag}
+		w.mu.Lock()
+		w.uploaded = true
+		w.mu.Unlock()
+	}
 
 	// 0. Claims on the workload's objects, before anything a reader (Flux)
 	// would see: a writer that loses a claim to another workload re-lists,
