@@ -438,15 +438,14 @@ func readView(ctx context.Context, s statestore.Store, key, promise string, hint
 	// changed between the listing and its read (an S3 writer rewrites its
 	// record once for its intent and once to commit) is a lost race, and
 	// the view is taken again, a few times.
-	for attempt := 1; ; attempt++ {
-		v, err := readViewOnce(ctx, s, key, promise, hint)
-		if err == nil || attempt >= 5 || !errors.Is(err, statestore.ErrConflict) || ctx.Err() != nil {
-			return v, err
-		}
-		if perr := statestore.Pause(ctx, attempt, 500*time.Millisecond, err); perr != nil {
-			return nil, err
-		}
-	}
+	var v *storeView
+	policy := statestore.RetryPolicy{Limit: 500 * time.Millisecond, MaxAttempts: 5}
+	err := policy.Conflicts(ctx, "the store kept changing while it was read", func(int) error {
+		var err error
+		v, err = readViewOnce(ctx, s, key, promise, hint)
+		return err
+	})
+	return v, err
 }
 
 func readViewOnce(ctx context.Context, s statestore.Store, key, promise string, hint statestore.Hint) (*storeView, error) {

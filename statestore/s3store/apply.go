@@ -160,11 +160,6 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 			return out, failed("write load summary", err)
 		}
 		op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr)
-		for p, etag := range wr.etags {
-			if etag != "" {
-				w.uploads[p] = etag
-			}
-		}
 		switch {
 		case wr.uploaded:
 			w.kept, w.undo = true, nil
@@ -491,6 +486,9 @@ func (w *written) tried(err error) {
 func (w *written) set(p, etag string) {
 	w.mu.Lock()
 	w.etags[p] = etag
+	if etag != "" {
+		w.mine[p] = etag
+	}
 	w.mu.Unlock()
 }
 
