@@ -223,15 +223,7 @@ func (r *remoteRepo) publishCommands(ctx context.Context, ov *overlay, cmds []*p
 			return ferr
 		}
 		for _, c := range cmds {
-			local := c.Name
-			if c.Name == r.branch {
-				local = r.tracked
-			}
-			if c.New.IsZero() {
-				_ = r.st.RemoveReference(local)
-			} else {
-				_ = r.st.SetReference(plumbing.NewHashReference(local, c.New))
-			}
+			r.track(c)
 		}
 		return nil
 	}
@@ -313,20 +305,25 @@ func (r *remoteRepo) publishEach(ctx context.Context, ov *overlay, cmds []*packp
 		}
 	}
 	for _, c := range cmds {
-		if !applied[c.Name] {
-			continue
-		}
-		local := c.Name
-		if c.Name == r.branch {
-			local = r.tracked
-		}
-		if c.New.IsZero() {
-			_ = r.st.RemoveReference(local)
-		} else {
-			_ = r.st.SetReference(plumbing.NewHashReference(local, c.New))
+		if applied[c.Name] {
+			r.track(c)
 		}
 	}
 	return applied, nil
+}
+
+// track sets the clone's ref for c as the server now holds it (the branch
+// as its tracking ref).
+func (r *remoteRepo) track(c *packp.Command) {
+	local := c.Name
+	if c.Name == r.branch {
+		local = r.tracked
+	}
+	if c.New.IsZero() {
+		_ = r.st.RemoveReference(local)
+	} else {
+		_ = r.st.SetReference(plumbing.NewHashReference(local, c.New))
+	}
 }
 
 // sendEach is one non-atomic push of cmds (see publishEach).
