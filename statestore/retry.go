@@ -46,7 +46,7 @@ func WithRetryDeadline(ctx context.Context, budget time.Duration) context.Contex
 	if budget <= 0 {
 		budget = DefaultRetryDeadline
 	}
-	return context.WithValue(ctx, deadlineKey{}, retryDeadline{at: time.Now().Add(budget), budget: budget})
+	return context.WithValue(ctx, deadlineKey{}, retryDeadline{at: Now(ctx).Add(budget), budget: budget})
 }
 
 // EnsureRetryDeadline returns ctx unchanged when it already carries a retry
@@ -64,7 +64,7 @@ func RetryDeadline(ctx context.Context) (at time.Time, budget time.Duration) {
 	if d, ok := ctx.Value(deadlineKey{}).(retryDeadline); ok {
 		return d.at, d.budget
 	}
-	return time.Now().Add(DefaultRetryDeadline), DefaultRetryDeadline
+	return Now(ctx).Add(DefaultRetryDeadline), DefaultRetryDeadline
 }
 
 // Backoff is the wait before retry number attempt (1, 2, ...): it doubles
@@ -76,16 +76,9 @@ func Backoff(attempt int, limit time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// Sleep waits d or until ctx is done, whichever is first.
+// Sleep waits d or until ctx is done, whichever is first, on ctx's Clock.
 func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return ClockOf(ctx).Sleep(ctx, d)
 }
 
 // ErrDeadline is wrapped by the error Pause returns when the render's retry
@@ -100,7 +93,7 @@ var ErrDeadline = errors.New("retry deadline passed")
 func Pause(ctx context.Context, attempt int, limit time.Duration, cause error) error {
 	at, budget := RetryDeadline(ctx)
 	wait := Backoff(attempt, limit)
-	if time.Now().Add(wait).After(at) {
+	if Now(ctx).Add(wait).After(at) {
 		return fmt.Errorf("%w (%w: gave up after %s, %d attempts)", cause, ErrDeadline, budget, attempt)
 	}
 	if err := Sleep(ctx, wait); err != nil {

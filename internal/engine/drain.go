@@ -121,7 +121,7 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			return nil, err
 		}
 		at, _ := statestore.RetryDeadline(ctx)
-		if !stale(rep.Stores) || stopAsked(soft) || redos >= maxRedos || time.Now().After(at) {
+		if !stale(rep.Stores) || stopAsked(soft) || redos >= maxRedos || statestore.Now(ctx).After(at) {
 			rep.Duration = time.Since(start)
 			rep.Stopped = stopAsked(soft)
 			ph.done()

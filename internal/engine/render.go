@@ -66,7 +66,7 @@ func (r *rendering) redo() bool {
 	if r.report == nil || !stale(r.report.Stores) || stopAsked(r.soft) || r.redos >= maxRedos {
 		return false
 	}
-	if at, _ := statestore.RetryDeadline(r.ctx); time.Now().After(at) {
+	if at, _ := statestore.RetryDeadline(r.ctx); statestore.Now(r.ctx).After(at) {
 		return false
 	}
 	r.redos++

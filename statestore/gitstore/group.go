@@ -28,7 +28,7 @@ const patience = 10 * time.Second
 // waiting writers from racing N pushes.
 func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.ReferenceName, h plumbing.Hash, lost error) (bool, plumbing.Hash, error) {
 	var seen plumbing.Hash
-	moved := time.Now()
+	moved := statestore.Now(ctx)
 	waiting := -1 // requests seen at the previous poll
 	for poll := 1; ; poll++ {
 		refs, err := r.list(ctx)
@@ -40,7 +40,7 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.Referenc
 			return true, tip, nil
 		}
 		if tip != seen {
-			seen, moved = tip, time.Now()
+			seen, moved = tip, statestore.Now(ctx)
 		}
 		ahead, all := rank(refs, r.space, mine)
 		// The first in line leads once the line stopped growing between
@@ -48,7 +48,7 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.Referenc
 		// race are carried by one push rather than one push each.
 		settled := all == waiting || poll >= 4
 		waiting = all
-		if ahead == 0 && settled || ahead > 0 && time.Since(moved) >= time.Duration(ahead)*patience {
+		if ahead == 0 && settled || ahead > 0 && statestore.Since(ctx, moved) >= time.Duration(ahead)*patience {
 			return false, tip, nil
 		}
 		// Polls back off to about two seconds: N waiters must not keep

@@ -116,7 +116,7 @@ func (w *write) Commit(ctx context.Context, c *statestore.Change) (statestore.Ou
 	st, out := sn.st, statestore.Outcome{}
 	var changed []string
 	if c.Plan.Changed() {
-		if err := w.l.valid(); err != nil {
+		if err := w.l.valid(ctx); err != nil {
 			// Others may hold the lock now: commit nothing, and take it
 			// again.
 			if rerr := w.release(ctx); rerr != nil {

@@ -132,8 +132,8 @@ type lock struct {
 var errLeaseExpired = errors.New("the writers' lock lease ran out before the commit")
 
 // valid reports whether the lease leaves margin for the commit.
-func (l *lock) valid() error {
-	if time.Until(l.expires) < l.s.cfg.LockLease/6 {
+func (l *lock) valid(ctx context.Context) error {
+	if l.expires.Sub(statestore.Now(ctx)) < l.s.cfg.LockLease/6 {
 		return errLeaseExpired
 	}
 	return nil
@@ -270,7 +270,7 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 		return nil, err
 	}
 	l := &lock{s: s, id: newID()}
-	l.expires = time.Now().Add(s.cfg.LockLease)
+	l.expires = statestore.Now(ctx).Add(s.cfg.LockLease)
 	exp := l.expires.Unix()
 	choosing := fmt.Sprintf("%s%d-%s", choosingPrefix, exp, l.id)
 	// fail deletes tags and returns err, with the tags that stay.
@@ -316,7 +316,7 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 			return fail(err, me.tag)
 		}
 		if len(ahead) == 0 {
-			if time.Until(l.expires) < s.cfg.LockLease/2 {
+			if l.expires.Sub(statestore.Now(ctx)) < s.cfg.LockLease/2 {
 				// The wait ate most of the lease: take a fresh one. A
 				// ticket left behind holds the next one back until its
 				// lease ends: say so, and go on.
@@ -331,7 +331,7 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 		// The further back in the queue, the less often it is worth
 		// looking: about one writer's turn per writer ahead.
 		wait := min(time.Duration(len(ahead))*pollStep, pollLimit)
-		if at, _ := statestore.RetryDeadline(ctx); time.Now().Add(wait).After(at) {
+		if at, _ := statestore.RetryDeadline(ctx); statestore.Now(ctx).Add(wait).After(at) {
 			return fail(fmt.Errorf("%w (%w: gave up after %d looks)", cause, statestore.ErrDeadline, attempt), me.tag)
 		}
 		if err := statestore.Sleep(ctx, wait/2+mrand.N(wait/2+1)); err != nil {
@@ -381,7 +381,7 @@ func (s *Store) ahead(ctx context.Context, me lockTag, choosers map[string]bool)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := statestore.Now(ctx)
 	present := map[string]bool{}
 	var out []string
 	for _, t := range tags {

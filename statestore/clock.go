@@ -1,0 +1,61 @@
+package statestore
+
+import (
+	"context"
+	"time"
+)
+
+// Clock is where render's waits and deadlines read the time: every
+// backoff, poll, lease and retry deadline of a write goes through the
+// Clock its context carries (WithClock), the real one by default. A test
+// or a simulation that controls the clock controls every wait of a write,
+// so waiting costs it no real time; network I/O still runs in real time.
+type Clock interface {
+	// Now is the current time.
+	Now() time.Time
+	// Sleep waits d, or until ctx is done (then it returns ctx's error).
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type clockKey struct{}
+
+// WithClock makes every wait and deadline of what runs on ctx read c.
+func WithClock(ctx context.Context, c Clock) context.Context {
+	return context.WithValue(ctx, clockKey{}, c)
+}
+
+// ClockOf is the Clock ctx carries: the real one unless WithClock said
+// otherwise.
+func ClockOf(ctx context.Context) Clock {
+	if c, ok := ctx.Value(clockKey{}).(Clock); ok && c != nil {
+		return c
+	}
+	return RealClock{}
+}
+
+// Now is ClockOf(ctx).Now().
+func Now(ctx context.Context) time.Time { return ClockOf(ctx).Now() }
+
+// Since is the time elapsed since t on ctx's clock.
+func Since(ctx context.Context, t time.Time) time.Duration { return Now(ctx).Sub(t) }
+
+// RealClock is the machine's clock.
+type RealClock struct{}
+
+// Now is time.Now.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// Sleep waits d or until ctx is done, whichever is first.
+func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
