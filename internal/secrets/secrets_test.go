@@ -194,9 +194,15 @@ func TestSealKeepsUnchangedCiphertext(t *testing.T) {
 		ds   Destinations
 		prev Previous
 	}{
-		"changed value":      {secretDoc("v2-value", "u"), ds, prev},
-		"added recipient":    {secretDoc("v1-value", "u"), dests(Encrypt, a.Recipient().String(), b.Recipient().String()), prev},
-		"other digest key":   {secretDoc("v1-value", "u"), func() Destinations { d := dests(Encrypt, a.Recipient().String()); x := d["dev"]; x.Policy.DigestKey = []byte("another key of thirty-two bytes or more"); d["dev"] = x; return d }(), prev},
+		"changed value":   {secretDoc("v2-value", "u"), ds, prev},
+		"added recipient": {secretDoc("v1-value", "u"), dests(Encrypt, a.Recipient().String(), b.Recipient().String()), prev},
+		"other digest key": {secretDoc("v1-value", "u"), func() Destinations {
+			d := dests(Encrypt, a.Recipient().String())
+			x := d["dev"]
+			x.Policy.DigestKey = []byte("another key of thirty-two bytes or more")
+			d["dev"] = x
+			return d
+		}(), prev},
 		"altered in store":   {secretDoc("v1-value", "u"), ds, Previous{Record: rec, Snap: snap{"clusters/dev/db.yaml": append([]byte("# edited\n"), c1...)}}},
 		"missing from store": {secretDoc("v1-value", "u"), ds, Previous{Record: rec, Snap: snap{}}},
 	}
