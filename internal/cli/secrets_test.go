@@ -315,5 +315,3 @@ func TestBootstrapSecrets(t *testing.T) {
 		t.Errorf("argocd for a destination that does not encrypt:\n%s", r)
 	}
 }
-
-
