@@ -1,9 +1,11 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -11,8 +13,11 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/minio/minio-go/v7"
 
 	"github.com/render-dev/render/internal/secrets"
+	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/renderer"
 )
 
 // digestKeySecret is the platform Secret holding render's digest key.
@@ -314,4 +319,159 @@ func TestBootstrapSecrets(t *testing.T) {
 	if r := run(t, nil, "bootstrap", "argocd", "plain", "--platform", w.platform); r.code != 0 || !strings.Contains(r.out, "recurse: true") {
 		t.Errorf("argocd for a destination that does not encrypt:\n%s", r)
 	}
+}
+
+// TestDrainKeepsSecretsWherePoliciesDiffer: render drain copies files as
+// they are, so a group holding a Secret stays (blocked, exit 3) rather than
+// move from a destination that allows plaintext to one that encrypts; a
+// group without one moves.
+func TestDrainKeepsSecretsWherePoliciesDiffer(t *testing.T) {
+	w := newWorld(t)
+	id := newIdentity(t)
+	labels := map[string]string{"env": "dev"}
+	w.file("platform/destinations.yaml", docs(dest("a", labels, "secrets: {policy: allow}"), digestKeySecret))
+	env := resourceEnv("pg", "team", "db", "configure")
+	wf := w.workflow("wf").setOutput(map[string]string{"cm.yaml": obj("ConfigMap"), "creds/secret.yaml": secretOutput("db", "drain-pass-4", "drain-token-5")})
+	wf.setSelectors("- directory: creds\n  matchLabels: {env: dev}\n")
+	wf.mustRun(0, env)
+	w.file("platform/destinations.yaml", docs(dest("a", labels, "secrets: {policy: allow}", "unschedulable: true"),
+		dest("b", labels, encryptSpec(id.Recipient().String())), digestKeySecret))
+	r := run(t, nil, "drain", "a", "--platform", w.platform)
+	if r.code != 3 || !strings.Contains(r.errout, "group creds could not move: its file creds/secret.yaml holds a Secret, and destinations a and b have different spec.secrets (allow, encrypt)") {
+		t.Errorf("drain:\n%s", r)
+	}
+	if !strings.Contains(r.out, "group .: a -> b") {
+		t.Errorf("the group without a Secret did not move:\n%s", r)
+	}
+	for p := range repoTree(t, w.repo) {
+		if strings.HasPrefix(p, "clusters/b/") && strings.Contains(p, "secret.yaml") {
+			t.Errorf("the drain copied %s", p)
+		}
+	}
+	if strings.Contains(history(t, w.repo), "clusters/b/resources/team/pg/db/configure/"+renderer.GroupID("creds")) {
+		t.Errorf("the drain wrote the Secret's group into b")
+	}
+}
+
+// TestSecretsNeverPlaintextInAnyStore: one promise workflow's Secret goes
+// to an encrypting destination in each kind of store, Gitea, MinIO and the
+// OCI registry, is rendered again unchanged (no store writes) and then
+// with a new value. Every commit of the repository, every object of the
+// bucket and every file of every tagged artifact is read back: none holds
+// a value, in plaintext or base64, and each destination's Secret decrypts
+// with the recipient's identity to the latest value.
+func TestSecretsNeverPlaintextInAnyStore(t *testing.T) {
+	g, m, reg := testenv.Gitea(t), testenv.MinIO(t), testenv.Registry(t)
+	repo := g.CreateRepoInfo(t, "render-sops")
+	bucket := m.CreateBucket(t, "render-sops")
+	ociRepo := "render-sops/" + testenv.UniqueName("s")
+	w := newWorld(t)
+	id := newIdentity(t)
+	w.file("platform/store.yaml", docs(
+		gitStore("git", repo.CloneURL)+"  authMethod: basicAuth\n  secretRef: {name: gitea}\n",
+		fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: gitea}\nstringData: {username: %q, password: %q}\n", g.AdminUser(), g.AdminPassword()),
+		bucketStore("minio", m.Endpoint(), bucket, "minio-creds"),
+		s3Secret("minio-creds", m.AccessKey(), m.SecretKey()),
+		fmt.Sprintf("apiVersion: render.dev/v1alpha1\nkind: OCIStateStore\nmetadata: {name: oci}\nspec:\n  registry: %q\n  repository: %s\n  insecure: true\n  create: true\n  secretRef: {name: registry-creds}\n", reg.Addr(), ociRepo),
+		fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: registry-creds}\nstringData: {username: %q, password: %q}\n", reg.User(), reg.Password()),
+		digestKeySecret))
+	spec := encryptSpec(id.Recipient().String())
+	w.file("platform/destinations.yaml", docs(
+		dest("in-git", nil, spec, "store=git"),
+		strings.Replace(dest("in-s3", nil, spec, "store=minio"), "kind: GitStateStore", "kind: BucketStateStore", 1),
+		strings.Replace(dest("in-oci", nil, spec, "store=oci", "filepath: {mode: aggregatedYAML}"), "kind: GitStateStore", "kind: OCIStateStore", 1)))
+	env := promiseEnv("pg", "configure")
+	values := []string{"store-pass-a1", "store-token-b2", "store-pass-c3"}
+	wf := w.workflow("wf").setOutput(map[string]string{"db.yaml": secretOutput("db", values[0], values[1])})
+	var printed strings.Builder
+	printed.WriteString(wf.mustRun(0, env).String())
+	r := wf.mustRun(0, env)
+	printed.WriteString(r.String())
+	for _, s := range []string{"GitStateStore/git: up to date", "BucketStateStore/minio: up to date", "OCIStateStore/oci: up to date"} {
+		if !strings.Contains(r.out, s) {
+			t.Errorf("an unchanged Secret was written again: no %q in\n%s", s, r.out)
+		}
+	}
+	wf.setOutput(map[string]string{"db.yaml": secretOutput("db", values[2], values[1])})
+	printed.WriteString(wf.mustRun(0, env).String())
+
+	// Everything each store holds (git: its whole history).
+	clone := t.TempDir()
+	if _, err := git.PlainClone(clone, true, &git.CloneOptions{URL: g.AdminAuthURL(repo.CloneURL)}); err != nil {
+		t.Fatal(err)
+	}
+	stores := map[string]string{"git": history(t, clone)}
+	var s3 strings.Builder
+	c := m.Client(t)
+	for _, k := range bucketKeys(t, c, bucket) {
+		o, err := c.GetObject(context.Background(), bucket, k, minio.GetObjectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s3.WriteString(k + "\n" + string(b))
+	}
+	stores["s3"] = s3.String()
+	var oci strings.Builder
+	for _, rp := range reg.Repositories(t, reg.Addr()+"/"+strings.Split(ociRepo, "/")[0]) {
+		if !strings.HasPrefix(rp, ociRepo) {
+			continue
+		}
+		for _, tag := range reg.Tags(t, reg.Addr()+"/"+rp) {
+			if strings.HasPrefix(tag, "lock-") {
+				continue
+			}
+			for p, f := range reg.Pull(t, reg.Addr()+"/"+rp+":"+tag).Files {
+				oci.WriteString(p + "\n" + f)
+			}
+		}
+	}
+	stores["oci"] = oci.String()
+	for name, all := range stores {
+		if !strings.Contains(all, "sops:") {
+			t.Errorf("%s: no encrypted Secret read back (%d bytes)", name, len(all))
+		}
+		for _, v := range values {
+			for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v))} {
+				if strings.Contains(all, form) {
+					t.Errorf("%s holds %q", name, form)
+				}
+			}
+		}
+	}
+	for _, v := range values {
+		if strings.Contains(printed.String(), v) {
+			t.Errorf("render printed %q", v)
+		}
+	}
+	// Each destination's Secret decrypts to the latest value.
+	files := map[string]string{
+		"git": repoFileAt(t, clone, "clusters/in-git/dependencies/pg/configure/5058f/db.yaml"),
+	}
+	for _, k := range bucketKeys(t, c, bucket) {
+		if strings.HasSuffix(k, "/db.yaml") && strings.HasPrefix(k, "clusters/in-s3/") {
+			o, err := c.GetObject(context.Background(), bucket, k, minio.GetObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(o)
+			files["s3"] = string(b)
+		}
+	}
+	files["oci"] = reg.Pull(t, reg.Addr()+"/"+ociRepo+"/in-oci:latest").Files["aggregated.yaml"]
+	for name, f := range files {
+		plain, err := secrets.Decrypt([]byte(f), id.String())
+		if err != nil || !strings.Contains(string(plain), base64.StdEncoding.EncodeToString([]byte(values[2]))) {
+			t.Errorf("%s: decrypted %q (%v) from\n%s", name, plain, err, f)
+		}
+	}
+}
+
+// repoFileAt is a file on main of a bare repository.
+func repoFileAt(t *testing.T, repo, p string) string {
+	t.Helper()
+	return repoTree(t, repo)[p]
 }

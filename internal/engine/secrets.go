@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/internal/secrets"
@@ -136,4 +138,35 @@ func (s storeUpdates) setSealed(key string, sealed map[renderer.StoreRef]map[str
 			us[i].Record = &rc
 		}
 	}
+}
+
+// secretsBlockMove says why a drain must not move group files (those of
+// record rec below prefix, in store ref) from destination from to
+// destination to: they hold Secrets, and the two destinations' spec.secrets
+// differ, so copied as they are they would be ciphertext the new worker
+// cannot decrypt, or plaintext where the policy forbids it. A render of the
+// workload writes them for the new destination. "" when the move may go.
+func (d *drain) secretsBlockMove(from, to *renderer.Destination, rec statestore.Record, ref renderer.StoreRef, prefix string) (string, error) {
+	a, b := d.plat.SecretsPolicy(from.Name), d.plat.SecretsPolicy(to.Name)
+	if a.Policy == b.Policy && slices.Equal(a.Recipients, b.Recipients) {
+		return "", nil
+	}
+	snap, err := d.snapshot(ref)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range rec.Files {
+		if !strings.HasPrefix(f, prefix) {
+			continue
+		}
+		data, err := snap.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", f, err)
+		}
+		if secrets.HoldsSecret(f, data) {
+			return fmt.Sprintf("its file %s holds a Secret, and destinations %s and %s have different spec.secrets (%s, %s): copied as it is, it would be ciphertext the new worker cannot decrypt or plaintext its policy forbids; re-run the workflow to write it for %s",
+				strings.TrimPrefix(f, prefix), from.Name, to.Name, a.Policy, b.Policy, to.Name), nil
+		}
+	}
+	return "", nil
 }

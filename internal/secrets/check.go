@@ -92,3 +92,11 @@ func checkFile(file, rel string, s *scanned, d Destination) error {
 	}
 	return nil
 }
+
+// HoldsSecret reports whether a file holds a Secret (plaintext or
+// encrypted) or something every policy but allow refuses: what a move
+// between destinations with different policies must not carry as it is.
+func HoldsSecret(path string, data []byte) bool {
+	s, err := scan(path, data)
+	return err != nil || s.secrets
+}
