@@ -116,6 +116,9 @@ func (r *rendering) sealStatic(static *renderer.Plan, skey string) (*renderer.Pl
 // checkSecretsOf is checkSecrets for files other than the workflow's
 // output, named source in messages.
 func (r *rendering) checkSecretsOf(plan *renderer.Plan, files []renderer.File, source string) error {
+	if r.wf.Action == renderer.Delete {
+		return nil // nothing is written: no policy to apply, no key to read
+	}
 	if r.secretDests == nil {
 		var err error
 		if r.secretDests, err = secretDestinations(r.ld.Platform); err != nil {
