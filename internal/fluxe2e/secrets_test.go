@@ -60,8 +60,8 @@ func (sw *sopsWorld) writeSecret(password, token string) {
 		sw.Request, sw.Namespace, base64.StdEncoding.EncodeToString([]byte(password)), token))
 }
 
-// renderResource runs the resource's configure workflow and returns what
-// render printed.
+// renderResource runs the resource's configure workflow again (its
+// folders are ResourceWorkflow's) and returns what render printed.
 func (sw *sopsWorld) renderResource() testenv.Result {
 	sw.t.Helper()
 	f := filepath.Join(sw.Dir, "resource-configure")
@@ -99,8 +99,10 @@ func (sw *sopsWorld) run(kustomization string) {
 	values := []string{"flux-pass-" + sw.Suffix, "flux-token-" + sw.Suffix, "flux-pass-2-" + sw.Suffix}
 	sw.PromiseWorkflow("configure")
 	sw.writeSecret(values[0], values[1])
+	// The first render writes the request and the rest of the output
+	// beside the Secret.
+	sw.ResourceWorkflow("configure")
 	var printed strings.Builder
-	printed.WriteString(sw.renderResource().String())
 	out := sw.bootstrap(sw.dest)
 	for _, want := range []string{"decryption:\n    provider: sops\n    secretRef:\n      name: sops-age\n", "key age.agekey"} {
 		if !strings.Contains(out, want) {
