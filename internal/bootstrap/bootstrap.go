@@ -65,6 +65,27 @@ type ArgoCDOptions struct {
 	Namespace string // where Argo CD runs; default "argocd"
 	Project   string // default "default"
 	Server    string // the cluster to deploy to; default https://kubernetes.default.svc
+	// SOPSPlugin names the config management plugin that decrypts the
+	// SOPS-encrypted Secrets of a destination that encrypts them (see
+	// argoSOPS); without it such a destination is refused.
+	SOPSPlugin string
+	sopsNote   string // set by ArgoCD: what the plugin must do
+}
+
+// sops makes Application d read through the SOPS plugin, when the
+// destination needs one.
+func (o ArgoCDOptions) sops(d *doc) {
+	if o.sopsNote != "" {
+		usePlugin(d, o.SOPSPlugin)
+	}
+}
+
+// withSOPS adds the SOPS plugin's note to a header.
+func (o ArgoCDOptions) withSOPS(header []string) []string {
+	if o.sopsNote != "" {
+		return append(header, o.sopsNote)
+	}
+	return header
 }
 
 // Output is what to print: YAML documents, and warnings for the user.
@@ -136,6 +157,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		return nil, err
 	}
 	out := &Output{}
+	dec, decNote := fluxDecryption(p, t, o.Namespace)
 	interval := duration(o.Interval)
 	var source doc
 	var sourceKind, sourceName string
@@ -209,6 +231,9 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		}
 		source = object(SourceAPIVersion, "Bucket", sourceName, o.Namespace, spec)
 	}
+	if decNote != "" {
+		notes = append(notes, decNote)
+	}
 	ref := mapping{{"kind", sourceKind}, {"name", sourceName}}
 	deps := t.dest.Name + "-dependencies"
 	kust := func(name, section string, dependsOn string) doc {
@@ -221,6 +246,9 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			kv{"path", "./" + path.Join(t.folder, section)},
 			kv{"prune", true},
 		)
+		if dec != nil {
+			spec = append(spec, *dec)
+		}
 		return object(KustomizationAPIVersion, "Kustomization", name, o.Namespace, spec)
 	}
 	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
@@ -255,6 +283,9 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if err != nil {
 		return nil, err
 	}
+	if o.sopsNote, err = argoSOPS(p, t, o.SOPSPlugin); err != nil {
+		return nil, err
+	}
 	if t.oci != nil {
 		return argoOCI(t, o)
 	}
@@ -286,13 +317,14 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 			}},
 		})
 		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
+		o.sops(&d)
 		return d
 	}
 	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
 		header := []string{fmt.Sprintf("Argo CD on the worker of destination %s (filepath mode %s: everything is at the folder's root): one Application.", t.dest.Name, t.dest.Mode)}
 		d := app("", "0")
 		d.name, d.annotations = t.dest.Name, nil
-		out.YAML, err = encode(header, d)
+		out.YAML, err = encode(o.withSOPS(header), d)
 		return out, err
 	}
 	header := []string{
@@ -302,7 +334,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if s.SecretRef != nil && s.SecretRef.Name != "" {
 		header = append(header, fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository) in namespace %s; give it the worker's read-only counterpart of Secret %s.", s.URL, o.Namespace, s.SecretRef.Name))
 	}
-	out.YAML, err = encode(header, app("dependencies", "0"), app("resources", "1"))
+	out.YAML, err = encode(o.withSOPS(header), app("dependencies", "0"), app("resources", "1"))
 	return out, err
 }
 
@@ -509,6 +541,7 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 			}},
 		})
 		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
+		o.sops(&d)
 		return d
 	}
 	flat := t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting
@@ -531,6 +564,7 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 		}
 		header = append(header, note+".")
 	}
+	header = o.withSOPS(header)
 	var err error
 	if flat {
 		// Kratix writes these destinations flat: there is no
