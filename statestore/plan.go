@@ -87,6 +87,14 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 	if err != nil {
 		return plan, err
 	}
+	var owners map[string]string // built only when needed
+	ownerIdx := func() (map[string]string, error) {
+		var err error
+		if owners == nil {
+			owners, err = ownerIndex(snap)
+		}
+		return owners, err
+	}
 	owned := map[string]bool{}
 	if old != nil {
 		for _, f := range old.Files {
@@ -113,7 +121,10 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		Prefetch(snap, Hint{Paths: hint, Dirs: dirs})
 	} else if u.Adopt != nil {
 		// A store Kratix wrote: what it wrote for the workload is its own.
-		files, err := adopted(snap, u.Adopt)
+		if err := u.Adopt.Check(u.Workload); err != nil {
+			return plan, fmt.Errorf("refused to take over files for workload %s: %w", u.Workload, err)
+		}
+		files, err := adopted(snap, u.Workload, u.Adopt, ownerIdx)
 		if err != nil {
 			return plan, err
 		}
@@ -177,14 +188,6 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 
-	var owners map[string]string // built only on a collision
-	ownerIdx := func() (map[string]string, error) {
-		var err error
-		if owners == nil {
-			owners, err = ownerIndex(snap)
-		}
-		return owners, err
-	}
 	// Claims first, so a duplicate object is reported as one rather than
 	// as whichever of its paths sorts first.
 	wantPaths := sortedKeys(want)
