@@ -126,7 +126,7 @@ func TestForeignLedgerNeverDeletesAnotherWorkloadsFiles(t *testing.T) {
 	w := trustWorld(t)
 	ledger := "clusters/flat/.kratix/kratix-platform-system-redis-p-abcde.flat-5058f.yaml"
 	foreignCommit(t, w.repo, map[string]string{
-		ledger:                        "files:\n- flat/cm.yaml\n- dev/dependencies/postgres/p/5058f/cm.yaml\n- flat/old-redis.yaml\n- .render/workloads/resource/ns/pg/b/instance.json\n",
+		ledger:                         "files:\n- flat/cm.yaml\n- dev/dependencies/postgres/p/5058f/cm.yaml\n- flat/old-redis.yaml\n- .render/workloads/resource/ns/pg/b/instance.json\n",
 		"clusters/flat/old-redis.yaml": cm("old-redis"),
 	})
 	r := w.workflow("redis").setOutput(map[string]string{"r.yaml": cm("r")}).setSelectors("- matchLabels: {mode: flat}\n").
