@@ -68,7 +68,7 @@ func (e *BlockedError) Error() string {
 	case e.Owner != "":
 		return msg + fmt.Sprintf(" of workload %s, where render %s: the store is damaged; render writes nothing to it until the path is repaired", e.Owner, need)
 	case layout.IsMeta(e.File) || layout.IsMeta(e.Blocker):
-		return msg + fmt.Sprintf(" that no workload owns, inside render's own folder %s, where render %s: the store is damaged (written by hand or by another tool); remove %s", layout.MetaDir, need, e.Blocker)
+		return msg + fmt.Sprintf(" that no workload owns, inside render's own folder %s, and render %s: the store is damaged (written by hand or by another tool); remove %s", layout.MetaDir, need, e.Blocker)
 	}
 	return msg + fmt.Sprintf(" that no workload owns (written by hand or by another tool), and render %s: the store is damaged; remove %s, or move it out of the way", need, e.Blocker)
 }
