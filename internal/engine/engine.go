@@ -208,20 +208,34 @@ func (r *Report) Failed() []StoreReport { return failedStores(r.Stores) }
 
 // BadInput returns the store failures that are bad input rather than a
 // store's fault: a path or a Kubernetes object another workload already
-// has in that store (statestore.OwnedError), found when the update was
-// planned on what the store finally held, or a commit message template
-// that failed on the planned diff (a renderer.InputError). The CLI exits
-// 2 for them.
+// has in that store (statestore.OwnedError), or a path of another
+// workload's in the way of the workflow's file (a statestore.BlockedError
+// the workflow's file names can fix), found when the update was planned
+// on what the store finally held, or a commit message template that
+// failed on the planned diff (a renderer.InputError). The CLI exits 2 for
+// them.
 func (r *Report) BadInput() []StoreReport {
 	var out []StoreReport
 	for _, s := range r.Stores {
 		var oe *statestore.OwnedError
 		var ie *renderer.InputError
-		if errors.As(s.Err, &oe) || errors.As(s.Err, &ie) {
+		var be *statestore.BlockedError
+		if errors.As(s.Err, &oe) || errors.As(s.Err, &ie) || errors.As(s.Err, &be) && be.BadInput() {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// WroteNothing reports whether no store was written (or, with DryRun,
+// would be).
+func (r *Report) WroteNothing() bool {
+	for _, s := range r.Stores {
+		if s.Result.Updated {
+			return false
+		}
+	}
+	return true
 }
 
 // Inputs is everything loaded from disk for one render.

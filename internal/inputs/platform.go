@@ -705,7 +705,7 @@ func (p *Platform) validate() error {
 		}
 		seen = append(seen, me)
 	}
-	return nil
+	return p.checkRecordFolders()
 }
 
 // nested says whether one of two slash paths is the other or inside it

@@ -25,6 +25,12 @@ import (
 // read it as manifests.
 const MetaDir = ".render"
 
+// KratixDir is the folder of a destination where Kratix keeps its ledgers
+// (filepath mode none): which files each of its workloads wrote there.
+// render reads them when it takes a store over from Kratix, so no workload
+// file may be written there.
+const KratixDir = ".kratix"
+
 // MarkerName is the completeness marker a store may keep at the root of each
 // destination (the S3 store does). No workload file may take this name in any
 // folder, so the rule is the same for every store and every filepath mode.
@@ -166,6 +172,8 @@ func reserved(p string) error {
 		return fmt.Errorf("the name %s is reserved for render's completeness markers", MarkerName)
 	case first == MetaDir:
 		return fmt.Errorf("the folder %s is reserved for render's own records", MetaDir)
+	case first == KratixDir:
+		return fmt.Errorf("the folder %s is reserved for Kratix's ledgers, which render reads as evidence of what a workload owns", KratixDir)
 	case p == CanaryDependencies || p == CanaryResources:
 		return fmt.Errorf("%s is Kratix's canary file in every nestedByMetadata destination", p)
 	case p == CanaryNamespaceFile || p == CanaryConfigMapFile:

@@ -31,7 +31,12 @@ var (
 	_ statestore.Prefetcher = (*snapshot)(nil)
 	_ statestore.Debugger   = (*snapshot)(nil)
 	_ statestore.Revisioned = (*snapshot)(nil)
+	_ statestore.TreeShaped = (*snapshot)(nil)
 )
+
+// TreeShaped implements statestore.TreeShaped: a layer is a folder that
+// Flux unpacks onto a file system, where a path is a file or a folder.
+func (sn *snapshot) TreeShaped() {}
 
 // snapshot reads the state manifest, and remembers the state as the one
 // this Store saw last.
