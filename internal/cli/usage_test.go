@@ -45,6 +45,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"a mistyped bootstrap flag", []string{"bootstrap", "argocd", "a", "--platfrom", plat}, []string{"unknown flag: --platfrom", "Run 'render bootstrap argocd --help' for usage."}},
 		{"a bootstrap interval that does not parse", []string{"bootstrap", "flux", "a", "--platform", plat, "--interval", "often"}, []string{`invalid argument "often" for "--interval"`}},
 		{"a bootstrap interval that is not positive", []string{"bootstrap", "flux", "a", "--platform", plat, "--interval", "0s"}, []string{"--interval must be positive"}},
+		// An unset variable must not widen a command: omitting the flag
+		// is how every destination is asked for.
+		{"prune-misscheduled with an empty destination", []string{"prune-misscheduled", "--platform", plat, "--destination", ""}, []string{"--destination is empty", "Run 'render prune-misscheduled --help' for usage."}},
+		{"prune-misscheduled with a blank destination", []string{"prune-misscheduled", "--platform", plat, "--destination=  "}, []string{"--destination is empty"}},
+		{"drain with an empty destination", []string{"drain", "", "--platform", plat}, []string{`destination ""`}},
 		{"a mistyped completion flag", []string{"completion", "bash", "--bogus"}, []string{"unknown flag: --bogus"}},
 	}
 	for _, c := range cases {
