@@ -25,7 +25,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"flag without its value", []string{"drain", "a", "--platform"}, []string{"flag needs an argument", "Run 'render drain --help' for usage."}},
 		{"drain without a destination", []string{"drain", "--platform", plat}, []string{"one argument", "Run 'render drain --help' for usage."}},
 		{"bootstrap without a target", []string{"bootstrap"}, []string{"flux or argocd", "Run 'render bootstrap --help' for usage."}},
-		{"bootstrap with an unknown target", []string{"bootstrap", "helm"}, []string{`unknown command "helm"`}},
+		{"bootstrap with an unknown target", []string{"bootstrap", "helm"}, []string{`unknown consumer "helm" for render bootstrap: use flux or argocd`}},
+		// The sub-command's flags after a mistyped consumer are not the
+		// mistake: the consumer is.
+		{"bootstrap with a mistyped consumer", []string{"bootstrap", "fluxx", "dev", "--platform", plat}, []string{`unknown consumer "fluxx" for render bootstrap: use flux or argocd (did you mean flux?)`, "Run 'render bootstrap --help' for usage."}},
+		{"bootstrap with a mistyped consumer and flags", []string{"bootstrap", "argo-cd", "dev", "--platform", plat, "--namespace", "argocd"}, []string{`unknown consumer "argo-cd"`}},
 		{"bootstrap without a destination", []string{"bootstrap", "flux", "--platform", plat}, []string{"one argument"}},
 		// Flag values are checked the same way for render and drain: the
 		// flags are one set.

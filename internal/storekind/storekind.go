@@ -231,7 +231,9 @@ func (v env) secret(ref *inputs.SecretRef, required bool) (map[string][]byte, er
 	if !ok {
 		// The platform says why (a Secret of that name in another
 		// namespace is never used instead).
-		if ex, ok := v.secrets.(interface{ SecretNotFound(*inputs.SecretRef) string }); ok {
+		if ex, ok := v.secrets.(interface {
+			SecretNotFound(*inputs.SecretRef) string
+		}); ok {
 			return nil, v.bad(fmt.Sprintf("spec.secretRef %s: %s", ref, ex.SecretNotFound(ref)))
 		}
 		hint := "define a Secret document"
