@@ -342,7 +342,11 @@ func checkAggregated(in Input, byName map[string]*Destination, groups []Group) e
 func checkPaths(in Input, plan *Plan) error {
 	for _, f := range in.Output {
 		if err := layout.CheckWorkloadPath(f.Path); err != nil {
-			return &InputError{File: f.Path, Msg: "cannot be written to a state store: " + err.Error()}
+			msg := "cannot be written to a state store: " + err.Error()
+			if advice := TooLongAdvice(err, "", "", f.Path); advice != "" {
+				msg += "; " + advice
+			}
+			return &InputError{File: f.Path, Msg: msg}
 		}
 	}
 	for _, w := range plan.Writes {
@@ -358,7 +362,12 @@ func checkPaths(in Input, plan *Plan) error {
 		}
 		for _, p := range slices.Sorted(maps.Keys(kinds)) {
 			if err := layout.ValidPath(p); err != nil {
-				return &InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the %s %s cannot be written: %v", kinds[p], layout.Quote(p), err)}
+				msg := fmt.Sprintf("the %s %s cannot be written: %v", kinds[p], layout.Quote(p), err)
+				dest, rel := DestinationOf(p, w.Destinations)
+				if advice := TooLongAdvice(err, "", dest, rel); advice != "" {
+					msg += "; " + advice
+				}
+				return &InputError{Where: w.Store.String(), Msg: msg}
 			}
 			for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
 				if k, ok := kinds[dir]; ok {
