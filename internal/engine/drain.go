@@ -129,9 +129,9 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			byName: map[string]*renderer.Destination{}, snaps: map[renderer.StoreRef]statestore.Snapshot{},
 			pending: map[renderer.StoreRef]map[string]*pendingWrite{}}
 		for _, step := range []func() error{
-			d.placed,    // the records of the workloads placed on dest
-			d.weighLoad, // the load of the destinations they could go to
-			d.moveAll,   // each resource group to its new destination
+			d.placed,     // the records of the workloads placed on dest
+			d.weighLoad,  // the load of the destinations they could go to
+			d.moveAll,    // each resource group to its new destination
 			d.unrecorded, // what no record owns on dest stays, and says so
 		} {
 			if err := step(); err != nil {
