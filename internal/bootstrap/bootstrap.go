@@ -65,6 +65,27 @@ type ArgoCDOptions struct {
 	Namespace string // where Argo CD runs; default "argocd"
 	Project   string // default "default"
 	Server    string // the cluster to deploy to; default https://kubernetes.default.svc
+	// SOPSPlugin names the config management plugin that decrypts the
+	// SOPS-encrypted Secrets of a destination that encrypts them (see
+	// argoSOPS); without it such a destination is refused.
+	SOPSPlugin string
+	sopsNote   string // set by ArgoCD: what the plugin must do
+}
+
+// sops makes Application d read through the SOPS plugin, when the
+// destination needs one.
+func (o ArgoCDOptions) sops(d *doc) {
+	if o.sopsNote != "" {
+		usePlugin(d, o.SOPSPlugin)
+	}
+}
+
+// withSOPS adds the SOPS plugin's note to a header.
+func (o ArgoCDOptions) withSOPS(header []string) []string {
+	if o.sopsNote != "" {
+		return append(header, o.sopsNote)
+	}
+	return header
 }
 
 // Output is what to print: YAML documents, and warnings for the user.
@@ -142,6 +163,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		return nil, err
 	}
 	out := &Output{}
+	dec, decNote := fluxDecryption(p, t, o.Namespace)
 	interval := duration(o.Interval)
 	var source doc
 	var sourceKind, srcName string
@@ -215,6 +237,9 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		}
 		source = object(SourceAPIVersion, "Bucket", srcName, o.Namespace, spec)
 	}
+	if decNote != "" {
+		notes = append(notes, decNote)
+	}
 	ref := mapping{{"kind", sourceKind}, {"name", srcName}}
 	deps, res, flat := kustomizationName(t.dest.Name, "dependencies"), kustomizationName(t.dest.Name, "resources"), kustomizationName(t.dest.Name, "")
 	kust := func(name, section string, dependsOn string) doc {
@@ -227,6 +252,9 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			kv{"path", "./" + path.Join(t.folder, section)},
 			kv{"prune", true},
 		)
+		if dec != nil {
+			spec = append(spec, *dec)
+		}
 		return object(KustomizationAPIVersion, "Kustomization", name, o.Namespace, spec)
 	}
 	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
@@ -267,6 +295,9 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if err := checkTarget(p, t); err != nil {
 		return nil, err
 	}
+	if o.sopsNote, err = argoSOPS(p, t, o.SOPSPlugin); err != nil {
+		return nil, err
+	}
 	if t.oci != nil {
 		return argoOCI(t, o)
 	}
@@ -299,13 +330,14 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 			}},
 		})
 		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
+		o.sops(&d)
 		return d
 	}
 	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
 		header := []string{fmt.Sprintf("Argo CD on the worker of destination %s (filepath mode %s: everything is at the folder's root): one Application.", t.dest.Name, t.dest.Mode)}
 		d := app("", "0")
 		d.name, d.annotations = applicationName(t.dest.Name, ""), nil
-		out.YAML, err = encode(header, d)
+		out.YAML, err = encode(o.withSOPS(header), d)
 		return out, err
 	}
 	header := []string{
@@ -315,7 +347,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if s.SecretRef != nil && s.SecretRef.Name != "" {
 		header = append(header, fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository) in namespace %s; give it the worker's read-only counterpart of Secret %s.", s.URL, o.Namespace, s.SecretRef.Name))
 	}
-	out.YAML, err = encode(header, app("dependencies", "0"), app("resources", "1"))
+	out.YAML, err = encode(o.withSOPS(header), app("dependencies", "0"), app("resources", "1"))
 	return out, err
 }
 
@@ -523,6 +555,7 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 			}},
 		})
 		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
+		o.sops(&d)
 		return d
 	}
 	flat := t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting
@@ -545,6 +578,7 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 		}
 		header = append(header, note+".")
 	}
+	header = o.withSOPS(header)
 	var err error
 	if flat {
 		// Kratix writes these destinations flat: there is no

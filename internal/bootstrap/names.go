@@ -67,6 +67,9 @@ func (o ArgoCDOptions) Validate() error {
 			return &OptionError{"server", o.Server, err.Error()}
 		}
 	}
+	if i := strings.IndexFunc(o.SOPSPlugin, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		return &OptionError{"sops-plugin", o.SOPSPlugin, fmt.Sprintf("holds a space or a control character at byte %d: a config management plugin's name is one word", i)}
+	}
 	return nil
 }
 
@@ -122,6 +125,12 @@ func checkTarget(p *inputs.Platform, t *target) error {
 	for _, f := range []string{"spec.url", "spec.branch", "spec.endpoint", "spec.bucketName", "spec.region", "spec.registry", "spec.repository", "spec.tag", "spec.path"} {
 		if v, ok := fields[f]; ok && strings.IndexFunc(v, unicode.IsControl) >= 0 {
 			return bad(fmt.Sprintf("%s holds a control character (a line break?), which would break the printed manifests", f))
+		}
+	}
+	if pol := p.SecretsPolicy(t.dest.Name); pol.Encrypts() {
+		if errs := validation.IsDNS1123Subdomain(pol.DecryptionSecret); len(errs) > 0 {
+			return &renderer.InputError{File: p.DestinationFile(t.dest.Name), Where: "Destination " + t.dest.Name,
+				Msg: fmt.Sprintf("spec.secrets.sops.decryptionSecretRef.name %q is not a valid Secret name, which the worker's Kustomizations would reference: %s", pol.DecryptionSecret, strings.Join(errs, "; "))}
 		}
 	}
 	if errs := validation.IsDNS1123Subdomain(t.dest.Name); len(errs) > 0 {

@@ -122,6 +122,7 @@ func newBootstrapArgoCDCommand(io IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.Namespace, "namespace", "argocd", "namespace Argo CD runs in")
 	cmd.Flags().StringVar(&o.Project, "project", "default", "Argo CD project of the Applications")
 	cmd.Flags().StringVar(&o.Server, "server", "https://kubernetes.default.svc", "cluster the Applications deploy to")
+	cmd.Flags().StringVar(&o.SOPSPlugin, "sops-plugin", "", "for a destination whose Secrets render encrypts with SOPS: the Argo CD config management plugin that decrypts them (refused without it)")
 	return cmd
 }
 

@@ -297,6 +297,7 @@ func TestBootstrapBadInput(t *testing.T) {
 		{"argocd project with a line break", []string{"argocd", "edge", "--platform", plat, "--project", "default\n  sourceRepos: ['*']"}, []string{`--project "default\n  sourceRepos: ['*']": not a valid AppProject name`}},
 		{"argocd namespace too long", []string{"argocd", "edge", "--platform", plat, "--namespace", strings.Repeat("a", 64)}, []string{"--namespace", "no more than 63"}},
 		{"argocd server that is no URL", []string{"argocd", "edge", "--platform", plat, "--server", "kubernetes.default.svc"}, []string{`--server "kubernetes.default.svc": not a cluster's URL`}},
+		{"argocd sops plugin with a line break", []string{"argocd", "edge", "--platform", plat, "--sops-plugin", "sops\n  directory: {}"}, []string{"--sops-plugin", "a config management plugin's name is one word"}},
 		{"argocd server with a line break", []string{"argocd", "edge", "--platform", plat, "--server", "https://k8s\n  namespace: kube-system"}, []string{"--server", "control character"}},
 	}
 	for _, c := range cases {

@@ -560,6 +560,13 @@ func (d *drain) move(key string, rec statestore.Record, p statestore.Placement) 
 	rel := path.Join("resources", rec.Namespace, rec.Promise, rec.Name, rec.Pipeline, g.ID)
 	oldPrefix := path.Join(from.Path, rel) + "/"
 	newPrefix := path.Join(to.Path, rel) + "/"
+	if why, err := d.secretsBlockMove(from, to, d.byWorkload[key][from.Store], from.Store, oldPrefix); err != nil || why != "" {
+		if err != nil {
+			return d.e.storeErr(from.Store, d.stores, err)
+		}
+		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, why, true})
+		return nil
+	}
 	src, err := d.pend(from.Store, key, rec)
 	if err != nil {
 		return d.e.storeErr(from.Store, d.stores, err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/render-dev/render/internal/fluxcheck"
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
@@ -139,6 +140,9 @@ type Report struct {
 	// MassDeletion is the breaker's verdict on a dry run that a real
 	// render would refuse (a real render returns it as its error).
 	MassDeletion *statestore.MassDeletionError
+	// Secrets says what the render does with each Secret it writes
+	// (encrypted, kept, written as it is), never a value.
+	Secrets []secrets.Note
 }
 
 // StoreReport is one store's outcome.

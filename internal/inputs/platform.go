@@ -50,6 +50,8 @@ type Platform struct {
 	// origin of each destination and promise, for messages.
 	destFile    map[string]string
 	promiseFile map[string]string
+	// secretPolicies are the destinations' spec.secrets (see SecretsPolicy).
+	secretPolicies map[string]SecretsPolicy
 }
 
 // SecretRef points at a Secret.
@@ -212,6 +214,9 @@ type destinationSpec struct {
 	InitWorkloads struct {
 		Enabled *bool `yaml:"enabled"`
 	} `yaml:"initWorkloads"`
+	// Secrets is render's own: what it does with the Secrets a workflow
+	// writes to the destination (see SecretsSpec).
+	Secrets *SecretsSpec `yaml:"secrets"`
 }
 
 type promiseSpec struct {
@@ -525,6 +530,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		}
 		if d.Store.Kind == "" || d.Store.Name == "" {
 			return bad("spec.stateStoreRef needs kind and name")
+		}
+		if err := p.addSecretsPolicy(name, spec.Secrets); err != nil {
+			return bad("%v", err)
 		}
 		p.Destinations = append(p.Destinations, d)
 		p.destFile[name] = file

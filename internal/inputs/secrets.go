@@ -2,105 +2,191 @@ package inputs
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
+
+	"filippo.io/age"
 )
 
-// How a store's secretRef finds its Secret.
-//
-// A Secret document of the platform configuration is found by its
-// namespace and name, exactly: a reference {name: creds, namespace: team-b}
-// is never served by team-a/creds. A document without metadata.namespace
-// is in namespace "default", and so is a reference without a namespace, as
-// Kubernetes reads both. Two Secret documents with one namespace and name
-// are refused (exit 2, naming both files): which one render would use
-// would depend on the order it read the files in.
-//
-// A Secret mounted with --secrets-dir (DIR/<name>/<key>, as a pod mounts
-// one) carries no namespace: a pod can mount Secrets of its own namespace
-// only, and which of them it mounts is the operator's choice. So a mounted
-// Secret answers a reference by name, whatever namespace the reference
-// names, and only when no Secret document has that namespace and name:
-// a document that matches exactly wins.
+// What a destination does with the Secrets a workflow writes
+// (spec.secrets.policy of a Destination).
+const (
+	// SecretsEncrypt encrypts every Secret with SOPS to the destination's
+	// age recipients before it is written: its data and stringData are
+	// ciphertext in the store, and Flux's kustomize-controller decrypts
+	// them on the worker.
+	SecretsEncrypt = "encrypt"
+	// SecretsRefuse makes a plaintext Secret in the output bad input (exit
+	// 2, nothing written). Secrets the workflow encrypted with SOPS itself
+	// pass. It is the default: a platform that says nothing writes no
+	// plaintext Secret by accident.
+	SecretsRefuse = "refuse"
+	// SecretsAllow writes Secrets as they are, readable by everyone who can
+	// read the store (render before spec.secrets existed).
+	SecretsAllow = "allow"
+)
 
-// DefaultSecretNamespace is the namespace of a Secret document, or of a
-// secretRef, that names none.
-const DefaultSecretNamespace = "default"
+// DefaultDecryptionSecret is the worker's Secret holding the age private
+// key Flux decrypts with, when spec.secrets.sops.decryptionSecretRef names
+// none.
+const DefaultDecryptionSecret = "sops-age"
 
-// String is the reference as namespace/name, its namespace defaulted.
-func (r *SecretRef) String() string {
-	if r == nil {
-		return "<none>"
-	}
-	return r.namespace() + "/" + r.Name
+// AgeKeyFile is the key of the worker's decryption Secret that holds the
+// age private key: kustomize-controller reads every key ending in .agekey.
+const AgeKeyFile = "age.agekey"
+
+// DigestKeyField is the key of the Secret spec.secrets.sops.digestKeyRef
+// names: render's key for the digests it keeps of what it encrypted.
+const DigestKeyField = "digestKey"
+
+// MinDigestKeyBytes is the shortest digest key accepted: a key short
+// enough to guess would let whoever reads the store test guesses of a
+// Secret's value against its digest.
+const MinDigestKeyBytes = 32
+
+// SecretsSpec is a Destination's spec.secrets: what render does with the
+// Secrets a workflow writes to it.
+type SecretsSpec struct {
+	// Policy is encrypt, refuse (the default) or allow.
+	Policy string `yaml:"policy"`
+	// SOPS is how Secrets are encrypted (policy encrypt).
+	SOPS *SOPSSpec `yaml:"sops"`
 }
 
-func (r *SecretRef) namespace() string {
-	if r.Namespace == "" {
-		return DefaultSecretNamespace
-	}
-	return r.Namespace
+// SOPSSpec is how a destination's Secrets are encrypted: SOPS, the age
+// recipients whose private keys decrypt them (public keys only), render's
+// digest key, and the worker's Secret Flux decrypts with.
+type SOPSSpec struct {
+	Age struct {
+		// Recipients are age public keys (age1...): the worker's, and any
+		// others that should be able to read the Secrets (a break-glass key).
+		Recipients []string `yaml:"recipients"`
+	} `yaml:"age"`
+	// DigestKeyRef names the platform Secret whose digestKey keys the
+	// digests render keeps beside its record, so that an unchanged Secret
+	// keeps its ciphertext (SOPS output is random): a random value of 32
+	// bytes or more, which only render reads.
+	DigestKeyRef *SecretRef `yaml:"digestKeyRef"`
+	// DecryptionSecretRef names the worker's Secret (in Flux's namespace)
+	// holding the age private key as age.agekey; render bootstrap flux puts
+	// it in the Kustomizations' decryption. Default sops-age.
+	DecryptionSecretRef *struct {
+		Name string `yaml:"name"`
+	} `yaml:"decryptionSecretRef"`
 }
 
-// secretOrigin is where a Secret document was read: a file and the
-// document in it.
-type secretOrigin struct{ file, where string }
+// SecretsPolicy is a destination's spec.secrets, checked and with its
+// defaults.
+type SecretsPolicy struct {
+	// Policy is SecretsEncrypt, SecretsRefuse or SecretsAllow.
+	Policy string
+	// Recipients are the age recipients (policy encrypt), sorted, without
+	// duplicates.
+	Recipients []string
+	// DigestKeyRef names the Secret holding the digest key (policy encrypt).
+	DigestKeyRef *SecretRef
+	// DecryptionSecret is the worker's Secret Flux decrypts with.
+	DecryptionSecret string
+}
 
-func (o secretOrigin) String() string { return o.file + ": " + o.where }
+// Encrypts reports whether the destination encrypts its Secrets.
+func (s SecretsPolicy) Encrypts() bool { return s.Policy == SecretsEncrypt }
 
-// addSecret keeps a Secret document's values under namespace/name, and
-// refuses a second document with the same namespace and name.
-func (p *Platform) addSecret(file, where, namespace, name string, values map[string][]byte) error {
-	if namespace == "" {
-		namespace = DefaultSecretNamespace
+// SecretsPolicy returns destination dest's policy for Secrets: refuse
+// when its spec.secrets says none.
+func (p *Platform) SecretsPolicy(dest string) SecretsPolicy {
+	if s, ok := p.secretPolicies[dest]; ok {
+		return s
 	}
-	key := namespace + "/" + name
-	if first, dup := p.secretFrom[key]; dup {
-		return fmt.Errorf("Secret %s is defined twice: here and in %s; keep one (which one render used would depend on the order it reads the files in)", key, first)
+	return SecretsPolicy{Policy: SecretsRefuse}
+}
+
+// SecretsPolicySet reports whether destination dest has a spec.secrets
+// (the policy is not the default).
+func (p *Platform) SecretsPolicySet(dest string) bool {
+	_, ok := p.secretPolicies[dest]
+	return ok
+}
+
+// addSecretsPolicy checks and keeps a Destination's spec.secrets. Its
+// errors name the field; a value that looks like an age private key is
+// never quoted.
+func (p *Platform) addSecretsPolicy(dest string, spec *SecretsSpec) error {
+	if p.secretPolicies == nil {
+		p.secretPolicies = map[string]SecretsPolicy{}
 	}
-	p.secretFrom[key] = secretOrigin{file, where}
-	p.Secrets[key] = values
+	pol, err := checkSecretsSpec(spec)
+	if err != nil || spec == nil {
+		return err
+	}
+	p.secretPolicies[dest] = pol
 	return nil
 }
 
-// addMounted keeps a Secret mounted as DIR/<name>/<key>.
-func (p *Platform) addMounted(name string, values map[string][]byte) {
-	p.mounted[name] = values
-}
-
-// Secret resolves a store's secretRef: the Secret document with its
-// namespace and name, or else a Secret mounted under its name (see the
-// rules above). ok is false when neither exists.
-func (p *Platform) Secret(ref *SecretRef) (map[string][]byte, bool) {
-	if ref == nil {
-		return nil, false
+func checkSecretsSpec(spec *SecretsSpec) (SecretsPolicy, error) {
+	out := SecretsPolicy{Policy: SecretsRefuse}
+	if spec == nil {
+		return out, nil
 	}
-	if s, ok := p.Secrets[ref.String()]; ok {
-		return s, true
+	if spec.Policy != "" {
+		out.Policy = spec.Policy
 	}
-	s, ok := p.mounted[ref.Name]
-	return s, ok
-}
-
-// SecretNotFound says why ref resolves to nothing, for the message that
-// names the store: what was looked for, and Secrets of that name in other
-// namespaces, which a reference never falls back to.
-func (p *Platform) SecretNotFound(ref *SecretRef) string {
-	msg := fmt.Sprintf("no Secret %s in the platform configuration", ref)
-	var others []string
-	for key, o := range p.secretFrom {
-		if ns, name, _ := strings.Cut(key, "/"); name == ref.Name && ns != ref.namespace() {
-			others = append(others, fmt.Sprintf("%s (%s)", key, o))
+	switch out.Policy {
+	case SecretsEncrypt:
+	case SecretsRefuse, SecretsAllow:
+		if spec.SOPS != nil {
+			return out, fmt.Errorf("spec.secrets.sops is set but spec.secrets.policy is %s: set policy: encrypt to encrypt Secrets, or remove sops", out.Policy)
+		}
+		return out, nil
+	default:
+		return out, fmt.Errorf("spec.secrets.policy %q is unknown: use encrypt, refuse or allow", spec.Policy)
+	}
+	if spec.SOPS == nil || len(spec.SOPS.Age.Recipients) == 0 {
+		return out, fmt.Errorf("spec.secrets.sops.age.recipients is empty: policy encrypt needs at least one age public key (age-keygen -y on the worker's key prints it)")
+	}
+	seen := map[string]bool{}
+	for i, r := range spec.SOPS.Age.Recipients {
+		field := fmt.Sprintf("spec.secrets.sops.age.recipients[%d]", i)
+		r = strings.TrimSpace(r)
+		if err := CheckAgeRecipient(r); err != nil {
+			return out, fmt.Errorf("%s: %v", field, err)
+		}
+		if !seen[r] {
+			seen[r] = true
+			out.Recipients = append(out.Recipients, r)
 		}
 	}
-	sort.Strings(others)
-	if len(others) > 0 {
-		msg += fmt.Sprintf("; %s is in another namespace, and a reference is resolved by its namespace and name exactly: fix spec.secretRef.namespace, or define the Secret in namespace %s", strings.Join(others, " and "), ref.namespace())
+	slices.Sort(out.Recipients)
+	ref := spec.SOPS.DigestKeyRef
+	if ref == nil || ref.Name == "" {
+		return out, fmt.Errorf("spec.secrets.sops.digestKeyRef is missing: name a platform Secret whose %s is %d or more random bytes (render keys the digests it keeps of each Secret with it, so that an unchanged Secret is not encrypted again on every render)", DigestKeyField, MinDigestKeyBytes)
 	}
-	if p.secretsDir == "" {
-		msg += ", and no --secrets-dir was given"
-	} else {
-		msg += fmt.Sprintf(", and none mounted as %s/%s/<key>", p.secretsDir, ref.Name)
+	out.DigestKeyRef = ref
+	out.DecryptionSecret = DefaultDecryptionSecret
+	if d := spec.SOPS.DecryptionSecretRef; d != nil {
+		if d.Name == "" {
+			return out, fmt.Errorf("spec.secrets.sops.decryptionSecretRef.name is empty")
+		}
+		out.DecryptionSecret = d.Name
 	}
-	return msg
+	return out, nil
+}
+
+// CheckAgeRecipient checks that r is an age X25519 public key (age1...),
+// the kind of recipient Flux's kustomize-controller holds the identity of.
+// Its error never quotes r: a private key pasted by mistake must not be
+// printed.
+func CheckAgeRecipient(r string) error {
+	switch {
+	case r == "":
+		return fmt.Errorf("is empty: give an age public key (age1...)")
+	case strings.HasPrefix(strings.ToUpper(r), "AGE-SECRET-KEY-"):
+		return fmt.Errorf("is an age private key: platform documents hold public keys only; give the public key (age-keygen -y prints it), and keep the private key on the worker only (Secret %s, key %s)", DefaultDecryptionSecret, AgeKeyFile)
+	case strings.HasPrefix(r, "ssh-"):
+		return fmt.Errorf("is an SSH key: Flux decrypts with age identities only; give an age public key (age1...)")
+	}
+	if _, err := age.ParseX25519Recipient(r); err != nil {
+		return fmt.Errorf("is not an age public key (age1... in Bech32, 62 characters)")
+	}
+	return nil
 }
