@@ -152,19 +152,25 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 	if o.Interval <= 0 {
 		o.Interval = time.Minute
 	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	t, err := resolve(p, destination)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTarget(p, t); err != nil {
 		return nil, err
 	}
 	out := &Output{}
 	dec, decNote := fluxDecryption(p, t, o.Namespace)
 	interval := duration(o.Interval)
 	var source doc
-	var sourceKind, sourceName string
+	var sourceKind, srcName string
 	var notes []string
 	if t.oci != nil {
 		s := t.oci
-		sourceKind, sourceName = "OCIRepository", s.Name+"-"+t.dest.Name
+		sourceKind, srcName = "OCIRepository", sourceName(s.Name, t.dest.Name)
 		spec := mapping{
 			{"interval", interval},
 			{"url", ociURL(s, t.dest)},
@@ -177,10 +183,10 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			spec = append(spec, kv{"secretRef", mapping{{"name", s.SecretRef.Name}}})
 			notes = append(notes, fmt.Sprintf("Create Secret %s in namespace %s on the worker first, of type kubernetes.io/dockerconfigjson (a read-only credential for %s).", s.SecretRef.Name, o.Namespace, s.Registry))
 		}
-		source = object(SourceAPIVersion, "OCIRepository", sourceName, o.Namespace, spec)
+		source = object(SourceAPIVersion, "OCIRepository", srcName, o.Namespace, spec)
 	} else if t.git != nil {
 		s := t.git
-		sourceKind, sourceName = "GitRepository", s.Name
+		sourceKind, srcName = "GitRepository", s.Name
 		clean, err := withoutCredentials(s, out)
 		if err != nil {
 			return nil, err
@@ -208,7 +214,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		source = object(SourceAPIVersion, "GitRepository", s.Name, o.Namespace, spec)
 	} else {
 		s := t.bucket
-		sourceKind, sourceName = "Bucket", s.Name+"-"+t.dest.Name
+		sourceKind, srcName = "Bucket", sourceName(s.Name, t.dest.Name)
 		if s.AuthMethod == "IAM" {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("BucketStateStore %s uses IAM; the generic provider printed here authenticates with a Secret only: on AWS, set spec.provider: aws so Flux uses the worker's IAM role", s.Name))
 		}
@@ -229,13 +235,13 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			spec = append(spec, kv{"secretRef", mapping{{"name", s.SecretRef.Name}}})
 			notes = append(notes, fmt.Sprintf("Create Secret %s in namespace %s on the worker first, with keys accesskey and secretkey (a read-only credential).", s.SecretRef.Name, o.Namespace))
 		}
-		source = object(SourceAPIVersion, "Bucket", sourceName, o.Namespace, spec)
+		source = object(SourceAPIVersion, "Bucket", srcName, o.Namespace, spec)
 	}
 	if decNote != "" {
 		notes = append(notes, decNote)
 	}
-	ref := mapping{{"kind", sourceKind}, {"name", sourceName}}
-	deps := t.dest.Name + "-dependencies"
+	ref := mapping{{"kind", sourceKind}, {"name", srcName}}
+	deps, res, flat := kustomizationName(t.dest.Name, "dependencies"), kustomizationName(t.dest.Name, "resources"), kustomizationName(t.dest.Name, "")
 	kust := func(name, section string, dependsOn string) doc {
 		spec := mapping{{"interval", interval}}
 		if dependsOn != "" {
@@ -256,15 +262,15 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		// included, is at the folder's root, and there is no
 		// dependencies/ or resources/ to read.
 		header := []string{
-			fmt.Sprintf("Flux on the worker of destination %s (filepath mode %s: everything is at the folder's root): %s, then %s.", t.dest.Name, t.dest.Mode, sourceKind+" "+sourceName, t.dest.Name),
+			fmt.Sprintf("Flux on the worker of destination %s (filepath mode %s: everything is at the folder's root): %s, then %s.", t.dest.Name, t.dest.Mode, sourceKind+" "+srcName, flat),
 		}
-		out.YAML, err = encode(append(header, notes...), source, kust(t.dest.Name, "", ""))
+		out.YAML, err = encode(append(header, notes...), source, kust(flat, "", ""))
 		return out, err
 	}
 	header := []string{
-		fmt.Sprintf("Flux on the worker of destination %s: %s, then %s, then %s.", t.dest.Name, sourceKind+" "+sourceName, deps, t.dest.Name+"-resources"),
+		fmt.Sprintf("Flux on the worker of destination %s: %s, then %s, then %s.", t.dest.Name, sourceKind+" "+srcName, deps, res),
 	}
-	out.YAML, err = encode(append(header, notes...), source, kust(deps, "dependencies", ""), kust(t.dest.Name+"-resources", "resources", deps))
+	out.YAML, err = encode(append(header, notes...), source, kust(deps, "dependencies", ""), kust(res, "resources", deps))
 	return out, err
 }
 
@@ -279,8 +285,14 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if o.Server == "" {
 		o.Server = "https://kubernetes.default.svc"
 	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	t, err := resolve(p, destination)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTarget(p, t); err != nil {
 		return nil, err
 	}
 	if o.sopsNote, err = argoSOPS(p, t, o.SOPSPlugin); err != nil {
@@ -295,6 +307,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	}
 	s := t.git
 	out := &Output{}
+	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies"))
 	repoURL, err := withoutCredentials(s, out)
 	if err != nil {
 		return nil, err
@@ -303,7 +316,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 		out.Warnings = append(out.Warnings, warn)
 	}
 	app := func(section, wave string) doc {
-		d := object(ApplicationAPIVersion, "Application", t.dest.Name+"-"+section, o.Namespace, mapping{
+		d := object(ApplicationAPIVersion, "Application", applicationName(t.dest.Name, section), o.Namespace, mapping{
 			{"project", o.Project},
 			{"source", mapping{
 				{"repoURL", repoURL},
@@ -323,12 +336,12 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
 		header := []string{fmt.Sprintf("Argo CD on the worker of destination %s (filepath mode %s: everything is at the folder's root): one Application.", t.dest.Name, t.dest.Mode)}
 		d := app("", "0")
-		d.name, d.annotations = t.dest.Name, nil
+		d.name, d.annotations = applicationName(t.dest.Name, ""), nil
 		out.YAML, err = encode(o.withSOPS(header), d)
 		return out, err
 	}
 	header := []string{
-		fmt.Sprintf("Argo CD on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
+		fmt.Sprintf("Argo CD on the worker of destination %s: %s (sync wave 0), then %s (sync wave 1).", t.dest.Name, applicationName(t.dest.Name, "dependencies"), applicationName(t.dest.Name, "resources")),
 		argoOrderNote,
 	}
 	if s.SecretRef != nil && s.SecretRef.Name != "" {
@@ -526,8 +539,9 @@ func ociTag(s *inputs.OCIStateStore) string {
 func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 	s := t.oci
 	out := &Output{}
+	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies"))
 	app := func(section, wave string) doc {
-		d := object(ApplicationAPIVersion, "Application", t.dest.Name+"-"+section, o.Namespace, mapping{
+		d := object(ApplicationAPIVersion, "Application", applicationName(t.dest.Name, section), o.Namespace, mapping{
 			{"project", o.Project},
 			{"source", mapping{
 				{"repoURL", ociURL(s, t.dest)},
@@ -546,7 +560,7 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 	}
 	flat := t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting
 	header := []string{
-		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
+		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s (sync wave 0), then %s (sync wave 1).", t.dest.Name, applicationName(t.dest.Name, "dependencies"), applicationName(t.dest.Name, "resources")),
 		argoOrderNote,
 	}
 	if flat {
@@ -570,7 +584,7 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 		// Kratix writes these destinations flat: there is no
 		// dependencies/ or resources/ in the artifact.
 		d := app(".", "0")
-		d.name, d.annotations = t.dest.Name, nil
+		d.name, d.annotations = applicationName(t.dest.Name, ""), nil
 		out.YAML, err = encode(header, d)
 		return out, err
 	}

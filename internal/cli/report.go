@@ -96,6 +96,8 @@ func groupDestinations(g renderer.Group) string {
 		return "UNSCHEDULED"
 	case g.Unscheduled():
 		dest += " (UNSCHEDULED: nothing matches; kept where it was placed, misscheduled)"
+	case len(g.Misscheduled) > 0 && len(g.Matching()) > 0:
+		dest += " (misscheduled on " + strings.Join(g.Misscheduled, ", ") + ": kept where it was placed; matches now: " + strings.Join(g.Matching(), ", ") + ")"
 	case len(g.Misscheduled) > 0:
 		dest += " (misscheduled on " + strings.Join(g.Misscheduled, ", ") + ": kept where it was placed)"
 	}
@@ -136,7 +138,7 @@ func unscheduledLine(g renderer.Group) string {
 	}
 	line := fmt.Sprintf("group %s is unscheduled: no destination matches selector %s (%s)", g.Directory, g.Selector, strings.Join(reasons, "; "))
 	if g.Placed() {
-		line += fmt.Sprintf("; it stays on %s where it was placed (misscheduled), and nothing was deleted", strings.Join(g.Destinations, ", "))
+		line += fmt.Sprintf("; it is kept on %s, where it was placed, as Kratix keeps a misscheduled placement, and nothing was deleted", strings.Join(g.Destinations, ", "))
 	}
 	return line
 }

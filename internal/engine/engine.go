@@ -179,8 +179,10 @@ func (r *Report) Groups() []renderer.Group {
 	return out
 }
 
-// Unscheduled returns the groups no matching destination took (those kept
-// only where they no longer match included), static dependencies too.
+// Unscheduled returns the groups no matching destination can take (see
+// renderer.Group.Unscheduled: those kept where they no longer match
+// included, unless another destination matches them), static
+// dependencies too.
 func (r *Report) Unscheduled() []renderer.Group {
 	var out []renderer.Group
 	for _, g := range r.Groups() {

@@ -80,20 +80,38 @@ func ValidPath(p string) error {
 	case p == ".." || strings.HasPrefix(p, "../"):
 		return fmt.Errorf("path %q leaves the store", p)
 	case len(p) > MaxPathBytes:
-		return fmt.Errorf("path %.40q... is %d bytes long; a store holds at most %d", p, len(p), MaxPathBytes)
+		return &TooLongError{Path: p, Len: len(p), Limit: MaxPathBytes}
 	}
 	for _, c := range strings.Split(p, "/") {
 		switch t := strings.TrimSpace(c); {
 		case t == "." || t == "..":
 			return fmt.Errorf("path %q: the name %q reads as %q", p, c, t)
 		case len(c) > MaxComponentBytes:
-			return fmt.Errorf("path %q: the name %.40q... is %d bytes long; a file system holds at most %d", p, c, len(c), MaxComponentBytes)
+			return &TooLongError{Path: p, Name: c, Len: len(c), Limit: MaxComponentBytes}
 		}
 		if err := GitRefuses(c); err != nil {
 			return fmt.Errorf("path %q: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// TooLongError is a path over one of the two length limits every store
+// holds: one name (a file's or a folder's) longer than MaxComponentBytes,
+// or the whole path longer than MaxPathBytes. Its message says which.
+type TooLongError struct {
+	Path string
+	// Name is the name over MaxComponentBytes; "" when the whole path is
+	// over MaxPathBytes.
+	Name       string
+	Len, Limit int
+}
+
+func (e *TooLongError) Error() string {
+	if e.Name != "" {
+		return fmt.Sprintf("the name %.40q... in path %.60q... is %d bytes long: one file or folder name holds at most %d bytes (a file system's limit)", e.Name, e.Path, e.Len, e.Limit)
+	}
+	return fmt.Sprintf("path %.60q... is %d bytes long: a whole path, with its folders, holds at most %d bytes (S3's limit on a key, which render keeps for every store)", e.Path, e.Len, e.Limit)
 }
 
 // GitRefuses reports why git would refuse name as one component of a path
