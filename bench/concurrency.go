@@ -56,6 +56,17 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 	var rows []*Row
 	var failures []error
 	for _, kind := range []string{"git", "s3"} {
+		if !b.wantStore(kind) {
+			continue
+		}
+		if kind == "s3" {
+			r, err := b.s3Concurrency(ctx, sizes, b.s3FreshTarget(s3Addr, s3c))
+			rows = append(rows, r...)
+			if err != nil {
+				failures = append(failures, err)
+			}
+			continue
+		}
 		for _, n := range sizes {
 			var rs []concurrencyRun
 			for run := range min(b.runs, 2) {

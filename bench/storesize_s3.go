@@ -305,7 +305,17 @@ const seededKey = "bench-seeded"
 // seeded returns the bucket holding n workloads, generating it first
 // unless a complete one is kept.
 func (s *storeSizeMinIO) seeded(ctx context.Context, b *bench, n int) (string, error) {
+	return s.seededSpec(ctx, b, storegen.Spec{Workloads: n, Destinations: storeSizeDests})
+}
+
+// seededSpec returns the bucket holding the store spec describes,
+// generating it first unless a complete one is kept.
+func (s *storeSizeMinIO) seededSpec(ctx context.Context, b *bench, spec storegen.Spec) (string, error) {
+	n := spec.Workloads
 	bucket := fmt.Sprintf("storesize-%d-%s", n, storeSizeVersion)
+	if spec.Destinations != storeSizeDests {
+		bucket = fmt.Sprintf("storesize-%d-d%d-%s", n, spec.Destinations, storeSizeVersion)
+	}
 	ok, err := s.client.BucketExists(ctx, bucket)
 	if err != nil {
 		return "", err
@@ -324,8 +334,7 @@ func (s *storeSizeMinIO) seeded(ctx context.Context, b *bench, n int) (string, e
 	}
 	defer st.Close()
 	t0 := time.Now()
-	spec := storegen.Spec{Workloads: n, Destinations: storeSizeDests}
-	for i := range storeSizeDests {
+	for i := range spec.Destinations {
 		// The destinations' canaries, which render writes once per
 		// destination and never again (shared files, owned by nobody).
 		for _, c := range []struct{ path, data string }{

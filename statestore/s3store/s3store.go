@@ -205,7 +205,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s.client, s.owned = client, owned
 	s.Writer = statestore.Writer{
-		Backend: backend{s},
+		Backend: backend{s: s},
 		Policy:  statestore.RetryPolicy{Limit: retryLimit, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline},
 	}
 	return s, nil

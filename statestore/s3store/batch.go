@@ -1,0 +1,148 @@
+package s3store
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/render-dev/render/statestore"
+)
+
+// batch is what the writes of one ApplyAll share: their announcement in
+// the load summaries, and the view their first attempts start from.
+type batch struct {
+	load *loadState
+	view *snapshot
+	// dirty is set once any write of the batch wrote anything.
+	dirty atomic.Bool
+}
+
+// ApplyAll writes several workloads' updates. S3 has no transaction over
+// several objects, so each update is its own write (statestore.Write, as
+// Apply), but writes of different workloads do not wait for each other:
+// each conditions its objects on what it read, and the record of each
+// workload is its own lock (see docs/design.md, "S3"). So they run side by
+// side, Config.Concurrency of them at a time (updates of one workload one
+// after the other, in the order given), and share what would otherwise
+// make them take turns:
+//
+//   - the load summaries: the batch announces the changes of every update
+//     that carries its Basis before any write begins, one conditional write
+//     per destination, and settles them once the last write ended, one
+//     more; a write whose plan changes more than its update said widens
+//     the announcement (render drain moves 1,000 workloads off one
+//     destination with a few writes of its summary, not 2,000);
+//   - the view: every write's first attempt starts from what the Store's
+//     last Snapshot looked up (a drain's reads), and lists only what that
+//     did not cover.
+//
+// The first write that fails stops the writes not yet started; the
+// result sums those that ran, and the error is the first one, by the
+// updates' order.
+func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
+	if len(us) <= 1 {
+		return s.Writer.ApplyAll(ctx, us)
+	}
+	ctx = s.Policy.Context(ctx)
+	b := &batch{load: newLoadState()}
+	b.view = s.keptView(ctx)
+	dry := us[0].DryRun
+	if !dry {
+		changes := map[string]map[string][]string{}
+		for _, u := range us {
+			if u.Basis == nil {
+				continue // its write announces what its plan changes
+			}
+			var rec *statestore.Record
+			if u.Record != nil {
+				r := *u.Record
+				r.Workload = u.Workload
+				rec = &r
+			}
+			for d, byW := range loadChanges(u.Workload, u.Basis.Record, statestore.Plan{Record: rec}) {
+				if changes[d] == nil {
+					changes[d] = map[string][]string{}
+				}
+				for w, names := range byW {
+					changes[d][w] = sortedSet(setOf(append(slices.Clone(changes[d][w]), names...)))
+				}
+			}
+		}
+		if err := s.announce(ctx, b.load, changes); err != nil {
+			s.settle(ctx, b.load)
+			return statestore.Result{}, statestore.Wrap(s.String(), "write load summary", err)
+		}
+		defer func() {
+			fctx, cancel := statestore.Finishing(ctx)
+			defer cancel()
+			s.settle(fctx, b.load)
+			if b.dirty.Load() {
+				s.createSummaries(fctx)
+			}
+		}()
+	}
+	// Updates of one workload one after the other, in the order given.
+	var order []string
+	byWorkload := map[string][]int{}
+	for i, u := range us {
+		if byWorkload[u.Workload] == nil {
+			order = append(order, u.Workload)
+		}
+		byWorkload[u.Workload] = append(byWorkload[u.Workload], i)
+	}
+	results := make([]statestore.Result, len(us))
+	errs := make([]error, len(us))
+	ran := make([]bool, len(us))
+	be := backend{s: s, batch: b}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(s.cfg.Concurrency, 1))
+	for _, w := range order {
+		if stop.Load() {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, i := range byWorkload[w] {
+				if stop.Load() {
+					return
+				}
+				ran[i] = true
+				results[i], errs[i] = statestore.Write(ctx, be, s.Policy, []statestore.Update{us[i]})
+				if errs[i] != nil {
+					stop.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var res statestore.Result
+	for i := range us {
+		if !ran[i] {
+			continue
+		}
+		r := results[i]
+		res.Updated = res.Updated || r.Updated
+		res.Added = append(res.Added, r.Added...)
+		res.Changed = append(res.Changed, r.Changed...)
+		res.Deleted = append(res.Deleted, r.Deleted...)
+		res.Attempts += r.Attempts
+		if r.Revision != "" {
+			res.Revision = r.Revision
+		}
+	}
+	return res, firstErr(errs)
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
