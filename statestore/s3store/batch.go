@@ -23,9 +23,8 @@ type batch struct {
 // Apply), but writes of different workloads do not wait for each other:
 // each conditions its objects on what it read, and the record of each
 // workload is its own lock (see docs/design.md, "S3"). So they run side by
-// side, Config.Concurrency of them at a time (updates of one workload one
-// after the other, in the order given), and share what would otherwise
-// make them take turns:
+// side, Config.Concurrency of them at a time, and share what would
+// otherwise make them take turns:
 //
 //   - the load summaries: the batch announces the changes of every update
 //     that carries its Basis before any write begins, one conditional write
@@ -37,9 +36,11 @@ type batch struct {
 //     last Snapshot looked up (a drain's reads), and lists only what that
 //     did not cover.
 //
-// The first write that fails stops the writes not yet started; the
-// result sums those that ran, and the error is the first one, by the
-// updates' order.
+// An update that names a path an earlier one names (the same workload, a
+// file one wants and another had) is written after it. The first write
+// that fails stops the writes not yet started (those already under way
+// finish); the result sums those that ran, and the error is the first
+// one, by the updates' order.
 func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
 	if len(us) <= 1 {
 		return s.Writer.ApplyAll(ctx, us)
@@ -82,40 +83,50 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 			}
 		}()
 	}
-	// Updates of one workload one after the other, in the order given.
-	var order []string
-	byWorkload := map[string][]int{}
+	// An update waits for the updates before it that name a path it
+	// names (the same workload's, one that wants a file or an object
+	// another had or wants): planned after them, as a batch planned one
+	// update on top of the other would be.
+	deps := make([][]int, len(us))
+	lastOf := map[string]int{}
 	for i, u := range us {
-		if byWorkload[u.Workload] == nil {
-			order = append(order, u.Workload)
+		seen := map[int]bool{}
+		for _, k := range batchKeys(u) {
+			if j, ok := lastOf[k]; ok && !seen[j] {
+				seen[j] = true
+				deps[i] = append(deps[i], j)
+			}
+			lastOf[k] = i
 		}
-		byWorkload[u.Workload] = append(byWorkload[u.Workload], i)
 	}
 	results := make([]statestore.Result, len(us))
 	errs := make([]error, len(us))
 	ran := make([]bool, len(us))
+	done := make([]chan struct{}, len(us))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
 	be := backend{s: s, batch: b}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(s.cfg.Concurrency, 1))
-	for _, w := range order {
-		if stop.Load() {
-			break
-		}
-		sem <- struct{}{}
+	for i := range us {
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			for _, i := range byWorkload[w] {
-				if stop.Load() {
-					return
-				}
-				ran[i] = true
-				results[i], errs[i] = statestore.Write(ctx, be, s.Policy, []statestore.Update{us[i]})
-				if errs[i] != nil {
-					stop.Store(true)
-					return
-				}
+			defer wg.Done()
+			defer close(done[i])
+			for _, j := range deps[i] {
+				<-done[j]
+			}
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if stop.Load() || ctx.Err() != nil {
+				return
+			}
+			ran[i] = true
+			results[i], errs[i] = statestore.Write(ctx, be, s.Policy, []statestore.Update{us[i]})
+			if errs[i] != nil {
+				stop.Store(true)
 			}
 		}()
 	}
@@ -145,4 +156,34 @@ func firstErr(errs []error) error {
 		}
 	}
 	return nil
+}
+
+// batchKeys are the paths and names an update's write may depend on
+// another's for: its workload, its files and aggregated files, the claims
+// of its objects, and what its basis says it had.
+func batchKeys(u statestore.Update) []string {
+	keys := []string{"workload:" + u.Workload}
+	for p := range u.Files {
+		keys = append(keys, p)
+	}
+	for _, a := range u.Aggregates {
+		keys = append(keys, a.Target)
+	}
+	for _, r := range []*statestore.Record{u.Record, basisRecord(u)} {
+		if r == nil {
+			continue
+		}
+		for _, o := range r.Objects {
+			keys = append(keys, statestore.ClaimPath(o))
+		}
+		keys = append(keys, r.Files...)
+	}
+	return keys
+}
+
+func basisRecord(u statestore.Update) *statestore.Record {
+	if u.Basis == nil {
+		return nil
+	}
+	return u.Basis.Record
 }
