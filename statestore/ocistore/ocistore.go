@@ -135,6 +135,7 @@ type Store struct {
 
 	mu     sync.Mutex
 	layers map[digest.Digest]map[string][]byte // unpacked layers, by digest
+	sorted map[digest.Digest][]string          // their file names, sorted (see snapshot.names)
 	repos  map[string]*remote.Repository
 	pushed map[string]bool // repo + "@" + digest known to exist
 	// deletesOK is set once the registry showed it deletes tags (see
@@ -251,6 +252,7 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{
 		cfg: cfg, name: name, client: client,
 		layers: map[digest.Digest]map[string][]byte{},
+		sorted: map[digest.Digest][]string{},
 		repos:  map[string]*remote.Repository{},
 		pushed: map[string]bool{},
 	}

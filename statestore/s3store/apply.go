@@ -104,6 +104,7 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 	default:
 		snap = s.keptView(ctx)
 	}
+	kept := snap != nil
 	if snap == nil {
 		snap = s.newSnapshot(ctx)
 	}
@@ -121,7 +122,7 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 		return nil, failed("read", err)
 	}
 	if !u.DryRun {
-		wrote, err := s.ensureIndexed(ctx, snap)
+		wrote, err := s.ensureIndexed(ctx, snap, kept)
 		if err != nil {
 			return nil, failed("write index marker", err)
 		}

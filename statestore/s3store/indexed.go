@@ -28,79 +28,52 @@ import (
 // record (here, or an earlier writer did). So when the records folder is
 // listed first and the marker looked up after, and the marker is still
 // missing, every record that listing showed was written by a render that
-// predates the index: those are migrated (their index entries and claims,
-// each created only where missing, as the planner would have) before the
-// marker is created. In a fresh bucket there are none: the marker alone is
+// predates the index. kept says snap is a view older than the write (the
+// Store's last Snapshot): the marker is looked at once more first, as
+// another writer may have made it since. Those records are migrated
+// (their index entries and claims, each created only where missing, as
+// the planner would have) before the marker is created. In a fresh bucket there are none: the marker alone is
 // created, one PUT, conditioned on its absence.
-func (s *Store) ensureIndexed(ctx context.Context, snap *snapshot) (bool, error) {
+func (s *Store) ensureIndexed(ctx context.Context, snap *snapshot, kept bool) (bool, error) {
 	if o, ok, err := snap.lookup(statestore.IndexMarker); err != nil || ok && !o.tomb {
 		return false, err
 	}
-	if !snap.empty {
-		// Somebody may have made it since snap looked.
-		if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
-			if ok {
-				snap.indexed(o)
-			}
-			return false, err
-		}
-	}
 	wrote := false
 	if !snap.empty {
-		recs := s.newSnapshot(ctx)
-		if err := recs.listDeep(statestore.RecordsDir); err != nil {
-			return false, err
+		// The records, listed before the marker is looked at: the view's
+		// own listing when it made one (a render reads every record of a
+		// store without the marker), or a new one.
+		var recs *snapshot
+		snap.mu.Lock()
+		if snap.deepCovered(statestore.RecordsDir) {
+			recs = snap
 		}
-		if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
-			if ok {
-				snap.indexed(o)
-			}
-			return false, err
-		}
-		var paths []string
-		recs.mu.Lock()
-		for p, o := range recs.objs {
-			if isRecordPath(p) && !o.tomb {
-				paths = append(paths, p)
-			}
-		}
-		recs.mu.Unlock()
-		if len(paths) > 0 {
-			if err := recs.prefetch(paths); err != nil {
-				return false, err
-			}
-			files, err := statestore.Migration(recs)
-			if err != nil {
-				return false, err
-			}
-			delete(files, statestore.IndexMarker)
-			todo := make([]string, 0, len(files))
-			for p := range files {
-				todo = append(todo, p)
-			}
-			sort.Strings(todo)
-			if err := recs.lookAll(todo, nil); err != nil {
-				return false, err
-			}
-			var jobs []func(context.Context) error
-			for _, p := range todo {
-				if o, ok, err := recs.lookup(p); err != nil {
-					return false, err
-				} else if ok && !o.tomb {
-					continue
+		snap.mu.Unlock()
+		if recs != nil || kept {
+			// The view is older than this write: somebody may have made
+			// the marker since it looked.
+			if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
+				if ok {
+					snap.indexed(o)
 				}
-				wrote = true
-				jobs = append(jobs, func(ctx context.Context) error {
-					_, err := s.put(ctx, p, files[p], cond{})
-					if errors.Is(err, errChanged) {
-						return nil // another writer migrating the store made it
-					}
-					return err
-				})
-			}
-			if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
 				return false, err
 			}
+		}
+		if recs == nil {
+			recs = s.newSnapshot(ctx)
+			if err := recs.listDeep(statestore.RecordsDir); err != nil {
+				return false, err
+			}
+			if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
+				if ok {
+					snap.indexed(o)
+				}
+				return false, err
+			}
+		}
+		var err error
+		if wrote, err = s.migrate(ctx, recs); err != nil {
+			return false, err
 		}
 	}
 	data := statestore.IndexMarkerData()
@@ -113,6 +86,56 @@ func (s *Store) ensureIndexed(ctx context.Context, snap *snapshot) (bool, error)
 	}
 	snap.indexed(object{etag: etag, size: int64(len(data))})
 	return wrote, nil
+}
+
+// migrate writes the index entries and claims of every record recs listed
+// (statestore.Migration) that are missing, each conditioned on its
+// absence (another writer migrating the store at the same time may make it
+// first), and reports whether it wrote any.
+func (s *Store) migrate(ctx context.Context, recs *snapshot) (bool, error) {
+	var paths []string
+	recs.mu.Lock()
+	for p, o := range recs.objs {
+		if isRecordPath(p) && !o.tomb {
+			paths = append(paths, p)
+		}
+	}
+	recs.mu.Unlock()
+	if len(paths) == 0 {
+		return false, nil
+	}
+	if err := recs.prefetch(paths); err != nil {
+		return false, err
+	}
+	files, err := statestore.Migration(recs)
+	if err != nil {
+		return false, err
+	}
+	delete(files, statestore.IndexMarker)
+	todo := make([]string, 0, len(files))
+	for p := range files {
+		todo = append(todo, p)
+	}
+	sort.Strings(todo)
+	if err := recs.lookAll(todo, nil); err != nil {
+		return false, err
+	}
+	var jobs []func(context.Context) error
+	for _, p := range todo {
+		if o, ok, err := recs.lookup(p); err != nil {
+			return false, err
+		} else if ok && !o.tomb {
+			continue
+		}
+		jobs = append(jobs, func(ctx context.Context) error {
+			_, err := s.put(ctx, p, files[p], cond{})
+			if errors.Is(err, errChanged) {
+				return nil // another writer migrating the store made it
+			}
+			return err
+		})
+	}
+	return len(jobs) > 0, writeAll(ctx, s.cfg.Concurrency, jobs)
 }
 
 // look lists whether p exists now, on a snapshot of its own.
