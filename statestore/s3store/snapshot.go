@@ -47,7 +47,7 @@ type snapshot struct {
 	spans map[string][]span // per folder ("" is the store's root): name ranges listed in full
 	// points are paths a GET alone answered about (see readPoints).
 	points map[string]bool
-	cache map[string][]byte
+	cache  map[string][]byte
 	// load holds the counts of the destinations whose load was read, by
 	// flavour folder (see SummaryLoad).
 	load map[string]map[string]int
