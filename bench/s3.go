@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -49,8 +51,26 @@ func (c *counter) add(r *http.Request) {
 	}
 	c.mu.Lock()
 	c.n[kind]++
+	if reqLog != nil {
+		fmt.Fprintf(reqLog, "%s %s %s\n", kind, r.URL.Path, r.URL.RawQuery)
+	}
 	c.mu.Unlock()
 }
+
+// reqLog, when $RENDER_BENCH_REQUEST_LOG names a file, gets one line per
+// request counted (kind, path, query): to see which objects a figure's
+// requests went to.
+var reqLog = func() io.Writer {
+	p := os.Getenv("RENDER_BENCH_REQUEST_LOG")
+	if p == "" {
+		return nil
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		return nil
+	}
+	return f
+}()
 
 func (c *counter) snapshot() map[string]int {
 	c.mu.Lock()

@@ -31,18 +31,22 @@ import (
 // (target <= 0.7x), and the requests per render by kind, counted by a
 // proxy in front of MinIO (target: no more than serial's). In the kept
 // store, every run's workloads are removed afterwards (tombstones stay).
+// -quick measures the fresh bucket, quiet, only.
 func (b *bench) s3Concurrency(ctx context.Context, sizes []int, fresh s3ConcTarget) ([]*Row, error) {
 	var rows []*Row
 	var failures []error
 	targets := []s3ConcTarget{fresh}
-	if big, stop, err := b.s3BigTarget(ctx); err != nil {
+	loads := []bool{false, true}
+	if b.quick {
+		loads = loads[:1] // -quick: the fresh bucket, quiet
+	} else if big, stop, err := b.s3BigTarget(ctx); err != nil {
 		failures = append(failures, fmt.Errorf("s3, 10,000 workloads: %w", err))
 	} else {
 		defer stop()
 		targets = append(targets, big)
 	}
 	for _, t := range targets {
-		for _, busy := range []bool{false, true} {
+		for _, busy := range loads {
 			for _, n := range sizes {
 				var rs []concurrencyRun
 				for run := range min(b.runs, 2) {

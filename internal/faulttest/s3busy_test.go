@@ -35,7 +35,7 @@ func TestS3WritersOnBusyNode(t *testing.T) {
 	m := testenv.MinIO(t)
 	bucket := m.CreateBucket(t, "busy")
 	c := m.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	// The 3,000-file workload, as render would have left it.
@@ -94,6 +94,8 @@ func TestS3WritersOnBusyNode(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 
 	objs, err := listBucket(ctx, c, bucket, "clusters/")
 	if err != nil {
