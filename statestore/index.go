@@ -119,10 +119,22 @@ func ParseIndexPath(p string) (e IndexEntry, ok bool) {
 
 // Indexed reports whether snap has the placement index. A store with no
 // records at all counts as indexed once anything is written to it; until
-// then there is nothing to index.
+// then there is nothing to index. A snapshot that tells it by other means
+// (IndexedSnapshot) answers itself.
 func Indexed(snap Snapshot) (bool, error) {
+	if ix, ok := snap.(IndexedSnapshot); ok {
+		return ix.Indexed()
+	}
 	exists, _, err := snap.Compare(IndexMarker, nil)
 	return exists, err
+}
+
+// IndexedSnapshot is a snapshot that answers Indexed itself: one that can
+// tell a store that holds no record yet (indexed: nothing predates the
+// index) from one whose records predate the index, without reading every
+// record (an S3 bucket: see s3store's ensureIndexed).
+type IndexedSnapshot interface {
+	Indexed() (bool, error)
 }
 
 // Facts is what a render needs to know from one store.

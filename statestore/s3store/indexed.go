@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sort"
 
+	"github.com/minio/minio-go/v7"
+
 	"github.com/render-dev/render/statestore"
 )
 
@@ -28,64 +30,169 @@ import (
 // record (here, or an earlier writer did). So when the records folder is
 // listed first and the marker looked up after, and the marker is still
 // missing, every record that listing showed was written by a render that
-// predates the index. kept says snap is a view older than the write (the
-// Store's last Snapshot): the marker is looked at once more first, as
-// another writer may have made it since. Those records are migrated
-// (their index entries and claims, each created only where missing, as
-// the planner would have) before the marker is created. In a fresh bucket there are none: the marker alone is
-// created, one PUT, conditioned on its absence.
+// predates the index (see indexVerdict). A bucket with no record needs
+// nothing more than the marker (one PUT, conditioned on its absence).
+// Records that predate the index are migrated first (their index entries
+// and claims, each created only where missing, as the planner would
+// have), from the view's listing of every record or a new one, followed by
+// one more look at the marker (kept says snap is a view older than the
+// write, the Store's last Snapshot: another writer may have made the
+// marker since).
 func (s *Store) ensureIndexed(ctx context.Context, snap *snapshot, kept bool) (bool, error) {
-	if o, ok, err := snap.lookup(statestore.IndexMarker); err != nil || ok && !o.tomb {
+	v, err := snap.indexVerdict()
+	switch {
+	case err != nil:
 		return false, err
+	case v == verdictMarker:
+		return false, nil
+	case v == verdictEmpty:
+		// No record when the records folder was listed, after the marker
+		// was found missing: nothing to migrate. A record written since
+		// was written by a render that made the marker first, and then
+		// the marker's creation fails, as it should.
+		return false, s.createMarker(ctx, snap)
 	}
-	wrote := false
-	if !snap.empty {
-		// The records, listed before the marker is looked at: the view's
-		// own listing when it made one (a render reads every record of a
-		// store without the marker), or a new one.
-		var recs *snapshot
-		snap.mu.Lock()
-		if snap.deepCovered(statestore.RecordsDir) {
-			recs = snap
-		}
-		snap.mu.Unlock()
-		if recs != nil || kept {
-			// The view is older than this write: somebody may have made
-			// the marker since it looked.
-			if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
-				if ok {
-					snap.indexed(o)
-				}
-				return false, err
+	// The records, listed before the marker is looked at: the view's own
+	// listing when it made one (a render reads every record of a store
+	// without the marker), or a new one.
+	var recs *snapshot
+	snap.mu.Lock()
+	if snap.deepCovered(statestore.RecordsDir) {
+		recs = snap
+	}
+	snap.mu.Unlock()
+	if recs != nil || kept {
+		// The view is older than this write: somebody may have made the
+		// marker since it looked.
+		if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
+			if ok {
+				snap.indexed(o)
 			}
-		}
-		if recs == nil {
-			recs = s.newSnapshot(ctx)
-			if err := recs.listDeep(statestore.RecordsDir); err != nil {
-				return false, err
-			}
-			if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
-				if ok {
-					snap.indexed(o)
-				}
-				return false, err
-			}
-		}
-		var err error
-		if wrote, err = s.migrate(ctx, recs); err != nil {
 			return false, err
 		}
 	}
+	if recs == nil {
+		recs = s.newSnapshot(ctx)
+		if err := recs.listDeep(statestore.RecordsDir); err != nil {
+			return false, err
+		}
+		if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
+			if ok {
+				snap.indexed(o)
+			}
+			return false, err
+		}
+	}
+	wrote, err := s.migrate(ctx, recs)
+	if err != nil {
+		return false, err
+	}
+	return wrote, s.createMarker(ctx, snap)
+}
+
+// createMarker writes the index marker, where nothing exists yet, and
+// makes snap show it.
+func (s *Store) createMarker(ctx context.Context, snap *snapshot) error {
 	data := statestore.IndexMarkerData()
 	etag, err := s.put(ctx, statestore.IndexMarker, data, cond{})
 	switch {
 	case errors.Is(err, errChanged):
 		etag = "" // made by another writer meanwhile: the store has it
 	case err != nil:
-		return false, err
+		return err
 	}
 	snap.indexed(object{etag: etag, size: int64(len(data))})
-	return wrote, nil
+	return nil
+}
+
+// What a snapshot found out about the placement index (indexVerdict).
+const (
+	verdictUnknown = iota
+	// verdictMarker: the index marker exists.
+	verdictMarker
+	// verdictEmpty: the marker was missing, and the records folder, listed
+	// after that, held no record: nothing predates the index.
+	verdictEmpty
+	// verdictLegacy: the records folder held records, and the marker was
+	// still missing once they were listed: they predate the index.
+	verdictLegacy
+)
+
+// Indexed implements statestore.IndexedSnapshot: a store counts as
+// indexed when it has the marker or no record at all (see indexVerdict).
+func (sn *snapshot) Indexed() (bool, error) {
+	v, err := sn.indexVerdict()
+	return v != verdictLegacy, err
+}
+
+// indexVerdict tells, once per snapshot, whether the store has the index:
+// the marker, looked up; when it is missing, whether the records folder
+// holds any record (one short listing), and if it does, the marker looked
+// at once more. A render of this version makes the marker before it writes
+// any record (ensureIndexed), so records listed with the marker missing
+// after them predate the index; and a bucket that holds no record yet
+// needs no migration, and is read as an indexed one (its renders read
+// their own few paths, not every record some other render of a burst
+// of first renders has just written).
+func (sn *snapshot) indexVerdict() (int, error) {
+	sn.mu.Lock()
+	v := sn.verdict
+	sn.mu.Unlock()
+	if v != verdictUnknown {
+		return v, nil
+	}
+	o, ok, err := sn.lookup(statestore.IndexMarker)
+	switch {
+	case err != nil:
+		return v, err
+	case ok && !o.tomb:
+		v = verdictMarker
+	case sn.empty:
+		v = verdictEmpty
+	default:
+		any, err := sn.s.anyRecord(sn.ctx)
+		if err != nil {
+			return v, err
+		}
+		v = verdictEmpty
+		if any {
+			o, ok, err := sn.s.look(sn.ctx, statestore.IndexMarker)
+			if err != nil {
+				return verdictUnknown, err
+			}
+			v = verdictLegacy
+			if ok {
+				sn.indexed(o)
+				v = verdictMarker
+			}
+		}
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if sn.verdict == verdictUnknown {
+		sn.verdict = v
+	}
+	return sn.verdict, nil
+}
+
+// anyRecord reports whether the records folder holds any object (a
+// tombstone counts: its workload was written once).
+func (s *Store) anyRecord(ctx context.Context) (bool, error) {
+	fetchOwner := false
+	var any bool
+	err := s.retry(ctx, func() error {
+		any = false
+		opts := minio.ListObjectsOptions{Prefix: s.listPrefix() + statestore.RecordsDir + "/", Recursive: true, MaxKeys: 1, FetchOwner: &fetchOwner}
+		for o := range s.client.ListObjectsIter(ctx, s.cfg.Bucket, opts) {
+			if o.Err != nil {
+				return o.Err
+			}
+			any = true
+			break
+		}
+		return ctx.Err()
+	})
+	return any, err
 }
 
 // migrate writes the index entries and claims of every record recs listed

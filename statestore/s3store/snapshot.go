@@ -47,6 +47,9 @@ type snapshot struct {
 	spans map[string][]span // per folder ("" is the store's root): name ranges listed in full
 	// points are paths a GET alone answered about (see readPoints).
 	points map[string]bool
+	// verdict is what the snapshot found out about the placement index
+	// (see indexVerdict).
+	verdict int
 	cache  map[string][]byte
 	// load holds the counts of the destinations whose load was read, by
 	// flavour folder (see SummaryLoad).
@@ -93,6 +96,7 @@ func (sn *snapshot) fork(ctx context.Context) *snapshot {
 		return nil
 	}
 	out := sn.s.newSnapshot(ctx)
+	out.verdict = sn.verdict
 	for _, d := range sn.deep {
 		if !strings.HasPrefix(d+"/", aggregatePrefix) && !strings.HasPrefix(aggregatePrefix, d+"/") && d != "" {
 			out.deep = append(out.deep, d)
