@@ -50,7 +50,7 @@ type snapshot struct {
 	// verdict is what the snapshot found out about the placement index
 	// (see indexVerdict).
 	verdict int
-	cache  map[string][]byte
+	cache   map[string][]byte
 	// load holds the counts of the destinations whose load was read, by
 	// flavour folder (see SummaryLoad).
 	load map[string]map[string]int
