@@ -3,6 +3,7 @@ package s3store
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -48,6 +49,19 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 	ctx = s.Policy.Context(ctx)
 	b := &batch{load: newLoadState()}
 	b.view = s.keptView(ctx)
+	if b.view != nil {
+		// What every write will look at first, in one go: a folder that
+		// several updates name (a destination's index, its canaries, a
+		// shard of the claims) is listed once for all of them.
+		var h statestore.Hint
+		for _, u := range us {
+			h = h.Merge(statestore.UpdateHint(u))
+			for _, d := range u.Destinations {
+				h.Paths = append(h.Paths, MarkerPath(strings.Trim(d, "/"), u.Workload))
+			}
+		}
+		statestore.Prefetch(b.view, h)
+	}
 	dry := us[0].DryRun
 	if !dry {
 		changes := map[string]map[string][]string{}
