@@ -131,7 +131,7 @@ func (b *bench) drainOCI(ctx context.Context, sizes []int) ([]*Row, error) {
 			st.Close()
 			b.log("drain oci, %d workloads: seeded %s in %v", size, repo, time.Since(t0).Round(time.Millisecond))
 			var plat strings.Builder
-			fmt.Fprintf(&plat, `apiVersion: platform.kratix.io/v1alpha1
+			fmt.Fprintf(&plat, `apiVersion: render.dev/v1alpha1
 kind: OCIStateStore
 metadata: {name: registry}
 spec:

@@ -282,7 +282,7 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan
 				results <- built{f: f, drop: true}
 				return nil
 			}
-			data, err := pack(files)
+			data, err := packFolder(f, files)
 			if err != nil {
 				return err
 			}
@@ -519,7 +519,7 @@ func (s *Store) layerBytes(ctx context.Context, desc ocispec.Descriptor) ([]byte
 	files, ok := s.layers[desc.Digest]
 	s.mu.Unlock()
 	if ok {
-		if data, err := pack(files); err == nil && digest.FromBytes(data) == desc.Digest {
+		if data, err := packFolder(desc.Annotations[ocispec.AnnotationTitle], files); err == nil && digest.FromBytes(data) == desc.Digest {
 			return data, nil
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/render-dev/render/internal/layout"
 )
 
 // epoch is every entry's modification time: a layer depends on its files
@@ -24,8 +26,23 @@ const maxLayer = 1 << 30
 // pack writes files (paths relative to the layer's folder) as a
 // reproducible tar+gzip: entries sorted, folders before their files, fixed
 // times, modes and owners, no user or group names, and a gzip header with
-// no name and no time.
-func pack(files map[string][]byte) ([]byte, error) {
+// no name and no time, compressed as well as gzip can (what Flux pulls).
+func pack(files map[string][]byte) ([]byte, error) { return packLevel(files, gzip.BestCompression) }
+
+// packFolder packs folder f's files: a destination's as pack does; render's
+// own folder, which only render reads and which holds every workload's
+// record, claims and index entries (100,000 workloads: 300,000 files),
+// with gzip's fastest level, about ten times faster to write, for a
+// layer about a third larger. The level is part of what makes a layer's
+// digest: each folder always uses the same one.
+func packFolder(f string, files map[string][]byte) ([]byte, error) {
+	if f == layout.MetaDir {
+		return packLevel(files, gzip.BestSpeed)
+	}
+	return pack(files)
+}
+
+func packLevel(files map[string][]byte, level int) ([]byte, error) {
 	paths := make([]string, 0, len(files))
 	for p := range files {
 		paths = append(paths, p)
@@ -33,7 +50,7 @@ func pack(files map[string][]byte) ([]byte, error) {
 	sort.Strings(paths)
 	dirs := map[string]bool{}
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&buf, level)
 	if err != nil {
 		return nil, err
 	}
