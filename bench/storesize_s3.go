@@ -296,6 +296,7 @@ func (s *storeSizeMinIO) open(bucket string, concurrency int) (*s3store.Store, e
 	return s3store.New(s3store.Config{
 		Name: "BucketStateStore/storesize", Endpoint: s.endpoint, Bucket: bucket, Path: "clusters",
 		Region: "us-east-1", Insecure: true, AccessKeyID: s.ak, SecretAccessKey: s.sk, Concurrency: concurrency,
+		RetryDeadline: 10 * time.Minute, // generating and cleaning up, on a machine that may be loaded
 	})
 }
 
@@ -347,13 +348,22 @@ func (s *storeSizeMinIO) seededSpec(ctx context.Context, b *bench, spec storegen
 			}
 		}
 	}
+	// Each batch done is noted in the bucket, so that generation cut short
+	// (on a loaded machine it takes hours) starts again where it stopped.
 	const batch = 2000
 	for from := 0; from < n; from += batch {
+		done := fmt.Sprintf("%s-%d", seededKey, from)
+		if _, err := s.client.StatObject(ctx, bucket, done, minio.StatObjectOptions{}); err == nil {
+			continue
+		}
 		var us []statestore.Update
 		for i := from; i < min(n, from+batch); i++ {
 			us = append(us, storegen.Update(spec, i))
 		}
 		if err := st.Seed(ctx, us); err != nil {
+			return "", err
+		}
+		if _, err := s.client.PutObject(ctx, bucket, done, strings.NewReader("done"), 4, minio.PutObjectOptions{}); err != nil {
 			return "", err
 		}
 		b.log("store size s3: generated %d of %d workloads (%v)", min(n, from+batch), n, time.Since(t0).Round(time.Second))

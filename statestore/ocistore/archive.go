@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"sort"
 	"strings"
 	"time"
 
@@ -36,54 +35,20 @@ func pack(files map[string][]byte) ([]byte, error) { return packLevel(files, gzi
 // layer about a third larger. The level is part of what makes a layer's
 // digest: each folder always uses the same one.
 func packFolder(f string, files map[string][]byte) ([]byte, error) {
+	return packLevel(files, folderLevel(f))
+}
+
+// folderLevel is the gzip level of folder f's layer (see packFolder).
+func folderLevel(f string) int {
 	if f == layout.MetaDir {
-		return packLevel(files, gzip.BestSpeed)
+		return gzip.BestSpeed
 	}
-	return pack(files)
+	return gzip.BestCompression
 }
 
 func packLevel(files map[string][]byte, level int) ([]byte, error) {
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	dirs := map[string]bool{}
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, level)
-	if err != nil {
-		return nil, err
-	}
-	tw := tar.NewWriter(zw)
-	header := func(name string, typ byte, mode int64, size int64) *tar.Header {
-		return &tar.Header{
-			Typeflag: typ, Name: name, Mode: mode, Size: size,
-			ModTime: epoch, Format: tar.FormatPAX,
-		}
-	}
-	for _, p := range paths {
-		// The folders above p, each once, before it.
-		parts := strings.Split(p, "/")
-		for i := 1; i < len(parts); i++ {
-			d := strings.Join(parts[:i], "/")
-			if !dirs[d] {
-				dirs[d] = true
-				if err := tw.WriteHeader(header(d+"/", tar.TypeDir, 0o755, 0)); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := tw.WriteHeader(header(p, tar.TypeReg, 0o644, int64(len(files[p])))); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(files[p]); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
+	if err := packTo(&buf, newMemFiles(files), level); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

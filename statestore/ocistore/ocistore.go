@@ -134,8 +134,7 @@ type Store struct {
 	base   *remote.Repository
 
 	mu     sync.Mutex
-	layers map[digest.Digest]map[string][]byte // unpacked layers, by digest
-	sorted map[digest.Digest][]string          // their file names, sorted (see snapshot.names)
+	layers map[digest.Digest]layerFiles // unpacked layers, by digest (see layerFiles)
 	repos  map[string]*remote.Repository
 	pushed map[string]bool // repo + "@" + digest known to exist
 	// deletesOK is set once the registry showed it deletes tags (see
@@ -251,8 +250,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, name: name, client: client,
-		layers: map[digest.Digest]map[string][]byte{},
-		sorted: map[digest.Digest][]string{},
+		layers: map[digest.Digest]layerFiles{},
 		repos:  map[string]*remote.Repository{},
 		pushed: map[string]bool{},
 	}

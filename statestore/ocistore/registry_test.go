@@ -47,6 +47,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceSpilled runs the suite with every layer a Store reads
+// from the registry spilled to a temporary file, and every commit that
+// changes one packed from the changes laid over it (see layerFiles), the
+// way a store of 100,000 workloads is read and written.
+func TestConformanceSpilled(t *testing.T) {
+	defer func(v int64) { *ocistore.SpillAbove = v }(*ocistore.SpillAbove)
+	*ocistore.SpillAbove = 0
+	TestConformance(t)
+}
+
 // TestPullWithORAS pulls every destination artifact render wrote with the
 // oras CLI, a client render shares no code with, and checks the files.
 func TestPullWithORAS(t *testing.T) {
