@@ -152,7 +152,8 @@ func countingProxy(target string) (addr string, c *counter, stop func(), err err
 // one-object change, each by the render binary, whose requests are counted
 // by a counting proxy in front of MinIO. The same three steps are then
 // made with s3store.Apply directly, counted with a counting
-// http.RoundTripper in s3store.Config.Transport.
+// http.RoundTripper in s3store.Config.Transport. Last, watch latency on S3
+// (see s3WatchLatency).
 func s3Scenario(ctx context.Context, b *bench) ([]*Row, error) {
 	docs := 1000
 	if b.quick {
@@ -225,7 +226,12 @@ func s3Scenario(ctx context.Context, b *bench) ([]*Row, error) {
 		newRow("", "one-object change: all requests", "req", rOne))
 
 	more, err := s3Direct(ctx, b, docs)
-	return append(rows, more...), err
+	rows = append(rows, more...)
+	if err != nil {
+		return rows, err
+	}
+	watch, err := s3WatchLatency(ctx, b)
+	return append(rows, watch...), err
 }
 
 // s3Direct is the same sequence with s3store.Apply, requests counted by a

@@ -523,14 +523,13 @@ func (s *Store) publish(ctx context.Context, st *state, fs []string) error {
 			}
 			r := s.repo(s.DestinationRepository(f))
 			data, desc, layer := s.expected(st, f)
-			content := layer.Data
-			if content == nil {
-				var err error
-				if content, err = s.layerBytes(gctx, layer); err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
+			var err error
+			if layer.Data != nil {
+				err = s.ensureBlob(gctx, r, layer, layer.Data)
+			} else {
+				err = s.mountBlob(gctx, r, layer)
 			}
-			if err := s.ensureBlob(gctx, r, layer, content); err != nil {
+			if err != nil {
 				return fmt.Errorf("%s: %w", f, err)
 			}
 			if err := s.ensureBlob(gctx, r, fluxConfig, fluxConfigData); err != nil {
@@ -579,6 +578,41 @@ func (s *Store) ensureBlob(ctx context.Context, r *remote.Repository, desc ocisp
 			return err
 		}
 		return r.Blobs().Push(ctx, desc, bytes.NewReader(data))
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.pushed[key] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// mountBlob makes r hold the state layer desc, which the base repository
+// holds: mounted from there (one request, no upload; a drain that moves
+// 1,000 workloads publishes 100 destinations), or, where the registry does
+// not mount, uploaded as ensureBlob does.
+func (s *Store) mountBlob(ctx context.Context, r *remote.Repository, desc ocispec.Descriptor) error {
+	key := r.Reference.Repository + "@" + desc.Digest.String()
+	s.mu.Lock()
+	known := s.pushed[key]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	desc = ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, Annotations: desc.Annotations}
+	err := s.retry(ctx, func() error {
+		ok, err := r.Blobs().Exists(ctx, desc)
+		if err != nil || ok {
+			return err
+		}
+		return r.Mount(ctx, desc, s.cfg.Repository, func() (io.ReadCloser, error) {
+			data, err := s.layerBytes(ctx, desc)
+			if err != nil {
+				return nil, err
+			}
+			return io.NopCloser(bytes.NewReader(data)), nil
+		})
 	})
 	if err != nil {
 		return err
