@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/render-dev/render/internal/storegen"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/s3store"
 )
 
 // Scenario 5, S3: N render processes at once, each a different workload
@@ -35,10 +40,12 @@ import (
 func (b *bench) s3Concurrency(ctx context.Context, sizes []int, fresh s3ConcTarget) ([]*Row, error) {
 	var rows []*Row
 	var failures []error
-	targets := []s3ConcTarget{fresh}
+	oneFile := fresh
+	oneFile.name, oneFile.oneFile = "one-file requests beside 3,000 files", true
+	targets := []s3ConcTarget{fresh, oneFile}
 	loads := []bool{false, true}
 	if b.quick {
-		loads = loads[:1] // -quick: the fresh bucket, quiet
+		loads, targets = loads[:1], targets[:1] // -quick: the fresh bucket, quiet
 	} else if big, stop, err := b.s3BigTarget(ctx); err != nil {
 		failures = append(failures, fmt.Errorf("s3, 10,000 workloads: %w", err))
 	} else {
@@ -90,6 +97,11 @@ type s3ConcTarget struct {
 	bucket func(ctx context.Context, prefix string) (string, error)
 	// done removes the workloads a run wrote, when the bucket is kept.
 	done func(ctx context.Context, bucket string, keys []string) error
+	// oneFile makes the renders resource requests of one file each, over
+	// four destinations (each weighs their load, and announces and
+	// settles its placement in a load summary), into a bucket that holds
+	// a workload of 3,000 files (issue 34's scenario).
+	oneFile bool
 }
 
 // s3FreshTarget is a new bucket of the test MinIO per run.
@@ -146,26 +158,57 @@ func (b *bench) s3ConcurrencyRun(ctx context.Context, t s3ConcTarget, busy bool,
 	var r concurrencyRun
 	tag := fmt.Sprintf("%d%s", run, map[bool]string{false: "q", true: "b"}[busy])
 	dir := filepath.Join(b.work, "conc-s3", fmt.Sprintf("%s-%d-%s", slugOf(t.name), n, tag))
+	dests := []string{t.dest}
+	if t.oneFile {
+		dests = []string{t.dest + "-0", t.dest + "-1", t.dest + "-2", t.dest + "-3"}
+	}
 	platform := func(bucket string) string {
-		return b.bucketStoreAt("minio", t.endpoint, bucket) + fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+		p := b.bucketStoreAt("minio", t.endpoint, bucket)
+		for _, d := range dests {
+			p += fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
 kind: Destination
 metadata: {name: %s, labels: {env: bench}}
 spec: {stateStoreRef: %s}
-`, t.dest, bucketRef("minio"))
+---
+`, d, bucketRef("minio"))
+		}
+		return p
 	}
 	workflows := func(bucket, prefix string) ([]*workflow, []string, error) {
 		var ws []*workflow
 		var keys []string
 		for i := range n {
 			name := fmt.Sprintf("%s%s-%02d", prefix, tag, i)
-			w, err := newWorkflow(dir, name, docs, platform(bucket))
+			if !t.oneFile {
+				w, err := newWorkflow(dir, name, docs, platform(bucket))
+				if err != nil {
+					return nil, nil, err
+				}
+				ws = append(ws, w)
+				keys = append(keys, statestore.WorkloadKey("promise", name, "", "", "configure"))
+				continue
+			}
+			// A request of its own promise (so that its one document is
+			// an object no other request writes), named like it.
+			w, err := newWorkflow(dir, name, 1, platform(bucket))
 			if err != nil {
 				return nil, nil, err
 			}
+			w.resource = name
+			obj := fmt.Sprintf("apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: %s\n  namespace: team\n", name)
+			if err := os.WriteFile(filepath.Join(w.dir, "input", "object.yaml"), []byte(obj), 0o644); err != nil {
+				return nil, nil, err
+			}
 			ws = append(ws, w)
-			keys = append(keys, statestore.WorkloadKey("promise", name, "", "", "configure"))
+			keys = append(keys, statestore.WorkloadKey("resource", name, "team", name, "configure"))
 		}
 		return ws, keys, nil
+	}
+	prepare := func(bucket string) error {
+		if !t.oneFile {
+			return nil
+		}
+		return b.seedBigWorkload(ctx, bucket, dests[0])
 	}
 	var stopLoad func()
 	if busy {
@@ -176,6 +219,9 @@ spec: {stateStoreRef: %s}
 		defer stopLoad()
 	}
 	bucket, err := t.bucket(ctx, "concurrency")
+	if err == nil {
+		err = prepare(bucket)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -191,7 +237,7 @@ spec: {stateStoreRef: %s}
 	if err != nil {
 		return r, err
 	}
-	if err := checkS3LandedIn(ctx, t.client, bucket, t.dest, ws); err != nil {
+	if err := t.check(ctx, bucket, ws, keys); err != nil {
 		return r, err
 	}
 	if t.done != nil {
@@ -200,6 +246,9 @@ spec: {stateStoreRef: %s}
 		}
 	}
 	sbucket, err := t.bucket(ctx, "serial")
+	if err == nil {
+		err = prepare(sbucket)
+	}
 	if err != nil {
 		return r, err
 	}
@@ -215,7 +264,7 @@ spec: {stateStoreRef: %s}
 	if err != nil {
 		return r, err
 	}
-	if err := checkS3LandedIn(ctx, t.client, sbucket, t.dest, sws); err != nil {
+	if err := t.check(ctx, sbucket, sws, skeys); err != nil {
 		return r, err
 	}
 	if t.done != nil {
@@ -296,4 +345,81 @@ func slugOf(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// check checks that every workflow of ws (workloads keys) landed in
+// bucket, and, for one-file requests, that nothing is left that a later
+// write must clean up: no record names a write under way, no load summary
+// holds a pending change.
+func (t s3ConcTarget) check(ctx context.Context, bucket string, ws []*workflow, keys []string) error {
+	if !t.oneFile {
+		return checkS3LandedIn(ctx, t.client, bucket, t.dest, ws)
+	}
+	read := func(key string) ([]byte, error) {
+		o, err := t.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+		if err != nil {
+			return nil, err
+		}
+		defer o.Close()
+		return io.ReadAll(o)
+	}
+	for i, w := range ws {
+		data, err := read(path.Join("clusters", statestore.RecordPath(keys[i])))
+		if err != nil {
+			return fmt.Errorf("S3: the record of %s: %w", w.resource, err)
+		}
+		var rec struct {
+			statestore.Record
+			Pending []string `json:"s3Pending"`
+		}
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return fmt.Errorf("S3: the record of %s: %w", w.resource, err)
+		}
+		if len(rec.Pending) > 0 {
+			return fmt.Errorf("S3: the record of %s names a write under way: %v", w.resource, rec.Pending)
+		}
+		if len(rec.Placements) != 1 || len(rec.Placements[0].Destinations) != 1 {
+			return fmt.Errorf("S3: %s is placed on %+v", w.resource, rec.Placements)
+		}
+		f := path.Join("clusters", rec.Placements[0].Destinations[0], "resources/team", w.promise, w.resource, "configure/5058f/doc-00000.yaml")
+		if got, err := read(f); err != nil || !bytes.Equal(got, doc(w.promise, 0, "v1")) {
+			return fmt.Errorf("S3: %s is missing or wrong (%v)", f, err)
+		}
+	}
+	for o := range t.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: "clusters/.render/load/", Recursive: true}) {
+		if o.Err != nil {
+			return o.Err
+		}
+		data, err := read(o.Key)
+		if err != nil {
+			return err
+		}
+		var sum struct {
+			Pending map[string]json.RawMessage `json:"pending"`
+		}
+		if err := json.Unmarshal(data, &sum); err != nil {
+			return fmt.Errorf("S3: %s: %w", o.Key, err)
+		}
+		if len(sum.Pending) > 0 {
+			return fmt.Errorf("S3: the load summary %s holds %d pending changes after the last render", o.Key, len(sum.Pending))
+		}
+	}
+	return nil
+}
+
+// seedBigWorkload writes, as render would have, a promise workflow of
+// 3,000 files to destination dest of bucket.
+func (b *bench) seedBigWorkload(ctx context.Context, bucket, dest string) error {
+	st, err := s3store.New(s3store.Config{Name: "BucketStateStore/seed", Endpoint: b.minioEndpoint, Bucket: bucket, Path: "clusters",
+		Region: "us-east-1", Insecure: true, AccessKeyID: b.minioAK, SecretAccessKey: b.minioSK, Concurrency: 32, RetryDeadline: 10 * time.Minute})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	u := statestore.Update{Workload: statestore.WorkloadKey("promise", "big", "", "", "configure"), Files: map[string][]byte{},
+		Destinations: []string{dest}, Record: &statestore.Record{Type: "promise", Promise: "big", Pipeline: "configure"}}
+	for i := range 3000 {
+		u.Files[fmt.Sprintf("%s/dependencies/big/configure/5058f/doc-%05d.yaml", dest, i)] = doc("big", i, "v1")
+	}
+	return st.Seed(ctx, []statestore.Update{u})
 }

@@ -27,6 +27,11 @@
 // state: the next write takes the lock to move them, even when its own plan
 // changes nothing (its Result says Updated).
 //
+// A large layer (render's own folder in a store of 100,000 workloads) is
+// spilled to a temporary file as it is read, and a commit that changes it
+// packs the changes laid over it into another (layerFiles), so a write's
+// memory follows what it reads and changes, not the store.
+//
 // docs/design.md, section "OCI", has the protocol's details and limits.
 package ocistore
 
