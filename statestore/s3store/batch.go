@@ -106,7 +106,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 	for i, u := range us {
 		seen := map[int]bool{}
 		for _, k := range batchKeys(u) {
-			if j, ok := lastOf[k]; ok && !seen[j] {
+			if j, ok := lastOf[k]; ok && j != i && !seen[j] {
 				seen[j] = true
 				deps[i] = append(deps[i], j)
 			}
