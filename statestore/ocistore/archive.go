@@ -93,8 +93,10 @@ func unpack(data []byte) (map[string][]byte, error) {
 		if total > maxLayer {
 			return nil, fmt.Errorf("layer expands to more than %d bytes", maxLayer)
 		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
+		// Exactly the entry's size (io.ReadAll's first 512 bytes for each
+		// of 100,000 small files were 50 MB of a drain's memory).
+		b := make([]byte, h.Size)
+		if _, err := io.ReadFull(tr, b); err != nil {
 			return nil, fmt.Errorf("layer: %s: %w", name, err)
 		}
 		out[name] = b
