@@ -98,7 +98,7 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 	switch {
 	case attempt > 1:
 	case w.batch != nil:
-		if w.batch.view != nil {
+		if w.batch.view != nil && !w.batch.after[u.Workload] {
 			snap = w.batch.view.fork(ctx)
 		}
 	default:

@@ -15,6 +15,10 @@ import (
 type batch struct {
 	load *loadState
 	view *snapshot
+	// after holds the workloads whose update waits for an earlier one
+	// (see ApplyAll): their writes list afresh, since the view does not
+	// show what the earlier ones wrote.
+	after map[string]bool
 	// dirty is set once any write of the batch wrote anything.
 	dirty atomic.Bool
 }
@@ -111,6 +115,12 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 				deps[i] = append(deps[i], j)
 			}
 			lastOf[k] = i
+		}
+	}
+	b.after = map[string]bool{}
+	for i, u := range us {
+		if len(deps[i]) > 0 {
+			b.after[u.Workload] = true
 		}
 	}
 	results := make([]statestore.Result, len(us))
