@@ -170,7 +170,8 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 	var notes []string
 	if t.oci != nil {
 		s := t.oci
-		sourceKind, srcName = "OCIRepository", sourceName(s.Name, t.dest.Name)
+		sourceKind = "OCIRepository"
+		srcName = fluxSourceName(sourceKind, o.Namespace, s.Name+"-"+t.dest.Name)
 		spec := mapping{
 			{"interval", interval},
 			{"url", ociURL(s, t.dest)},
@@ -186,7 +187,8 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		source = object(SourceAPIVersion, "OCIRepository", srcName, o.Namespace, spec)
 	} else if t.git != nil {
 		s := t.git
-		sourceKind, srcName = "GitRepository", s.Name
+		sourceKind = "GitRepository"
+		srcName = fluxSourceName(sourceKind, o.Namespace, s.Name)
 		clean, err := withoutCredentials(s, out)
 		if err != nil {
 			return nil, err
@@ -211,10 +213,11 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			}
 			notes = append(notes, fmt.Sprintf("Create Secret %s in namespace %s on the worker first, with keys %s (a read-only credential).", s.SecretRef.Name, o.Namespace, keys))
 		}
-		source = object(SourceAPIVersion, "GitRepository", s.Name, o.Namespace, spec)
+		source = object(SourceAPIVersion, "GitRepository", srcName, o.Namespace, spec)
 	} else {
 		s := t.bucket
-		sourceKind, srcName = "Bucket", sourceName(s.Name, t.dest.Name)
+		sourceKind = "Bucket"
+		srcName = fluxSourceName(sourceKind, o.Namespace, s.Name+"-"+t.dest.Name)
 		if s.AuthMethod == "IAM" {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("BucketStateStore %s uses IAM; the generic provider printed here authenticates with a Secret only: on AWS, set spec.provider: aws so Flux uses the worker's IAM role", s.Name))
 		}

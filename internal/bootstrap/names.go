@@ -31,6 +31,10 @@ const (
 	// kustomize.toolkit.fluxcd.io/name of every object it applies, and a
 	// label value holds at most 63 characters.
 	MaxKustomizationName = validation.LabelValueMaxLength // 63
+	// maxFileName is the longest file name Linux file systems take: Flux's
+	// source-controller makes a folder named after each source (see
+	// fluxSourceName).
+	maxFileName = 255
 )
 
 // OptionError is an option whose value the worker's API server (or its
@@ -182,10 +186,19 @@ func applicationName(dest, section string) string {
 	return kubeName(dest, "-"+section, MaxObjectName)
 }
 
-// sourceName is the name of a source made for one destination of a store
-// (a Bucket or an OCIRepository): <store>-<destination>.
-func sourceName(store, dest string) string {
-	return kubeName(store+"-"+dest, "", MaxObjectName)
+// fluxSourceName is the name of a Flux source of kind in namespace: base
+// (a store's name, or <store>-<destination> for a Bucket or an
+// OCIRepository made for one destination), shortened when too long. Each
+// time source-controller reconciles a source it makes a temporary folder
+// named "<kind>-<namespace>-<name>-" and up to 10 random digits
+// (os.MkdirTemp): one file name, which Linux holds to 255 bytes. A longer
+// name is taken by the API server and then fails on every reconcile
+// ("failed to create temporary working directory: ... file name too
+// long"), so a source's name is at most 242 bytes less the kind's and the
+// namespace's, and never over the 253 of any object.
+func fluxSourceName(kind, namespace, base string) string {
+	limit := maxFileName - len(kind) - len(namespace) - len("---") - 10
+	return kubeName(base, "", min(limit, MaxObjectName))
 }
 
 // warnLabelTracking warns about Application names longer than a label

@@ -73,6 +73,17 @@ func TestDerivedNamesFitKubernetesLimits(t *testing.T) {
 		kinds, ns, deps := names(t, out)
 		for i, n := range ns {
 			limit := MaxObjectName
+			switch kinds[i] {
+			case "Bucket", "GitRepository", "OCIRepository":
+				// source-controller's temporary folder per reconcile,
+				// "<kind>-flux-system-<name>-<10 digits>", is one file
+				// name of at most 255 bytes (found with the real
+				// source-controller: a Bucket of 253 characters failed
+				// with "file name too long").
+				if folder := len(kinds[i] + "-flux-system-" + n + "-0123456789"); folder > 255 {
+					t.Errorf("%s %s: source-controller's folder name would be %d bytes", kinds[i], n, folder)
+				}
+			}
 			if kinds[i] == "Kustomization" {
 				limit = MaxKustomizationName
 				if errs := validation.IsValidLabelValue(n); len(errs) > 0 {
