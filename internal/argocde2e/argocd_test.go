@@ -208,10 +208,13 @@ spec:
 
 // TestLongDestinationName: a destination of 250 characters would give
 // Applications named "<dest>-dependencies" and "<dest>-resources", over
-// the 253 characters the API server takes for a name. `render bootstrap
-// argocd` shortens them (the start of the destination's name, a hash, the
-// section); the API server takes them and Argo CD syncs both workflows'
-// objects through them.
+// the 253 characters the API server takes for a name. Names cut to 253
+// are not enough: the API server takes them, but the repo-server looks
+// for ".argocd-source-<name>.yaml" in the Application's path, a file name
+// over 255 bytes, and the Applications never sync ("file name too long",
+// seen here). `render bootstrap argocd` shortens them (the start of the
+// destination's name, a hash, the section) to fit that file name; Argo CD
+// syncs both workflows' objects through them.
 func TestLongDestinationName(t *testing.T) {
 	sc := newScenario(t)
 	sc.gitStore(testenv.Gitea(t))
@@ -225,7 +228,7 @@ func TestLongDestinationName(t *testing.T) {
 		t.Fatalf("Applications %v:\n%s", sc.apps, printed)
 	}
 	for i, section := range []string{"-dependencies", "-resources"} {
-		if n := sc.apps[i]; len(n) > 253 || !strings.HasPrefix(n, dest[:100]) || !strings.HasSuffix(n, section) {
+		if n := sc.apps[i]; len(".argocd-source-argocd_"+n+".yaml") > 255 || !strings.HasPrefix(n, dest[:100]) || !strings.HasSuffix(n, section) {
 			t.Errorf("Application %s (%d characters)", n, len(n))
 		}
 	}

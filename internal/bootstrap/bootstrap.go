@@ -310,7 +310,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	}
 	s := t.git
 	out := &Output{}
-	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies"))
+	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies", o.Namespace))
 	repoURL, err := withoutCredentials(s, out)
 	if err != nil {
 		return nil, err
@@ -319,7 +319,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 		out.Warnings = append(out.Warnings, warn)
 	}
 	app := func(section, wave string) doc {
-		d := object(ApplicationAPIVersion, "Application", applicationName(t.dest.Name, section), o.Namespace, mapping{
+		d := object(ApplicationAPIVersion, "Application", applicationName(t.dest.Name, section, o.Namespace), o.Namespace, mapping{
 			{"project", o.Project},
 			{"source", mapping{
 				{"repoURL", repoURL},
@@ -339,12 +339,12 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
 		header := []string{fmt.Sprintf("Argo CD on the worker of destination %s (filepath mode %s: everything is at the folder's root): one Application.", t.dest.Name, t.dest.Mode)}
 		d := app("", "0")
-		d.name, d.annotations = applicationName(t.dest.Name, ""), nil
+		d.name, d.annotations = applicationName(t.dest.Name, "", o.Namespace), nil
 		out.YAML, err = encode(o.withSOPS(header), d)
 		return out, err
 	}
 	header := []string{
-		fmt.Sprintf("Argo CD on the worker of destination %s: %s (sync wave 0), then %s (sync wave 1).", t.dest.Name, applicationName(t.dest.Name, "dependencies"), applicationName(t.dest.Name, "resources")),
+		fmt.Sprintf("Argo CD on the worker of destination %s: %s (sync wave 0), then %s (sync wave 1).", t.dest.Name, applicationName(t.dest.Name, "dependencies", o.Namespace), applicationName(t.dest.Name, "resources", o.Namespace)),
 		argoOrderNote,
 	}
 	if s.SecretRef != nil && s.SecretRef.Name != "" {
@@ -542,9 +542,9 @@ func ociTag(s *inputs.OCIStateStore) string {
 func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 	s := t.oci
 	out := &Output{}
-	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies"))
+	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies", o.Namespace))
 	app := func(section, wave string) doc {
-		d := object(ApplicationAPIVersion, "Application", applicationName(t.dest.Name, section), o.Namespace, mapping{
+		d := object(ApplicationAPIVersion, "Application", applicationName(t.dest.Name, section, o.Namespace), o.Namespace, mapping{
 			{"project", o.Project},
 			{"source", mapping{
 				{"repoURL", ociURL(s, t.dest)},
@@ -563,7 +563,7 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 	}
 	flat := t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting
 	header := []string{
-		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s (sync wave 0), then %s (sync wave 1).", t.dest.Name, applicationName(t.dest.Name, "dependencies"), applicationName(t.dest.Name, "resources")),
+		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s (sync wave 0), then %s (sync wave 1).", t.dest.Name, applicationName(t.dest.Name, "dependencies", o.Namespace), applicationName(t.dest.Name, "resources", o.Namespace)),
 		argoOrderNote,
 	}
 	if flat {
@@ -587,7 +587,7 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 		// Kratix writes these destinations flat: there is no
 		// dependencies/ or resources/ in the artifact.
 		d := app(".", "0")
-		d.name, d.annotations = applicationName(t.dest.Name, ""), nil
+		d.name, d.annotations = applicationName(t.dest.Name, "", o.Namespace), nil
 		out.YAML, err = encode(header, d)
 		return out, err
 	}

@@ -174,16 +174,25 @@ func kustomizationName(dest, section string) string {
 	return kubeName(dest, "-"+section, MaxKustomizationName)
 }
 
-// applicationName is the name of a destination's Argo CD Application for
-// section ("" for a flat destination). Argo CD's default (annotation)
-// tracking takes any object name; with label tracking
-// (application.resourceTrackingMethod: label) it puts the name in a label,
-// which holds 63 characters: a warning says so for a longer name.
-func applicationName(dest, section string) string {
+// applicationName is the name of a destination's Argo CD Application in
+// namespace for section ("" for a flat destination). Argo CD's
+// repo-server looks for a file ".argocd-source-<instance>.yaml" in the
+// Application's path on every comparison, where <instance> is the name,
+// or "<namespace>_<name>" for an Application outside Argo CD's own
+// namespace: one file name, which Linux holds to 255 bytes. A longer
+// Application is taken by the API server and then never syncs ("error
+// while parsing source parameters: stat ...: file name too long", seen
+// with the real repo-server), so its name is at most 234 bytes less the
+// namespace's. Argo CD's default (annotation) tracking takes any such
+// name; with label tracking (application.resourceTrackingMethod: label)
+// it puts the name in a label, which holds 63 characters: a warning says
+// so for a longer name.
+func applicationName(dest, section, namespace string) string {
+	limit := min(maxFileName-len(".argocd-source-")-len(namespace)-len("_")-len(".yaml"), MaxObjectName)
 	if section == "" || section == "." {
-		return kubeName(dest, "", MaxObjectName)
+		return kubeName(dest, "", limit)
 	}
-	return kubeName(dest, "-"+section, MaxObjectName)
+	return kubeName(dest, "-"+section, limit)
 }
 
 // fluxSourceName is the name of a Flux source of kind in namespace: base

@@ -121,6 +121,13 @@ func TestDerivedNamesFitKubernetesLimits(t *testing.T) {
 			if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
 				t.Errorf("Application %s (%d characters): %v", n, len(n), errs)
 			}
+			// The file Argo CD's repo-server looks for in the
+			// Application's path, ".argocd-source-<namespace>_<name>.yaml"
+			// (found with the real repo-server: an Application of 253
+			// characters never synced, "file name too long").
+			if file := len(".argocd-source-argocd_" + n + ".yaml"); file > 255 {
+				t.Errorf("Application %s: the repo-server's file name would be %d bytes", n, file)
+			}
 		}
 		if d == d60 && (ns[0] != d60+"-dependencies" || len(out.Warnings) == 0) {
 			// 73 characters fit an object's name: kept, with a

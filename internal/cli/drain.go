@@ -33,8 +33,10 @@ per store. Promise dependencies stay: they go to every matching destination.
 
 What cannot move stays where it is and is reported (exit 3): a group no other destination
 matches, one whose files would not fit in the destination chosen (a path too long for a
-store), and files no render record owns (what Kratix wrote: render that workflow once,
-then drain again).
+store), one on or bound for an aggregatedYAML or none destination (only nestedByMetadata
+folders move), one holding a Secret where the two destinations' spec.secrets differ, and
+files no render record owns (what Kratix wrote: render that workflow once, then drain
+again). Exit 0 means DESTINATION holds no resource any more.
 
 A move into another store writes that store first, and removes the group from
 DESTINATION's store only once every copy landed. If that removal fails, the drain says it
