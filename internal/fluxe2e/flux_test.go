@@ -249,9 +249,13 @@ func kustomizations(t *testing.T, printed string) (names []string, source string
 // value holds 63 characters. A destination of 60 characters would give
 // Kustomizations of 73 ("<dest>-dependencies"), which the API server takes
 // as objects but whose objects it refuses; one of 250 a Bucket named
-// "<store>-<dest>" over the 253 any name holds. `render bootstrap flux`
-// shortens such names (the start of the destination's name, a hash, the
-// section), and Flux applies both workflows' objects through them.
+// "<store>-<dest>" over the 253 any name holds. A Bucket cut to 253 is
+// not enough: the API server takes it, but source-controller makes a
+// folder "Bucket-<namespace>-<name>-<digits>" on every reconcile, a file
+// name over 255 bytes, and fails ("file name too long", seen here).
+// `render bootstrap flux` shortens such names (the start of the
+// destination's name, a hash, the section) to fit, and Flux applies both
+// workflows' objects through them.
 func TestLongDestinationNames(t *testing.T) {
 	for _, c := range []struct {
 		name   string
