@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,7 @@ func (s *Stats) add(tr *Trial) {
 }
 
 // faultColumns are the table's columns of faults, in order.
-var faultColumns = []string{string(Refuse), string(Lost), string(Cut), string(Latency), string(Stall), "pause", string(Death), "restart", "short deadline"}
+var faultColumns = []string{string(Refuse), string(Lost), string(Cut), string(Latency), string(Stall), "pause", "stop", string(Death), "restart", "short deadline"}
 
 // Table prints stats as the campaign's table.
 func Table(stats []*Stats) string {
@@ -60,6 +61,12 @@ func Table(stats []*Stats) string {
 			fmt.Fprintf(&b, " %*d", max(len(k), 6), s.Injected[k])
 		}
 		fmt.Fprintf(&b, " %10d %8d %9s %9s\n", s.Violations, s.Failed, s.Virtual.Round(time.Minute), s.Took.Round(time.Second))
+	}
+	for _, s := range stats {
+		if len(s.FailedSeeds) > 0 {
+			slices.Sort(s.FailedSeeds)
+			fmt.Fprintf(&b, "%s: failed seeds %v\n", s.Kind, s.FailedSeeds)
+		}
 	}
 	return b.String()
 }
@@ -97,20 +104,19 @@ func (c *Campaign) Run(t testing.TB, s Schedule) *Trial {
 	return runTrial(t, c.srv, s, c.Opts)
 }
 
-// RunSeeds runs the trials of seeds, parallel at a time, until every seed
-// ran or the deadline (when not zero) passed; each trial goes to done as it
-// ends.
-func (c *Campaign) RunSeeds(t testing.TB, seeds []uint64, parallel int, deadline time.Time, done func(*Trial)) {
-	next := make(chan uint64)
+// RunAll runs schedules, parallel at a time, until every one ran or the
+// deadline (when not zero) passed; each trial goes to done as it ends.
+func (c *Campaign) RunAll(t testing.TB, scheds []Schedule, parallel int, deadline time.Time, done func(*Trial)) {
+	next := make(chan Schedule)
 	var wg sync.WaitGroup
 	for range max(parallel, 1) {
 		wg.Go(func() {
-			for seed := range next {
-				done(c.Run(t, c.Generate(seed)))
+			for s := range next {
+				done(c.Run(t, s))
 			}
 		})
 	}
-	for _, s := range seeds {
+	for _, s := range scheds {
 		if !deadline.IsZero() && time.Now().After(deadline) {
 			break
 		}

@@ -375,16 +375,21 @@ func (c *Clock) loop() {
 		c.mu.Lock()
 		idle := c.idle()
 		quietFor := time.Since(c.last)
+		stuck := ""
 		if !idle && quietFor >= c.stuckAfter && len(c.queue) > 0 {
 			// Nothing happened for long and some writer is neither
 			// waiting on the clock nor on a server.
-			report := c.describe()
 			idle = true
 			c.Forced++
 			if !stuckReported && c.onStuck != nil {
 				stuckReported = true
-				go c.onStuck(fmt.Sprintf("the clock stood still for %v of real time at %v: %s", quietFor.Round(time.Second), c.now.Sub(c.start), report))
+				stuck = fmt.Sprintf("the clock stood still for %v of real time at %v: %s", quietFor.Round(time.Second), c.now.Sub(c.start), c.describe())
 			}
+		}
+		if stuck != "" {
+			c.mu.Unlock()
+			c.onStuck(stuck)
+			c.mu.Lock()
 		}
 		if !idle {
 			c.mu.Unlock()

@@ -40,10 +40,14 @@ type Fault struct {
 	// Pause, when set, pauses the writer for that long before it sends
 	// the request (starvation: a process not scheduled), whatever Kind.
 	Pause time.Duration
+	// Stop asks the writer to stop as it sends the request, as SIGTERM
+	// does: a render that has not begun publishing ends with nothing
+	// written, one that has finishes its publish.
+	Stop bool
 }
 
 // Zero reports whether f does nothing.
-func (f Fault) Zero() bool { return f.Kind == None && f.Pause == 0 }
+func (f Fault) Zero() bool { return f.Kind == None && f.Pause == 0 && !f.Stop }
 
 func (f Fault) String() string {
 	var s string
@@ -68,6 +72,12 @@ func (f Fault) String() string {
 			s = ", " + s
 		}
 		s = fmt.Sprintf("pause %v", f.Pause) + s
+	}
+	if f.Stop {
+		if s != "" {
+			s = ", " + s
+		}
+		s = "stop asked" + s
 	}
 	return s
 }

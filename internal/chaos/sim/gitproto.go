@@ -155,6 +155,11 @@ func (s *gitSession) call(ctx context.Context, what string, do func() error) err
 		return do()
 	}
 	r, err := s.l.begin("git " + what)
+	if err == nil && r.Fault.Kind == Cut && what != "upload-pack" {
+		// Only a fetch's pack can be cut short here: the others lose
+		// their answer.
+		r.Fault.Kind, r.Fault.Bytes = Lost, 0
+	}
 	if err == nil {
 		err = s.l.before(ctx, r)
 	}
@@ -181,6 +186,7 @@ func (s *gitSession) call(ctx context.Context, what string, do func() error) err
 		s.drop()
 		return err
 	}
+	r.Delivered = true
 	if r.Fault.Kind != Cut {
 		r.Answered = true
 	}

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"io"
 	"net"
@@ -27,7 +29,9 @@ type Link struct {
 	// faults is the fault of request n.
 	faults func(n int) Fault
 	// die kills the writer: its context ends, and it sends nothing more.
-	die  func()
+	die func()
+	// stop asks the writer to stop (engine.WithStop).
+	stop func()
 	base time.Time // the trial's virtual start
 	tr   *http.Transport
 
@@ -44,12 +48,28 @@ type Request struct {
 	Fault  Fault
 	At     time.Duration // virtual, since the trial's start
 	Status int
-	// Sent: the server may have seen the request. Answered: the writer
-	// read the server's whole answer.
-	Sent, Answered bool
-	Err            string
+	// Sent: the server may have seen the request. Delivered: the writer
+	// got the server's answer's status. Answered: it read all of it.
+	Sent, Delivered, Answered bool
+	Err                       string
 	// Push is what a git push asked and the server said, when it did.
 	Push *Push
+	// Deletes are the keys an S3 multi-object delete names.
+	Deletes []string
+}
+
+// Unknown reports whether the request may have changed the store without
+// the writer learning whether it did: a request that may change the store,
+// sent, whose answer the writer did not get (a git push's answer is its
+// report, in the body).
+func (r *Request) Unknown() bool {
+	if !r.Mutating() || !r.Sent {
+		return false
+	}
+	if strings.Contains(r.What, "receive-pack") {
+		return !r.Answered
+	}
+	return !r.Delivered
 }
 
 // Mutating reports whether the request may change the store.
@@ -127,6 +147,9 @@ func (l *Link) Dead() bool {
 // an error when the request must not be sent.
 func (l *Link) before(ctx context.Context, r *Request) error {
 	f := r.Fault
+	if f.Stop && l.stop != nil {
+		l.stop()
+	}
 	if f.Pause > 0 {
 		if err := l.clock.Sleep(ctx, f.Pause); err != nil {
 			return err
@@ -198,6 +221,9 @@ func (r *Request) finish(err error) {
 func (l *Link) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	r, err := l.begin(req.Method + " " + req.URL.Path)
+	if err == nil && req.Method == http.MethodPost && req.URL.Query().Has("delete") && req.Body != nil {
+		r.Deletes = deleteKeys(req)
+	}
 	if err == nil {
 		err = l.before(ctx, r)
 	}
@@ -226,6 +252,7 @@ func (l *Link) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.finish(err)
 		return nil, err
 	}
+	r.Delivered = true
 	resp.Body = &body{rc: resp.Body, part: l.part, r: r, cut: r.Fault.Kind == Cut, left: r.Fault.Bytes}
 	return resp, nil
 }
@@ -264,6 +291,30 @@ func (b *body) Close() error { return b.rc.Close() }
 
 // close releases the writer's idle connections.
 func (l *Link) close() { l.tr.CloseIdleConnections() }
+
+// deleteKeys reads the keys of an S3 multi-object delete request, and
+// leaves its body to be sent.
+func deleteKeys(req *http.Request) []string {
+	data, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(data))
+	if err != nil {
+		return nil
+	}
+	var d struct {
+		Objects []struct {
+			Key string `xml:"Key"`
+		} `xml:"Object"`
+	}
+	if xml.Unmarshal(data, &d) != nil {
+		return nil
+	}
+	var keys []string
+	for _, o := range d.Objects {
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
 
 func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()

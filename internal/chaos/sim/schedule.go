@@ -31,8 +31,11 @@ type Writer struct {
 // profile. The faults themselves are drawn per request as the trial runs
 // (Profile.Draw), unless Pinned lists them (a shrunk schedule).
 type Schedule struct {
-	Seed      uint64
-	Store     chaos.Kind
+	Seed  uint64
+	Store chaos.Kind
+	// Size is what the schedule was drawn within: a seed replays only
+	// with the same.
+	Size      Size
 	Workloads []chaos.Workload
 	Writers   []Writer
 	Profile   Profile
@@ -41,6 +44,8 @@ type Schedule struct {
 	Deaths map[int]Fault
 	// DeathAt is that request's number.
 	DeathAt map[int]int
+	// StopAt maps a writer to the request at which it is asked to stop.
+	StopAt map[int]int
 	// Restart, when set, restarts the server during the trial: down for
 	// Down of virtual time from At. Such a trial runs alone on its server.
 	Restart *Restart
@@ -66,8 +71,8 @@ type Size struct {
 // Generate draws the schedule of seed for store.
 func Generate(seed uint64, store chaos.Kind, size Size) Schedule {
 	r := rand.New(rand.NewPCG(seed, uint64(len(store))^0x73696d))
-	s := Schedule{Seed: seed, Store: store, Final: r.IntN(2) == 0, Profile: drawProfile(r),
-		Deaths: map[int]Fault{}, DeathAt: map[int]int{}}
+	s := Schedule{Seed: seed, Store: store, Size: size, Final: r.IntN(2) == 0, Profile: drawProfile(r),
+		Deaths: map[int]Fault{}, DeathAt: map[int]int{}, StopAt: map[int]int{}}
 	// Writers: mostly a few, sometimes many (a busy node's sidecars).
 	var nw int
 	switch x := r.IntN(100); {
@@ -145,6 +150,9 @@ func Generate(seed uint64, store chaos.Kind, size Size) Schedule {
 			s.DeathAt[i] = 1 + r.IntN(15)
 			s.Deaths[i] = Fault{Kind: Death, After: r.IntN(2) == 0}
 		}
+		if r.IntN(100) < 8 {
+			s.StopAt[i] = 1 + r.IntN(12)
+		}
 		s.Writers = append(s.Writers, w)
 	}
 	if r.IntN(100) < 3 {
@@ -165,6 +173,9 @@ func (s *Schedule) Fault(w, n int) Fault {
 		d := s.Deaths[w]
 		d.Pause = f.Pause
 		f = d
+	}
+	if at, ok := s.StopAt[w]; ok && at == n {
+		f.Stop = true
 	}
 	return f
 }
@@ -211,6 +222,9 @@ func (s Schedule) String() string {
 		if s.Pinned == nil {
 			if at, ok := s.DeathAt[w.ID]; ok {
 				fmt.Fprintf(&b, ", %s at request %d", s.Deaths[w.ID], at)
+			}
+			if at, ok := s.StopAt[w.ID]; ok {
+				fmt.Fprintf(&b, ", stop asked at request %d", at)
 			}
 		}
 		b.WriteByte('\n')

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type writerRun struct {
 	landed    time.Duration
 	hasLanded bool
 	deadline  time.Duration // its retry deadline
+	// sure is set for a render that failed, and knows its update did not
+	// land (see run): the checker holds it to leaving nothing.
+	sure bool
 }
 
 // Trial is one schedule run against one store, and what the checker found.
@@ -65,6 +69,8 @@ type Trial struct {
 	// Met lists every fault that met a request, by writer and request:
 	// what a shrunk replay pins.
 	Met map[int]map[int]Fault
+	// State is the final state the checker read.
+	State *chaos.State
 }
 
 // Failed reports whether the checker found a violation.
@@ -74,7 +80,8 @@ func (tr *Trial) Failed() bool { return len(tr.Violations) > 0 }
 // what each writer did and said, and every violation.
 func (tr *Trial) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "replay: go test ./internal/chaos/sim -run 'TestSimCampaign/%s' -args -store %s -seed %d\n", tr.Schedule.Store, tr.Schedule.Store, tr.Schedule.Seed)
+	fmt.Fprintf(&b, "replay and shrink: scripts/testservers.sh with go test ./internal/chaos/sim -run 'TestSimCampaign/%s' -v -args -store %s -seed %d -max-writers %d\n",
+		tr.Schedule.Store, tr.Schedule.Store, tr.Schedule.Seed, tr.Schedule.Size.MaxWriters)
 	b.WriteString(tr.Schedule.String())
 	b.WriteString("runs:\n")
 	for _, r := range tr.Runs {
@@ -114,6 +121,9 @@ func (r *writerRun) String() string {
 	s += fmt.Sprintf(") ran %v..%v, exit %d", r.Start.Round(time.Millisecond), r.End.Round(time.Millisecond), r.Code)
 	if r.dead {
 		s += ", DIED"
+	}
+	if r.sure {
+		s += ", failed with no answer lost"
 	}
 	if r.hasLanded {
 		s += fmt.Sprintf(", landed at %v", r.landed.Round(time.Millisecond))
@@ -208,6 +218,7 @@ func (w *world) run(ctx context.Context, r *writerRun, platform string, faults f
 	defer l.close()
 	r.link = l
 	ctx = withLink(ctx, l)
+	ctx, l.stop = engine.WithStop(ctx)
 	var logb bytes.Buffer
 	var logMu sync.Mutex
 	opts.Log = slog.New(slog.NewTextHandler(lockedWriter{&logb, &logMu}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -243,6 +254,11 @@ func (w *world) run(ctx context.Context, r *writerRun, platform string, faults f
 		r.Outcome = chaos.Landed
 	case strings.Contains(msg, "nothing was written"):
 		r.Outcome = chaos.Nothing
+	case !slices.ContainsFunc(l.Requests(), func(q *Request) bool { return mayHaveLanded(w.sched.Store, q) }):
+		// It failed, and it knows its update did not land: none of its
+		// commits succeeded, and none went unanswered. It must have left
+		// nothing.
+		r.Outcome, r.sure = chaos.Nothing, true
 	default:
 		r.Outcome = chaos.Unknown
 	}
@@ -270,8 +286,9 @@ func renderOutcome(rep *engine.Report, err error) (int, string, bool) {
 		return 2, fmt.Sprintf("%v (nothing was written)", ie), false
 	case errors.As(err, &md):
 		return 4, md.Error(), false
-	case errors.Is(err, engine.ErrStopped):
-		return 1, err.Error(), false
+	case errors.Is(err, engine.ErrStopped), errors.Is(err, context.Canceled):
+		// internal/cli: a render stopped by a signal before it published.
+		return 143, "stopped: nothing was written", false
 	case err != nil:
 		return 1, err.Error(), false
 	}
@@ -309,6 +326,8 @@ func drainOutcome(rep *engine.DrainReport, err error) (int, string, bool) {
 		return 2, fmt.Sprintf("%v (nothing was written)", ie), false
 	case errors.As(err, &md):
 		return 4, md.Error(), false
+	case errors.Is(err, engine.ErrStopped), errors.Is(err, context.Canceled):
+		return 143, "stopped: nothing was written", false
 	case err != nil:
 		return 1, err.Error(), false
 	}
@@ -401,6 +420,7 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 	// The writers, each request meeting its fault.
 	w.base = w.clock.Now()
 	var ws []*writerRun
+	byID := map[int]*writerRun{}
 	for _, wr := range sched.Writers {
 		r := newRun(fmt.Sprintf("writer %d", wr.ID), fmt.Sprintf("%d/writer-%d", sched.Seed, wr.ID), wr.Kind, wr.Workload, wr.Files, wr.Pad, wr.Deadline)
 		r.writer, r.Start = wr.ID, wr.At
@@ -409,9 +429,12 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		case -2:
 			r.Key = fmt.Sprintf("%d/setup-%s", sched.Seed, sched.Workloads[wr.Workload].Name)
 		default:
-			r.Key = ws[wr.Repeat].Key
+			if o, ok := byID[wr.Repeat]; ok {
+				r.Key = o.Key
+			}
 		}
 		ws = append(ws, r)
+		byID[wr.ID] = r
 	}
 	var restarted sync.WaitGroup
 	if rs := sched.Restart; rs != nil {
@@ -489,12 +512,17 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 			if q.Fault.Pause > 0 {
 				tr.Injected["pause"]++
 			}
+			if q.Fault.Stop {
+				tr.Injected["stop"]++
+			}
 		}
 		if r.deadline < 2*time.Minute {
 			tr.Injected["short deadline"]++
 		}
 	}
 
+	landings(sched.Store, tr.Runs)
+	tr.Violations = append(tr.Violations, slowReturns(tr.Runs, opts.LandedBound)...)
 	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	state, err := st.read(rctx)
@@ -502,6 +530,7 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		violate("reading the store: %v", err)
 	} else {
 		state.Read = w.clock.Now()
+		tr.State = state
 		var renders []chaos.Render
 		for _, r := range tr.Runs {
 			renders = append(renders, r.Render)
