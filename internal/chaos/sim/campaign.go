@@ -13,14 +13,18 @@ import (
 
 // Stats sums the trials of one store.
 type Stats struct {
-	Kind        chaos.Kind
-	Trials      int
-	Failed      int // trials with a violation
-	Violations  int
-	Writers     int
-	Injected    map[string]int
-	Virtual     time.Duration // the trials' virtual time, summed
-	Took        time.Duration // wall time of the store's campaign
+	Kind       chaos.Kind
+	Trials     int
+	Failed     int // trials with a violation
+	Violations int
+	Writers    int
+	Injected   map[string]int
+	Virtual    time.Duration // the trials' virtual time, summed
+	Took       time.Duration // wall time of the store's campaign
+	// CPU is the processor time this process and its children (git)
+	// spent during the store's campaign; the servers' own (MinIO, the
+	// registry) is not in it.
+	CPU         time.Duration
 	FailedSeeds []uint64
 	mu          sync.Mutex
 }
@@ -45,7 +49,7 @@ func (s *Stats) add(tr *Trial) {
 }
 
 // faultColumns are the table's columns of faults, in order.
-var faultColumns = []string{string(Refuse), string(Lost), string(Cut), string(Latency), string(Stall), "pause", "stop", string(Death), "restart", "short deadline"}
+var faultColumns = []string{string(Refuse), string(Lost), string(Cut), string(Latency), string(Stall), "pause", "stop", string(Death), "restart", "foreign", "short deadline"}
 
 // Table prints stats as the campaign's table.
 func Table(stats []*Stats) string {
@@ -54,13 +58,13 @@ func Table(stats []*Stats) string {
 	for _, k := range faultColumns {
 		fmt.Fprintf(&b, " %*s", max(len(k), 6), k)
 	}
-	fmt.Fprintf(&b, " %10s %8s %9s %9s\n", "violations", "failed", "virtual", "time")
+	fmt.Fprintf(&b, " %10s %8s %9s %9s %9s\n", "violations", "failed", "virtual", "time", "cpu")
 	for _, s := range stats {
 		fmt.Fprintf(&b, "%-9s %7d %8d", s.Kind, s.Trials, s.Writers)
 		for _, k := range faultColumns {
 			fmt.Fprintf(&b, " %*d", max(len(k), 6), s.Injected[k])
 		}
-		fmt.Fprintf(&b, " %10d %8d %9s %9s\n", s.Violations, s.Failed, s.Virtual.Round(time.Minute), s.Took.Round(time.Second))
+		fmt.Fprintf(&b, " %10d %8d %9s %9s %9s\n", s.Violations, s.Failed, s.Virtual.Round(time.Minute), s.Took.Round(time.Second), s.CPU.Round(time.Second))
 	}
 	for _, s := range stats {
 		if len(s.FailedSeeds) > 0 {

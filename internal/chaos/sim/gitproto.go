@@ -124,13 +124,22 @@ func (s *gitSession) open() error {
 	if s.closed {
 		return errReset
 	}
-	var err error
+	// On an error go-git may return a nil session inside the interface:
+	// keep only one that opened.
 	if s.upload {
-		s.up, err = s.g.inner.NewUploadPackSession(s.ep, s.auth)
-	} else {
-		s.rp, err = s.g.inner.NewReceivePackSession(s.ep, s.auth)
+		up, err := s.g.inner.NewUploadPackSession(s.ep, s.auth)
+		if err != nil {
+			return err
+		}
+		s.up = up
+		return nil
 	}
-	return err
+	rp, err := s.g.inner.NewReceivePackSession(s.ep, s.auth)
+	if err != nil {
+		return err
+	}
+	s.rp = rp
+	return nil
 }
 
 // drop closes the connection, as a reset does.

@@ -55,6 +55,9 @@ type Schedule struct {
 	// Pinned, when not nil, are the only faults: by writer, then by
 	// request number. A shrunk schedule pins what its run met.
 	Pinned map[int]map[int]Fault
+	// Foreign is what someone else left in the store before the writers
+	// start.
+	Foreign []Foreign
 }
 
 // Restart is a server restart during a trial.
@@ -66,6 +69,8 @@ type Restart struct {
 type Size struct {
 	// MaxWriters is the most writers a trial draws (at least 2).
 	MaxWriters int
+	// Foreign lets trials draw foreign state (see foreign.go).
+	Foreign bool
 }
 
 // Generate draws the schedule of seed for store.
@@ -158,6 +163,9 @@ func Generate(seed uint64, store chaos.Kind, size Size) Schedule {
 	if r.IntN(100) < 3 {
 		s.Restart = &Restart{At: ms(r.IntN(window)), Down: ms(100 + r.IntN(5000))}
 	}
+	if size.Foreign {
+		s.Foreign = drawForeign(r, &s)
+	}
 	return s
 }
 
@@ -195,6 +203,9 @@ func (s Schedule) String() string {
 	}
 	if s.Restart != nil {
 		fmt.Fprintf(&b, "  server restart at %v, down for %v\n", s.Restart.At, s.Restart.Down)
+	}
+	for _, f := range s.Foreign {
+		fmt.Fprintf(&b, "  foreign state placed before the writers: %s\n", f.String(s))
 	}
 	for _, w := range s.Workloads {
 		kind := "promise"

@@ -41,9 +41,8 @@ type store struct {
 	kind, docs string
 	// read reads what the store holds, from the server directly.
 	read func(ctx context.Context) (*chaos.State, error)
-	// history, for git, is the bare repository on disk, whose commits say
-	// when each update landed.
-	history string
+	// place leaves foreign state in the store, as someone else would.
+	place func(ctx context.Context, s Schedule, f Foreign, p placed) error
 	// cleanup removes the store.
 	cleanup func()
 }
@@ -221,7 +220,7 @@ spec:
   path: %s
 `, s.addr, name, chaos.StorePath),
 		read:    func(context.Context) (*chaos.State, error) { return chaos.ReadLocalGit(dir, chaos.StorePath) },
-		history: dir,
+		place:   func(_ context.Context, s Schedule, f Foreign, p placed) error { return placeGit(dir, s, f, p) },
 		cleanup: func() { os.RemoveAll(dir) },
 	}, nil
 }
@@ -255,7 +254,7 @@ stringData:
   knownHosts: %q
 `, s.s.Addr, dir, chaos.StorePath, s.s.ClientKeyPEM, strings.TrimSpace(string(s.s.KnownHosts))),
 		read:    func(context.Context) (*chaos.State, error) { return chaos.ReadLocalGit(dir, chaos.StorePath) },
-		history: dir,
+		place:   func(_ context.Context, s Schedule, f Foreign, p placed) error { return placeGit(dir, s, f, p) },
 		cleanup: func() { os.RemoveAll(dir) },
 	}, nil
 }
@@ -290,6 +289,9 @@ stringData:
 `, s.m.Endpoint(), bucket, chaos.StorePath, s.m.AccessKey(), s.m.SecretKey()),
 		read: func(ctx context.Context) (*chaos.State, error) {
 			return chaos.ReadBucket(ctx, c, bucket, chaos.StorePath)
+		},
+		place: func(ctx context.Context, _ Schedule, _ Foreign, p placed) error {
+			return placeBucket(ctx, c, bucket, p)
 		},
 		cleanup: func() {},
 	}, nil

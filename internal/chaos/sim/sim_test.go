@@ -20,6 +20,7 @@ var (
 	flagShrink   = flag.Int("shrink", 2, "with -seed: runs per candidate while shrinking a failing trial (0: do not shrink)")
 	flagKnown    = flag.Bool("known", false, "run the seeds of known failures (knownFailures) instead, each expected to pass once its fix lands")
 	flagVerbose  = flag.Bool("trials", false, "log every trial")
+	flagForeign  = flag.Bool("foreign", false, "let trials draw foreign state (a Kratix ledger, a file where a folder goes, a forged request)")
 )
 
 // shortTrials is how many trials per store `make test` runs, and
@@ -34,21 +35,35 @@ const shortTrials, shortWriters = 100, 6
 type knownFailure struct {
 	Seed       uint64
 	MaxWriters int
+	Foreign    bool
 	Why        string
 }
 
 var knownFailures = map[chaos.Kind][]knownFailure{
 	chaos.S3: {
-		{12, 64, "an S3 write's intent names the index marker (.render/index.json, a shared file a migration op wrote) as the workload's own pending path; " +
+		{12, 64, false, "an S3 write's intent names the index marker (.render/index.json, a shared file a migration op wrote) as the workload's own pending path; " +
 			"a later attempt of the same workload deletes it as unwanted, the next write migrates the store again from a stale snapshot and re-creates " +
 			"another workload's removed claim (rule 3: .render/objects/... belongs to no workload)"},
+		{29, 6, false, "an S3 write that only changes paths its workload owns writes no intent; one whose retry deadline passed " +
+			"(a stall) overwrote w4's aggregate part and deleted w4's claim, then lost the race for d4/aggregated.yaml and gave up: " +
+			"w4's record lists a claim the store does not hold, its part holds the failed writer's document (rules 2, 3, 5)"},
+		{14, 6, true, "a file where a folder goes (d2/dependencies/w1, in MinIO): w1's files under it are listed by its record, " +
+			"but the store does not hold them as written (rules 2 and 3); issue #35"},
+		{18, 6, true, "the same as seed 14; issue #35"},
+	},
+	chaos.GitSSH: {
+		{2, 6, true, "a forged group-commit request with no basis, taking over w0's folders, was folded: w0's files are gone " +
+			"and the forged workload has a record (rules 2, 3); issue #35"},
+	},
+	chaos.GitHTTP: {
+		{18, 6, true, "the same as git-ssh seed 2 (a forged request folded); issue #35"},
 	},
 }
 
 // known returns the known failure of seed in a campaign of size, if any.
 func known(kind chaos.Kind, seed uint64, size Size) (knownFailure, bool) {
 	for _, k := range knownFailures[kind] {
-		if k.Seed == seed && k.MaxWriters == size.MaxWriters {
+		if k.Seed == seed && k.MaxWriters == size.MaxWriters && k.Foreign == size.Foreign {
 			return k, true
 		}
 	}
@@ -69,7 +84,7 @@ func TestSimCampaign(t *testing.T) {
 		st := &Stats{Kind: kind}
 		stats = append(stats, st)
 		t.Run(string(kind), func(t *testing.T) {
-			size := Size{MaxWriters: *flagWriters}
+			size := Size{MaxWriters: *flagWriters, Foreign: *flagForeign}
 			if *flagKnown {
 				size.MaxWriters = -1 // each seed its own (below)
 			}
@@ -86,7 +101,7 @@ func TestSimCampaign(t *testing.T) {
 				scheds = []Schedule{c.Generate(*flagSeed)}
 			case *flagKnown:
 				for _, k := range knownFailures[kind] {
-					scheds = append(scheds, Generate(k.Seed, kind, Size{MaxWriters: k.MaxWriters}))
+					scheds = append(scheds, Generate(k.Seed, kind, Size{MaxWriters: k.MaxWriters, Foreign: k.Foreign}))
 				}
 			default:
 				n := shortTrials
@@ -105,7 +120,7 @@ func TestSimCampaign(t *testing.T) {
 			if *flagDuration > 0 {
 				deadline = time.Now().Add(*flagDuration)
 			}
-			began := time.Now()
+			began, cpu := time.Now(), CPUTime()
 			c.RunAll(t, scheds, *flagParallel, deadline, func(tr *Trial) {
 				st.add(tr)
 				seed := tr.Schedule.Seed
@@ -125,7 +140,7 @@ func TestSimCampaign(t *testing.T) {
 					t.Logf("the smallest schedule that still fails:\n%s\n%s", s, small.Report())
 				}
 			})
-			st.Took = time.Since(began)
+			st.Took, st.CPU = time.Since(began), CPUTime()-cpu
 		})
 	}
 	fmt.Print(Table(stats))

@@ -80,8 +80,8 @@ func (tr *Trial) Failed() bool { return len(tr.Violations) > 0 }
 // what each writer did and said, and every violation.
 func (tr *Trial) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "replay and shrink: scripts/testservers.sh with go test ./internal/chaos/sim -run 'TestSimCampaign/%s' -v -args -store %s -seed %d -max-writers %d\n",
-		tr.Schedule.Store, tr.Schedule.Store, tr.Schedule.Seed, tr.Schedule.Size.MaxWriters)
+	fmt.Fprintf(&b, "replay and shrink: scripts/testservers.sh with go test ./internal/chaos/sim -run 'TestSimCampaign/%s' -v -args -store %s -seed %d -max-writers %d -foreign=%t\n",
+		tr.Schedule.Store, tr.Schedule.Store, tr.Schedule.Seed, tr.Schedule.Size.MaxWriters, tr.Schedule.Size.Foreign)
 	b.WriteString(tr.Schedule.String())
 	b.WriteString("runs:\n")
 	for _, r := range tr.Runs {
@@ -417,6 +417,24 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		}
 	}
 
+	// Foreign state, as someone else would leave it.
+	var foreign []placed
+	for _, f := range sched.Foreign {
+		p := foreignFiles(sched, f)
+		if st.place == nil {
+			continue
+		}
+		if err := st.place(ctx, sched, f, p); err != nil {
+			violate("placing foreign state (%s): %v", f.Kind, err)
+			return tr
+		}
+		tr.Injected["foreign"]++
+		foreign = append(foreign, p)
+	}
+	blocked := func(workload int) bool {
+		return slices.ContainsFunc(foreign, func(p placed) bool { return p.blocks == workload })
+	}
+
 	// The writers, each request meeting its fault.
 	w.base = w.clock.Now()
 	var ws []*writerRun
@@ -481,7 +499,7 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		}
 		runAll(final, chaosPlatform, clean)
 		for _, r := range final {
-			if r.Outcome != chaos.Landed {
+			if r.Outcome != chaos.Landed && !blocked(r.Workload) {
 				violate("%s, without faults, exited %d: %s", r.Label, r.Code, lastLine(r.err))
 			}
 		}
@@ -531,6 +549,9 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 	} else {
 		state.Read = w.clock.Now()
 		tr.State = state
+		for _, p := range foreign {
+			tr.Violations = append(tr.Violations, foreignChecks(sched, p, tr.Runs, state)...)
+		}
 		var renders []chaos.Render
 		for _, r := range tr.Runs {
 			renders = append(renders, r.Render)
