@@ -56,6 +56,17 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 	var rows []*Row
 	var failures []error
 	for _, kind := range []string{"git", "s3"} {
+		if !b.wantStore(kind) {
+			continue
+		}
+		if kind == "s3" {
+			r, err := b.s3Concurrency(ctx, sizes, b.s3FreshTarget(s3Addr, s3c))
+			rows = append(rows, r...)
+			if err != nil {
+				failures = append(failures, err)
+			}
+			continue
+		}
 		for _, n := range sizes {
 			var rs []concurrencyRun
 			for run := range min(b.runs, 2) {
@@ -157,7 +168,10 @@ func concurrencyRows(kind string, n int, rs []concurrencyRun) []*Row {
 		reqT = append(reqT, float64(total(r.reqTogether))/float64(n))
 		reqS = append(reqS, float64(total(r.reqSerial))/float64(n))
 	}
-	what := map[string]string{"git": "one Gitea branch", "s3": "one MinIO bucket"}[kind]
+	what := "one Gitea branch"
+	if kind != "git" {
+		what = "one MinIO bucket"
+	}
 	ratio := newRow("", fmt.Sprintf("%s: %d renders at once / one after another", kind, n), "x", ratios)
 	ratio.Note = fmt.Sprintf("%d processes, each a workload of 20 documents, into %s; every workload checked", n, what)
 	if n > 1 {
@@ -176,8 +190,8 @@ func concurrencyRows(kind string, n int, rs []concurrencyRun) []*Row {
 		rows = append(rows, p.target(fmt.Sprintf("<= %d", n+2), p.Median <= float64(n+2)),
 			newRow("", fmt.Sprintf("git: pushes at N=%d, one after another", n), "n", pushS))
 	} else {
-		s := newRow("", fmt.Sprintf("s3: requests per render at N=%d, one after another", n), "n", reqS)
-		t := newRow("", fmt.Sprintf("s3: requests per render at N=%d, all at once", n), "n", reqT)
+		s := newRow("", fmt.Sprintf("%s: requests per render at N=%d, one after another", kind, n), "n", reqS)
+		t := newRow("", fmt.Sprintf("%s: requests per render at N=%d, all at once", kind, n), "n", reqT)
 		rows = append(rows, t.target(fmt.Sprintf("<= serial (%.1f)", s.Median), t.Median <= s.Median), s)
 	}
 	return rows

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/textproto"
 	"net/url"
 	"os"
 	"strings"
@@ -142,6 +143,12 @@ func Transient(err error) bool {
 		}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	// A response cut off in the middle of its headers ("malformed MIME
+	// header"): the connection broke after the request was sent.
+	var cut textproto.ProtocolError
+	if errors.As(err, &cut) {
 		return true
 	}
 	var ne net.Error
