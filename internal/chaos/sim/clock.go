@@ -331,6 +331,16 @@ func (c *Clock) idle() bool {
 	return true
 }
 
+// waiting reports whether a live participant waits for a server.
+func (c *Clock) waiting() bool {
+	for _, p := range c.parts {
+		if !p.done && !p.dead && p.inflight > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // advance moves the clock to the next wake-up and wakes what is due. It
 // returns the timers to fire, which the caller fires without the lock.
 func (c *Clock) advance() (fire []func(), moved bool) {
@@ -376,9 +386,13 @@ func (c *Clock) loop() {
 		idle := c.idle()
 		quietFor := time.Since(c.last)
 		stuck := ""
-		if !idle && quietFor >= c.stuckAfter && len(c.queue) > 0 {
+		if !idle && quietFor >= c.stuckAfter && len(c.queue) > 0 && !c.waiting() {
 			// Nothing happened for long and some writer is neither
-			// waiting on the clock nor on a server.
+			// waiting on the clock nor on a server. (A request in
+			// flight holds the clock however long the server takes:
+			// on a busy machine a push can take longer than
+			// stuckAfter, and moving the clock then fires the
+			// deadlines of writers that are only waiting.)
 			idle = true
 			c.Forced++
 			if !stuckReported && c.onStuck != nil {

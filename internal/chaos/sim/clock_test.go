@@ -131,3 +131,32 @@ func TestClockWatchdog(t *testing.T) {
 		t.Fatalf("the watchdog said nothing (%q, forced %d)", said, c.Forced)
 	}
 }
+
+// TestClockHeldPastWatchdog: a request in flight for longer than the
+// watchdog's patience still holds the clock. On a busy machine a push
+// took over 20 s of real time; the watchdog moved the clock past every
+// setup render's deadline and they all failed "without faults" (git-ssh
+// seeds 1001 and 1002 of the long campaign, under load 45).
+func TestClockHeldPastWatchdog(t *testing.T) {
+	c := NewClock(t0, time.Millisecond, 100*time.Millisecond, func(string) {})
+	defer c.Close()
+	sctx, sleeper := c.Join(context.Background(), "sleeper")
+	_, busy := c.Join(context.Background(), "busy")
+	end := busy.Begin()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer sleeper.Leave()
+		statestore.Sleep(sctx, time.Minute)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	c.mu.Lock()
+	got, forced := c.now.Sub(t0), c.Forced
+	c.mu.Unlock()
+	if got != 0 || forced != 0 {
+		t.Fatalf("the clock moved to %v (forced %d times) while a request was in flight", got, forced)
+	}
+	end()
+	busy.Leave()
+	<-done
+}

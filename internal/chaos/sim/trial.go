@@ -377,6 +377,13 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 	w := &world{dir: dir, sched: sched, st: st, opts: opts}
 	w.clock = NewClock(time.Now(), opts.Quiet, opts.StuckAfter, func(s string) { w.note(s) })
 	defer w.clock.Close()
+	// A trial that ends early (a store it could not set up) keeps its
+	// notes too: they say why.
+	defer func() {
+		w.mu.Lock()
+		tr.Notes = w.notes
+		w.mu.Unlock()
+	}()
 	w.base = w.clock.Now()
 	for _, p := range []struct {
 		name   string
@@ -559,7 +566,6 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		tr.Violations = append(tr.Violations, chaos.Check(sched.Workloads, renders, state)...)
 	}
 	sort.SliceStable(tr.Runs, func(i, j int) bool { return tr.Runs[i].Start < tr.Runs[j].Start })
-	tr.Notes = w.notes
 	tr.Jumps = w.clock.Jumps
 	tr.Virtual = w.clock.Elapsed()
 	tr.Took = time.Since(began)
