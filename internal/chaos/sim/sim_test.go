@@ -3,6 +3,7 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,78 +88,87 @@ func TestSimCampaign(t *testing.T) {
 	// The short campaign runs the stores side by side (each has a server
 	// of its own), so that `make test` waits for one time budget and the
 	// slowest store's last trials, not four.
+	// (Subtests run from goroutines, not t.Parallel: -test.parallel is
+	// GOMAXPROCS, two here.)
 	short := *flagSeeds == 0 && *flagSeed == 0 && !*flagKnown
-	t.Cleanup(func() { fmt.Print(Table(stats)) })
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		fmt.Print(Table(stats))
+	}()
 	for _, kind := range chaos.Kinds {
 		if *flagStore != "" && string(kind) != *flagStore {
 			continue
 		}
 		st := &Stats{Kind: kind}
 		stats = append(stats, st)
-		t.Run(string(kind), func(t *testing.T) {
-			if short {
-				t.Parallel()
-			}
-			size := Size{MaxWriters: *flagWriters, Foreign: *flagForeign}
-			if *flagKnown {
-				size.MaxWriters = -1 // each seed its own (below)
-			}
-			if size.MaxWriters == 0 {
-				size.MaxWriters = 64
-				if *flagSeeds == 0 && *flagSeed == 0 && !*flagKnown {
-					size.MaxWriters = shortWriters
+		run := func(f func()) { f() }
+		if short {
+			run = func(f func()) { wg.Go(f) }
+		}
+		run(func() {
+			t.Run(string(kind), func(t *testing.T) {
+				size := Size{MaxWriters: *flagWriters, Foreign: *flagForeign}
+				if *flagKnown {
+					size.MaxWriters = -1 // each seed its own (below)
 				}
-			}
-			c := NewCampaign(t, kind, size, DefaultOptions)
-			var scheds []Schedule
-			switch {
-			case *flagSeed != 0:
-				scheds = []Schedule{c.Generate(*flagSeed)}
-			case *flagKnown:
-				for _, k := range knownFailures[kind] {
-					scheds = append(scheds, Generate(k.Seed, kind, Size{MaxWriters: k.MaxWriters, Foreign: k.Foreign}))
-				}
-			default:
-				n := shortTrials
-				if *flagSeeds > 0 {
-					n = *flagSeeds
-				}
-				for i := range n {
-					s := *flagFirst + uint64(i)
-					if _, ok := known(kind, s, size); ok && *flagSeeds == 0 {
-						continue // the short campaign runs no known failure
+				if size.MaxWriters == 0 {
+					size.MaxWriters = 64
+					if *flagSeeds == 0 && *flagSeed == 0 && !*flagKnown {
+						size.MaxWriters = shortWriters
 					}
-					scheds = append(scheds, c.Generate(s))
 				}
-			}
-			var deadline time.Time
-			switch {
-			case *flagDuration > 0:
-				deadline = time.Now().Add(*flagDuration)
-			case short:
-				deadline = time.Now().Add(shortBudget)
-			}
-			began, cpu := time.Now(), CPUTime()
-			c.RunAll(t, scheds, *flagParallel, deadline, func(tr *Trial) {
-				st.add(tr)
-				seed := tr.Schedule.Seed
-				if tr.Failed() {
-					t.Errorf("%s seed %d: %d violations\n%s", kind, seed, len(tr.Violations), tr.Report())
-					if k, ok := known(kind, seed, tr.Schedule.Size); ok {
-						t.Logf("%s seed %d is a known failure: %s", kind, seed, k.Why)
+				c := NewCampaign(t, kind, size, DefaultOptions)
+				var scheds []Schedule
+				switch {
+				case *flagSeed != 0:
+					scheds = []Schedule{c.Generate(*flagSeed)}
+				case *flagKnown:
+					for _, k := range knownFailures[kind] {
+						scheds = append(scheds, Generate(k.Seed, kind, Size{MaxWriters: k.MaxWriters, Foreign: k.Foreign}))
 					}
-				} else if *flagVerbose || *flagSeed != 0 {
-					t.Logf("%s seed %d: ok (%d writers, %d renders, %d requests, %v, virtual %v, %d jumps)", kind, seed, len(tr.Schedule.Writers), len(tr.Runs), tr.Requests, tr.Took.Round(time.Millisecond), tr.Virtual.Round(time.Millisecond), tr.Jumps)
+				default:
+					n := shortTrials
+					if *flagSeeds > 0 {
+						n = *flagSeeds
+					}
+					for i := range n {
+						s := *flagFirst + uint64(i)
+						if _, ok := known(kind, s, size); ok && *flagSeeds == 0 {
+							continue // the short campaign runs no known failure
+						}
+						scheds = append(scheds, c.Generate(s))
+					}
 				}
-				for _, n := range tr.Notes {
-					t.Logf("%s seed %d: %s", kind, seed, n)
+				var deadline time.Time
+				switch {
+				case *flagDuration > 0:
+					deadline = time.Now().Add(*flagDuration)
+				case short:
+					deadline = time.Now().Add(shortBudget)
 				}
-				if tr.Failed() && *flagSeed != 0 && *flagShrink > 0 {
-					s, small := c.Shrink(t, tr, *flagShrink, t.Logf)
-					t.Logf("the smallest schedule that still fails:\n%s\n%s", s, small.Report())
-				}
+				began, cpu := time.Now(), CPUTime()
+				c.RunAll(t, scheds, *flagParallel, deadline, func(tr *Trial) {
+					st.add(tr)
+					seed := tr.Schedule.Seed
+					if tr.Failed() {
+						t.Errorf("%s seed %d: %d violations\n%s", kind, seed, len(tr.Violations), tr.Report())
+						if k, ok := known(kind, seed, tr.Schedule.Size); ok {
+							t.Logf("%s seed %d is a known failure: %s", kind, seed, k.Why)
+						}
+					} else if *flagVerbose || *flagSeed != 0 {
+						t.Logf("%s seed %d: ok (%d writers, %d renders, %d requests, %v, virtual %v, %d jumps)", kind, seed, len(tr.Schedule.Writers), len(tr.Runs), tr.Requests, tr.Took.Round(time.Millisecond), tr.Virtual.Round(time.Millisecond), tr.Jumps)
+					}
+					for _, n := range tr.Notes {
+						t.Logf("%s seed %d: %s", kind, seed, n)
+					}
+					if tr.Failed() && *flagSeed != 0 && *flagShrink > 0 {
+						s, small := c.Shrink(t, tr, *flagShrink, t.Logf)
+						t.Logf("the smallest schedule that still fails:\n%s\n%s", s, small.Report())
+					}
+				})
+				st.Took, st.CPU = time.Since(began), CPUTime()-cpu
 			})
-			st.Took, st.CPU = time.Since(began), CPUTime()-cpu
 		})
 	}
 }
