@@ -51,10 +51,13 @@
 // it with the same draws and shrinks it (Campaign.Shrink: the faults it met
 // pinned, then writers and faults dropped one at a time while it still
 // fails). Seeds of defects found in other areas and not fixed yet are
-// knownFailures: the short campaign leaves them out, -known runs them.
+// knownFailures: the short campaign leaves them out, -known runs them;
+// seeds of defects since fixed are regressionSeeds, which the short
+// campaign runs first.
 //
-// TestSimCampaign is the short campaign (shortTrials seeds per store, at
-// most shortWriters writers) that `make test` runs; `make chaos` runs the
-// long one (-seeds, -max-writers 64, -foreign) after internal/chaos's
-// process-level campaign.
+// TestSimCampaign is the short campaign that `make test` runs: the four
+// stores side by side, each starting trials of seeds 1 to shortTrials (at
+// most shortWriters writers) until shortBudget has passed. `make chaos`
+// runs the long one (-seeds, -duration, -max-writers 64, -foreign) after
+// internal/chaos's process-level campaign.
 package sim
