@@ -42,16 +42,29 @@ unit:
 bench:
 	scripts/bench.sh
 
-## chaos: the long fault campaign (internal/chaos) against every store: SEEDS
-## trials per store from FIRST, or until DURATION per store (0: no limit),
-## STORE to run one; prints a table of trials, faults by kind and violations.
-SEEDS    ?= 1000
-FIRST    ?= 1
-DURATION ?= 0
-STORE    ?=
+## chaos: both fault campaigns against every store (STORE to run one), each
+## printing a table of trials, faults by kind and violations. First the
+## process-level one (internal/chaos: render processes, SIGKILL, a TCP fault
+## proxy): SEEDS trials per store from FIRST, or until DURATION per store
+## (0: no limit). Then the in-process one (internal/chaos/sim: render's engine
+## as goroutines on a virtual clock, faults drawn per request, 2-64 writers,
+## foreign state): SIM_SEEDS trials per store from SIM_FIRST, SIM_PARALLEL at
+## a time, or until SIM_DURATION per store (0: no limit). The defaults keep
+## the whole run within an hour: 4 x 2m + 4 x 12m, and the trials in flight.
+SEEDS        ?= 1000
+FIRST        ?= 1
+DURATION     ?= 2m
+STORE        ?=
+SIM_SEEDS    ?= 1000
+SIM_FIRST    ?= 1
+SIM_PARALLEL ?= 4
+SIM_DURATION ?= 12m
 chaos:
-	scripts/testservers.sh with $(GO) test -count=1 -timeout=0 -run 'TestCampaign' -v ./internal/chaos/ \
-	  -args -seeds $(SEEDS) -first $(FIRST) -duration $(DURATION) -store '$(STORE)'
+	scripts/testservers.sh with sh -c '$(GO) test -count=1 -timeout=0 -run TestCampaign -v ./internal/chaos/ \
+	    -args -seeds $(SEEDS) -first $(FIRST) -duration $(DURATION) -store "$(STORE)"; rc=$$?; \
+	  $(GO) test -count=1 -timeout=0 -run TestSimCampaign -v ./internal/chaos/sim/ \
+	    -args -seeds $(SIM_SEEDS) -first $(SIM_FIRST) -parallel $(SIM_PARALLEL) -duration $(SIM_DURATION) \
+	    -max-writers 64 -foreign -store "$(STORE)" || rc=$$?; exit $$rc'
 
 ## image: build render's container image (Dockerfile) as $(IMAGE) with $(DOCKER).
 image:

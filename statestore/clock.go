@@ -7,7 +7,8 @@ import (
 
 // Clock is where render's waits and deadlines read the time: every
 // backoff, poll, lease and retry deadline of a write goes through the
-// Clock its context carries (WithClock), the real one by default. A test
+// Clock its context carries (WithClock), the real one by default, and so
+// does every context deadline a write sets itself (WithTimeout). A test
 // or a simulation that controls the clock controls every wait of a write,
 // so waiting costs it no real time; network I/O still runs in real time.
 type Clock interface {
@@ -15,6 +16,17 @@ type Clock interface {
 	Now() time.Time
 	// Sleep waits d, or until ctx is done (then it returns ctx's error).
 	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// DeadlineClock is a Clock that also ends contexts at its own times: a
+// Clock whose time is not the machine's must be one, or a deadline set on
+// it (WithDeadline) would fire by the machine's time. RealClock need not.
+type DeadlineClock interface {
+	Clock
+	// WithDeadline is context.WithDeadline on this clock: the returned
+	// context's Deadline is at, and it is done with
+	// context.DeadlineExceeded once the clock reaches at.
+	WithDeadline(ctx context.Context, at time.Time) (context.Context, context.CancelFunc)
 }
 
 type clockKey struct{}
@@ -38,6 +50,19 @@ func Now(ctx context.Context) time.Time { return ClockOf(ctx).Now() }
 
 // Since is the time elapsed since t on ctx's clock.
 func Since(ctx context.Context, t time.Time) time.Duration { return Now(ctx).Sub(t) }
+
+// WithDeadline is context.WithDeadline on ctx's clock.
+func WithDeadline(ctx context.Context, at time.Time) (context.Context, context.CancelFunc) {
+	if c, ok := ClockOf(ctx).(DeadlineClock); ok {
+		return c.WithDeadline(ctx, at)
+	}
+	return context.WithDeadline(ctx, at)
+}
+
+// WithTimeout is context.WithTimeout on ctx's clock.
+func WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return WithDeadline(ctx, Now(ctx).Add(d))
+}
 
 // RealClock is the machine's clock.
 type RealClock struct{}

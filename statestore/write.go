@@ -75,7 +75,7 @@ type Unfinished interface {
 // with ctx, and done a little after ctx's retry deadline.
 func Finishing(ctx context.Context) (context.Context, context.CancelFunc) {
 	at, _ := RetryDeadline(ctx)
-	return context.WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
+	return WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
 }
 
 // finishGrace is how long finishing work may outlast the retry deadline.

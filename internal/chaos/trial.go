@@ -138,28 +138,7 @@ func (w *world) writeFile(rel, data string) error {
 
 // platform writes the platform folder name, with d1 cordoned or not.
 func (w *world) platform(name string, cordon bool) error {
-	docs := []string{w.store.docs}
-	for _, d := range dests {
-		spec := ""
-		switch {
-		case aggDests[d] != "":
-			spec += "  filepath: {mode: aggregatedYAML, filename: " + aggDests[d] + "}\n"
-		case flatDests[d]:
-			spec += "  filepath: {mode: none}\n"
-		}
-		if cordon && d == drained {
-			spec += "  unschedulable: true\n"
-		}
-		docs = append(docs, fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
-kind: Destination
-metadata:
-  name: %s
-  labels: {env: chaos}
-spec:
-%s  stateStoreRef: {kind: %s, name: chaos}
-`, d, spec, w.store.kind))
-	}
-	return w.writeFile(name+"/platform.yaml", strings.Join(docs, "---\n"))
+	return w.writeFile(name+"/platform.yaml", PlatformYAML(w.store.kind, w.store.docs, cordon))
 }
 
 // document is the file f of a workload as run key writes it.

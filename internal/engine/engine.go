@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path"
 	"sort"
@@ -59,7 +60,12 @@ type Options struct {
 	RetryDeadline time.Duration
 	Version       string
 	Seed          uint64
-	Log           *slog.Logger
+	// Transport, when set, carries every HTTP request of the S3 and OCI
+	// store clients the engine opens, in place of each client's own (the
+	// in-process fault campaign, internal/chaos/sim, injects its faults
+	// there). Git's connections go through go-git's protocol registry.
+	Transport http.RoundTripper
+	Log       *slog.Logger
 	// OnPhase, when set, is told when a render enters each phase
 	// (PhaseReading, PhasePlanning, PhasePublishing).
 	OnPhase func(phase string)

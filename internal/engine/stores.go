@@ -23,7 +23,7 @@ func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestor
 
 // storeOptions are what every store client gets from the engine's options.
 func (e *Engine) storeOptions() storekind.Options {
-	return storekind.Options{SecretsDir: e.opts.SecretsDir, RetryDeadline: e.opts.RetryDeadline, Log: e.log}
+	return storekind.Options{SecretsDir: e.opts.SecretsDir, RetryDeadline: e.opts.RetryDeadline, Log: e.log, Transport: e.opts.Transport}
 }
 
 // checkStorePaths refuses a path the plan would write that a store could

@@ -43,6 +43,7 @@ func openBucket(bs *inputs.BucketStateStore, v env) (statestore.Store, string, e
 		Name: v.name, Endpoint: bs.Endpoint, Bucket: bs.BucketName, Path: bs.Path,
 		Region: bs.Region, Insecure: bs.Insecure, CreateBucket: bs.CreateBucket,
 		RetryDeadline: v.opts.RetryDeadline, Debug: v.log(slog.LevelDebug),
+		Transport: v.opts.Transport,
 	}
 	var secret map[string][]byte
 	switch bs.AuthMethod {

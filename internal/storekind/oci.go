@@ -44,8 +44,8 @@ func openOCI(os *inputs.OCIStateStore, v env) (statestore.Store, string, error) 
 	cfg := ocistore.Config{
 		Name: v.name, Registry: os.Registry, Repository: os.Repository, Tag: os.Tag,
 		Insecure: os.Insecure, Create: os.Create, Source: os.Source, Author: os.Author,
-		RetryDeadline: v.opts.RetryDeadline,
-		Warn:          v.log(slog.LevelWarn), Debug: v.log(slog.LevelDebug),
+		RetryDeadline: v.opts.RetryDeadline, Transport: v.opts.Transport,
+		Warn: v.log(slog.LevelWarn), Debug: v.log(slog.LevelDebug),
 	}
 	secret, err := v.secret(os.SecretRef, false)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -60,6 +61,9 @@ type Options struct {
 	RetryDeadline time.Duration
 	// Log gets a store's warnings and debug lines, naming the store.
 	Log *slog.Logger
+	// Transport, when set, replaces the HTTP transport of the S3 and OCI
+	// clients (tests, and the in-process fault campaign).
+	Transport http.RoundTripper
 }
 
 // Registry holds the kinds a program knows, by name.

@@ -98,3 +98,7 @@ func (m *MinIOServer) Start(t testing.TB) { t.Helper(); m.ctl.start(t) }
 // data), returning what failed instead of failing the test: unlike Stop
 // and Start it may be called from any goroutine. Use it on a PrivateMinIO.
 func (m *MinIOServer) Restart(down time.Duration) error { return m.ctl.restart(down) }
+
+// RestartWith is Restart with the wait while the server is down given as
+// a function (one that waits on a simulation's clock).
+func (m *MinIOServer) RestartWith(down func()) error { return m.ctl.restartWith(down) }

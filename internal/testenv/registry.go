@@ -112,6 +112,10 @@ func (r *RegistryServer) Start(t testing.TB) { t.Helper(); r.ctl.start(t) }
 // called from any goroutine. Use it on a PrivateRegistry.
 func (r *RegistryServer) Restart(down time.Duration) error { return r.ctl.restart(down) }
 
+// RestartWith is Restart with the wait while the server is down given as
+// a function (one that waits on a simulation's clock).
+func (r *RegistryServer) RestartWith(down func()) error { return r.ctl.restartWith(down) }
+
 // RunORAS runs the oras CLI against the registry as its user (the password
 // on standard input, never on the command line) and returns its standard
 // output; plain HTTP. It fails the test when oras fails.

@@ -215,6 +215,12 @@ func (c *serverControl) start(t testing.TB) {
 // may run on any goroutine (fault campaigns restart a server while renders
 // run); the server is running again when it returns nil.
 func (c *serverControl) restart(down time.Duration) error {
+	return c.restartWith(func() { time.Sleep(down) })
+}
+
+// restartWith is restart with the wait while the server is down given as
+// a function (one that waits on a simulation's clock).
+func (c *serverControl) restartWith(down func()) error {
 	script, err := serversScript()
 	if err != nil {
 		return err
@@ -229,7 +235,7 @@ func (c *serverControl) restart(down time.Duration) error {
 	if err := run("stop-one", c.name, c.dir); err != nil {
 		return err
 	}
-	time.Sleep(down)
+	down()
 	return run("start-one", c.name, c.dir)
 }
 

@@ -201,7 +201,7 @@ func (s *Store) request(ctx context.Context, r *remoteRepo, u statestore.Update,
 // was cancelled. It reports true when the request had already been folded
 // (the update landed).
 func (s *Store) withdraw(ctx context.Context, r *remoteRepo, ref plumbing.ReferenceName, h plumbing.Hash) bool {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	wctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	wctx = statestore.WithRetryDeadline(wctx, 10*time.Second)
 	err := r.publishCommands(wctx, newOverlay(r.st), []*packp.Command{{Name: ref, Old: h}})

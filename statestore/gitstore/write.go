@@ -356,7 +356,7 @@ func (g *groupCommitter) Abandon(ctx context.Context, c *statestore.Change, err 
 	if !g.s.withdraw(ctx, g.r, g.mine, g.published) || errors.Is(err, statestore.ErrStale) {
 		return statestore.Outcome{}
 	}
-	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	vctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	vctx = statestore.WithRetryDeadline(vctx, 10*time.Second)
 	snap, rerr := g.s.readTip(vctx, true)

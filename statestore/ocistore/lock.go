@@ -169,7 +169,7 @@ func (s *Store) pushLockTag(ctx context.Context, tag, id string) (ocispec.Descri
 	// finishes a request after the client gave up on it would keep a tag
 	// that nobody deletes, and that holds every other writer back for a
 	// lease. It ends with ctx's error then, and the caller deletes the tag.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	pctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err = s.retry(ctx, func() error { return s.base.PushReference(pctx, desc, bytes.NewReader(data), tag) })
 	if err == nil {
@@ -343,7 +343,7 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 // untagAll deletes tags, even when ctx was cancelled, and returns what
 // could not be deleted.
 func (s *Store) untagAll(ctx context.Context, tags ...string) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	cctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []string
 	for _, t := range tags {
@@ -413,7 +413,7 @@ func (s *Store) ahead(ctx context.Context, me lockTag, choosers map[string]bool)
 // release lets the lock go, even when ctx was cancelled. A ticket that
 // could not be deleted holds the next writer back until its lease ends.
 func (l *lock) release(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	cctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := l.s.untag(cctx, l.ticket); err != nil {
 		return fmt.Errorf("release the writers' lock (%s; other writers wait until its lease ends at %s): %w", l.ticket, l.expires.UTC().Format(time.RFC3339), err)

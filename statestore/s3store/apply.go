@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -263,6 +264,8 @@ func (w *write) takeBack(ctx context.Context) {
 		data = tombstone()
 	}
 	recPath := statestore.RecordPath(w.u.Workload)
+	ctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	if _, err := w.s.put(ctx, recPath, data, cond{exists: true, etag: w.undo.intent}); err != nil && w.s.cfg.Debug != nil {
 		w.s.cfg.Debug("could not take back a write's intent; the workload's next write will", "record", recPath, "error", err.Error())
 	}
