@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -60,11 +61,13 @@ type run struct {
 	deadline time.Duration
 	at       time.Duration // when the trial meant to start it
 	signal   *Signal
+	stall    *Stall
 
 	start, end time.Duration // since the trial's clock started (setup: negative)
 	began      time.Time     // when it started, by the wall clock
 	code       int
 	signalled  string // the signal the trial sent, if it was sent
+	stalled    bool   // the trial stopped it for a while (SIGSTOP, SIGCONT)
 	hung       bool   // did not exit in time: killed by the trial
 	stdout     string
 	stderr     string
@@ -79,6 +82,9 @@ func (r *run) String() string {
 	s += fmt.Sprintf(") ran %v..%v, exit %d", r.start.Round(time.Millisecond), r.end.Round(time.Millisecond), r.code)
 	if r.signalled != "" {
 		s += ", sent SIG" + r.signalled
+	}
+	if r.stalled {
+		s += fmt.Sprintf(", stopped %v..%v", r.stall.After, r.stall.After+r.stall.For)
 	}
 	if r.hung {
 		s += ", HUNG"
@@ -258,6 +264,26 @@ func (w *world) exec(clock time.Time, r *run, platform string) error {
 			}
 		}()
 	}
+	if st := r.stall; st != nil {
+		signalled.Add(1)
+		go func() {
+			defer signalled.Done()
+			select {
+			case <-done:
+				return
+			case <-time.After(st.After):
+			}
+			if cmd.Process.Signal(syscall.SIGSTOP) != nil {
+				return
+			}
+			r.stalled = true
+			select {
+			case <-done:
+			case <-time.After(st.For):
+			}
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+		}()
+	}
 	hang := time.AfterFunc(r.deadline+hangLimit, func() {
 		r.hung = true
 		cmd.Process.Kill()
@@ -358,7 +384,7 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 	var ops []*run
 	for _, op := range sched.Ops {
 		r := &run{label: fmt.Sprintf("op %d", op.ID), key: fmt.Sprintf("%d/op-%d", sched.Seed, op.ID), kind: op.Kind,
-			workload: op.Workload, files: op.Files, pad: op.Pad, deadline: op.Deadline, at: op.At, signal: op.Signal}
+			workload: op.Workload, files: op.Files, pad: op.Pad, deadline: op.Deadline, at: op.At, signal: op.Signal, stall: op.Stall}
 		switch op.Repeat {
 		case -1:
 		case -2:
@@ -398,12 +424,21 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 			p.Remove(name)
 		}()
 	}
+	stopBusy := func() {}
+	if sched.Busy {
+		stopBusy = busyLoops(t)
+		tr.Injected["busy"]++
+	}
 	runAll(clock, ops, chaosPlatform)
+	stopBusy()
 	faults.Wait()
 	p.Clear()
 	for _, r := range ops {
 		if r.signalled != "" {
 			tr.Injected["SIG"+r.signalled]++
+		}
+		if r.stalled {
+			tr.Injected["SIGSTOP"]++
 		}
 		if r.deadline < 20*time.Second {
 			tr.Injected["short deadline"]++
@@ -466,4 +501,29 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// busyLoops keeps every core busy (one busy-loop process per core) until
+// the function it returns is called.
+func busyLoops(t testing.TB) func() {
+	t.Helper()
+	var cmds []*exec.Cmd
+	for range runtime.NumCPU() {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("busy loop: %v", err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			for _, cmd := range cmds {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

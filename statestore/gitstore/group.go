@@ -15,46 +15,69 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
-// patience is how long a waiting writer lets the branch stand still, per
-// request ahead of its own, before it stops waiting for the writers ahead
-// and leads itself: the first request's writer leads at once, the second
-// after one patience without progress (the first died), and so on, so a
-// dead writer delays the others once and never sets them all racing.
-const patience = 10 * time.Second
+// How waiting writers take turns to lead (await). The writer whose
+// request sorts first leads as soon as the line of requests stops growing
+// between two polls, so that writers who lost the same race are carried by
+// one push. Every other waiter leads itself only once the branch stood
+// still for patience, plus stagger per request ahead of its own: a leader
+// that died or stalls (a process the scheduler has not run for seconds)
+// holds the others up once, for a few seconds, never for a time that grows
+// with the number of writers; and when the second in line takes over, it
+// carries every request it sees, the stalled leader's too.
+//
+// Polls read the server's refs only (no objects), from about 80ms after a
+// lost race, backing off to pollLimit: a writer carried by another's push
+// sees its request gone within one poll, and N waiters poll the server
+// about N / pollLimit times a second at most.
+const (
+	patience  = 3 * time.Second
+	stagger   = time.Second
+	pollLimit = 800 * time.Millisecond
+)
 
 // await waits, with cheap reads of the server's refs only, until this
-// writer's request was folded by another writer's push (true), or until it
-// is this writer's turn to lead (false). Leading one at a time keeps N
-// waiting writers from racing N pushes.
-func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.ReferenceName, h plumbing.Hash, lost error) (bool, plumbing.Hash, error) {
+// writer's request is gone (true: carried by another writer's push, which
+// deletes it in the push that lands it, or deleted as stale), or until it
+// is this writer's turn to lead (false).
+func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, lost error) (bool, error) {
+	began := statestore.Now(ctx)
 	var seen plumbing.Hash
-	moved := statestore.Now(ctx)
+	moved := began
 	waiting := -1 // requests seen at the previous poll
+	done := func(gone bool, why string, polls int) {
+		s.debug("wait", "workload", workload, "for", "its request to be carried, or its turn to lead",
+			"outcome", why, "polls", polls, "took", statestore.Since(ctx, began).Round(time.Millisecond).String())
+	}
 	for poll := 1; ; poll++ {
+		if err := statestore.Pause(ctx, min(poll+1, 6), pollLimit, lost); err != nil {
+			done(false, "gave up", poll-1)
+			return false, err
+		}
 		refs, err := r.list(ctx)
 		if err != nil {
-			return false, plumbing.ZeroHash, err
+			done(false, "error", poll)
+			return false, err
 		}
 		tip := refs[r.branch]
+		ahead, all := rank(refs, r.space, mine)
+		s.debug("poll", "workload", workload, "poll", poll, "tip", tip.String(), "request_present", refs[mine] == h,
+			"ahead", ahead, "waiting", all)
 		if refs[mine] != h {
-			return true, tip, nil
+			done(true, "request gone", poll)
+			return true, nil
 		}
 		if tip != seen {
 			seen, moved = tip, statestore.Now(ctx)
 		}
-		ahead, all := rank(refs, r.space, mine)
-		// The first in line leads once the line stopped growing between
-		// two polls (or after a few), so that writers who lost the same
-		// race are carried by one push rather than one push each.
 		settled := all == waiting || poll >= 4
 		waiting = all
-		if ahead == 0 && settled || ahead > 0 && statestore.Since(ctx, moved) >= time.Duration(ahead)*patience {
-			return false, tip, nil
-		}
-		// Polls back off to about two seconds: N waiters must not keep
-		// the server busier than the leader's push.
-		if err := statestore.Pause(ctx, min(poll+2, 7), 2*time.Second, lost); err != nil {
-			return false, plumbing.ZeroHash, err
+		switch {
+		case ahead == 0 && settled:
+			done(false, "first in line: leads", poll)
+			return false, nil
+		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*stagger:
+			done(false, fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
+			return false, nil
 		}
 	}
 }
@@ -155,6 +178,10 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 			snap, head = next, c
 		}
 		folded = append(folded, &packp.Command{Name: q.ref, Old: q.commit})
+	}
+	if len(reqs) > 0 {
+		s.debug("fold", "workload", workload, "requests", len(reqs), "folded", len(folded), "stale", len(stale),
+			"left", len(reqs)-len(folded)-len(stale))
 	}
 	return head, folded, stale, nil
 }

@@ -1,0 +1,438 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/statestore"
+)
+
+// The many-sidecars scenarios of issue 34, as tests: many render processes
+// at once on a machine whose cores are all busy (a busy loop per core
+// beside them, and more renders than cores), into a store that already
+// holds a large workload. Every render must exit 0 and land, nothing a
+// writer holds while it works may stay, and a writer whose update has
+// landed must not wait for anything more.
+
+// starve keeps every core busy until the test ends: one busy-loop process
+// per core, as other work on a busy node or a CI runner would.
+func starve(t testing.TB) { busyLoops(t) }
+
+// manyStore is a store the scenarios write: its platform document, and
+// how to read its branch's history and refs straight from the server.
+type manyStore struct {
+	docs string
+	open func(ctx context.Context) (*git.Repository, error)
+}
+
+func manyGitea(t *testing.T) manyStore {
+	g := testenv.Gitea(t)
+	repo := g.CreateRepoInfo(t, "many")
+	auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
+	return manyStore{
+		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+kind: GitStateStore
+metadata: {name: many}
+spec:
+  url: %s
+  branch: main
+  path: %s
+  authMethod: basicAuth
+  secretRef: {name: many-credentials, namespace: default}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: many-credentials, namespace: default}
+stringData:
+  username: %q
+  password: %q
+`, repo.CloneURL, storePath, g.AdminUser(), g.AdminPassword()),
+		open: func(ctx context.Context) (*git.Repository, error) {
+			r, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
+				URL: repo.CloneURL, Auth: auth, ReferenceName: plumbing.NewBranchReferenceName("main"), SingleBranch: true,
+			})
+			if err != nil {
+				return nil, err
+			}
+			err = r.FetchContext(ctx, &git.FetchOptions{Auth: auth, RefSpecs: []config.RefSpec{"+refs/render/*:refs/render/*"}})
+			if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !strings.Contains(err.Error(), "couldn't find remote ref") {
+				return nil, err
+			}
+			return r, nil
+		},
+	}
+}
+
+func manySSH(t *testing.T) manyStore {
+	s := testenv.SSHGit(t)
+	url := s.CreateRepo(t, "many")
+	dir := strings.TrimPrefix(url, "ssh://git@"+s.Addr)
+	return manyStore{
+		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+kind: GitStateStore
+metadata: {name: many}
+spec:
+  url: %s
+  branch: main
+  path: %s
+  authMethod: ssh
+  secretRef: {name: many-credentials, namespace: default}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: many-credentials, namespace: default}
+stringData:
+  sshPrivateKey: %q
+  knownHosts: %q
+`, url, storePath, s.ClientKeyPEM, s.KnownHosts),
+		open: func(context.Context) (*git.Repository, error) { return git.PlainOpen(filepath.FromSlash(dir)) },
+	}
+}
+
+func manyLocal(t *testing.T) manyStore {
+	dir := filepath.Join(t.TempDir(), "state.git")
+	if _, err := git.PlainInit(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	return manyStore{
+		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+kind: GitStateStore
+metadata: {name: many}
+spec:
+  url: file://%s
+  branch: main
+  path: %s
+`, dir, storePath),
+		open: func(context.Context) (*git.Repository, error) { return git.PlainOpen(dir) },
+	}
+}
+
+// manyWorld is a folder of render inputs: a platform with one store and
+// the destinations dests (labelled env: many), and one folder per render.
+type manyWorld struct {
+	t    *testing.T
+	dir  string
+	bin  string
+	plat string
+}
+
+func newManyWorld(t *testing.T, st manyStore, dests ...string) *manyWorld {
+	w := &manyWorld{t: t, dir: t.TempDir(), bin: testenv.RenderBinary(t)}
+	docs := []string{st.docs}
+	for _, d := range dests {
+		docs = append(docs, fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+kind: Destination
+metadata:
+  name: %s
+  labels: {env: many}
+spec:
+  stateStoreRef: {kind: GitStateStore, name: many}
+`, d))
+	}
+	w.plat = filepath.Join(w.dir, "platform")
+	w.write("platform/platform.yaml", strings.Join(docs, "---\n"))
+	return w
+}
+
+func (w *manyWorld) write(rel, data string) {
+	w.t.Helper()
+	p := filepath.Join(w.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// manyRender is one render process of a scenario.
+type manyRender struct {
+	name     string // its folder
+	env      []string
+	code     int
+	stdout   string
+	stderr   string
+	workload string // its record's key
+}
+
+// promise prepares a promise workflow render of promise name whose output
+// is docs documents (ConfigMaps carrying key).
+func (w *manyWorld) promise(name, key string, docs int) *manyRender {
+	for i := range docs {
+		w.write(fmt.Sprintf("%s/output/doc-%05d.yaml", name, i), document(name, fmt.Sprintf("%05d", i), key, 40))
+	}
+	w.write(name+"/metadata/.keep", "")
+	w.write(name+"/input/object.yaml", fmt.Sprintf("apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nmetadata:\n  name: %s\n", name))
+	return &manyRender{name: name, workload: statestore.WorkloadKey("promise", name, "", "", "configure"), env: []string{
+		"KRATIX_WORKFLOW_TYPE=promise", "KRATIX_WORKFLOW_ACTION=configure", "KRATIX_PROMISE_NAME=" + name, "KRATIX_PIPELINE_NAME=configure"}}
+}
+
+// resource prepares a resource workflow render of resource db/team/name,
+// in its own folder, whose output is files a and b carrying key.
+func (w *manyWorld) resource(folder, name, key string) *manyRender {
+	for _, f := range []string{"a", "b"} {
+		w.write(fmt.Sprintf("%s/output/%s-%s.yaml", folder, name, f), document(name, f, key, 40))
+	}
+	w.write(folder+"/metadata/.keep", "")
+	w.write(folder+"/input/object.yaml", fmt.Sprintf("apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: %s\n  namespace: team\n", name))
+	return &manyRender{name: folder, workload: statestore.WorkloadKey("resource", "db", "team", name, "configure"), env: []string{
+		"KRATIX_WORKFLOW_TYPE=resource", "KRATIX_WORKFLOW_ACTION=configure", "KRATIX_PROMISE_NAME=db",
+		"KRATIX_OBJECT_NAME=" + name, "KRATIX_OBJECT_NAMESPACE=team", "KRATIX_PIPELINE_NAME=configure"}}
+}
+
+// runAll runs rs at once, each with a debug log in JSON, and waits for
+// every one; a render still running after limit is killed (its exit code
+// then says so).
+func (w *manyWorld) runAll(rs []*manyRender, limit time.Duration) {
+	w.t.Helper()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, r := range rs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), limit)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, w.bin, "--platform", w.plat,
+				"--output", filepath.Join(w.dir, r.name, "output"), "--metadata", filepath.Join(w.dir, r.name, "metadata"),
+				"--input", filepath.Join(w.dir, r.name, "input"), "--log-format", "json", "--log-level", "debug")
+			cmd.Dir = w.dir
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "KRATIX_") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env, r.env...)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			<-start
+			_ = cmd.Run()
+			r.code = cmd.ProcessState.ExitCode()
+			r.stdout, r.stderr = out.String(), errb.String()
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// mustExit0 fails the test for every render that did not exit 0, with the
+// end of what it said.
+func mustExit0(t *testing.T, rs []*manyRender) {
+	t.Helper()
+	failed := 0
+	for _, r := range rs {
+		if r.code == 0 {
+			continue
+		}
+		failed++
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		t.Errorf("%s exited %d; the end of its log:\n  %s", r.name, r.code, strings.Join(lines[max(0, len(lines)-8):], "\n  "))
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d renders failed", failed, len(rs))
+	}
+}
+
+// logLine is one line of a render's JSON debug log.
+type logLine map[string]any
+
+func logLines(stderr string) []logLine {
+	var out []logLine
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l logLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (l logLine) str(k string) string { s, _ := l[k].(string); return s }
+
+// history is the branch's first-parent chain, oldest first.
+func history(t *testing.T, r *git.Repository) []*object.Commit {
+	t.Helper()
+	ref, err := r.Reference(plumbing.NewBranchReferenceName("main"), true)
+	if err != nil {
+		t.Fatalf("branch main: %v", err)
+	}
+	var chain []*object.Commit
+	for h := ref.Hash(); !h.IsZero(); {
+		c, err := r.CommitObject(h)
+		if err != nil {
+			t.Fatalf("commit %s: %v", h, err)
+		}
+		chain = append(chain, c)
+		h = plumbing.ZeroHash
+		if len(c.ParentHashes) > 0 {
+			h = c.ParentHashes[0]
+		}
+	}
+	slices.Reverse(chain)
+	return chain
+}
+
+// requestRefs are the group-commit requests left on the server.
+func requestRefs(t *testing.T, r *git.Repository) []string {
+	t.Helper()
+	refs, err := r.References()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	_ = refs.ForEach(func(ref *plumbing.Reference) error {
+		if strings.HasPrefix(ref.Name().String(), "refs/render/") {
+			out = append(out, ref.Name().String())
+		}
+		return nil
+	})
+	return out
+}
+
+// checkNoWaitAfterLanding checks, from the writers' debug logs, that no
+// writer waited once its update was on the branch: every poll of a
+// waiting writer that still saw its request saw a tip without its update
+// (landed[w] is the index in chain of the first commit holding w's
+// update). A writer carried by another's push finds its request gone at
+// its next poll, never a ref someone may or may not delete later.
+func checkNoWaitAfterLanding(t *testing.T, rs []*manyRender, chain []*object.Commit, landed map[string]int) {
+	t.Helper()
+	at := map[string]int{}
+	for i, c := range chain {
+		at[c.Hash.String()] = i
+	}
+	for _, r := range rs {
+		for _, l := range logLines(r.stderr) {
+			if l.str("msg") != "poll" || l["request_present"] != true {
+				continue
+			}
+			if i, ok := at[l.str("tip")]; ok && i >= landed[r.workload] {
+				t.Errorf("%s polled again with its update on the branch (tip %s, commit %d of %d, its update landed in %d) and its request still there",
+					r.name, l.str("tip")[:7], i, len(chain), landed[r.workload])
+			}
+		}
+	}
+}
+
+// The big workload every one-file scenario writes beside: a promise of
+// 3,000 documents, rendered once before the scenario's renders.
+const bigDocs = 3000
+
+// manyPromises is the scenario of N one-file promise renders at once into
+// st, on a starved machine, beside a 3,000-file workload.
+func manyPromises(t *testing.T, st manyStore, n int) {
+	w := newManyWorld(t, st, "worker")
+	big := w.promise("big", "big", bigDocs)
+	w.runAll([]*manyRender{big}, 5*time.Minute)
+	mustExit0(t, []*manyRender{big})
+
+	var rs []*manyRender
+	for i := range n {
+		rs = append(rs, w.promise(fmt.Sprintf("p%02d", i), fmt.Sprintf("key-%02d", i), 1))
+	}
+	starve(t)
+	w.runAll(rs, 5*time.Minute)
+	mustExit0(t, rs)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	repo, err := st.open(ctx)
+	if err != nil {
+		t.Fatalf("read the store: %v", err)
+	}
+	chain := history(t, repo)
+	landed := map[string]int{}
+	for i, r := range rs {
+		p := path.Join(storePath, "worker/dependencies", r.name, "configure/5058f/doc-00000.yaml")
+		landed[r.workload] = -1
+		for j, c := range chain {
+			if _, err := c.File(p); err == nil {
+				landed[r.workload] = j
+				break
+			}
+		}
+		if landed[r.workload] < 0 {
+			t.Errorf("%s exited 0 but its file %s is not on the branch", r.name, p)
+			continue
+		}
+		f, err := chain[len(chain)-1].File(p)
+		if err != nil {
+			t.Errorf("%s: %s is gone from the tip", r.name, p)
+			continue
+		}
+		if s, _ := f.Contents(); !strings.Contains(s, fmt.Sprintf("op: %q", fmt.Sprintf("key-%02d", i))) {
+			t.Errorf("%s: %s holds %q", r.name, p, s)
+		}
+	}
+	if left := requestRefs(t, repo); len(left) > 0 {
+		t.Errorf("requests left on the server after every render exited: %v", left)
+	}
+	checkNoWaitAfterLanding(t, rs, chain, landed)
+}
+
+// TestManySidecars runs issue 34's scenarios on a machine with every core
+// busy: 16 one-file promise renders at once into a branch that holds a
+// 3,000-file workload, on Gitea (HTTP) and on the SSH git server; and 16
+// renders of one resource at once into a local bare repository. Before the
+// fix, 15 of 16 git writes gave up after the retry deadline (or landed and
+// waited more than a minute for other writers' refs), and resource renders
+// failed with "stale update".
+func TestManySidecars(t *testing.T) {
+	t.Run("git-http", func(t *testing.T) { manyPromises(t, manyGitea(t), 16) })
+	t.Run("git-ssh", func(t *testing.T) { manyPromises(t, manySSH(t), 16) })
+	t.Run("one-resource-local", func(t *testing.T) {
+		st := manyLocal(t)
+		w := newManyWorld(t, st, "d1", "d2")
+		var rs []*manyRender
+		for i := range 16 {
+			rs = append(rs, w.resource(fmt.Sprintf("r%02d", i), "db-1", fmt.Sprintf("key-%02d", i)))
+		}
+		starve(t)
+		w.runAll(rs, 5*time.Minute)
+		mustExit0(t, rs)
+		repo, err := st.open(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := history(t, repo)
+		tip := chain[len(chain)-1]
+		// One of the 16, whole: both files in one destination, by one render.
+		keys := map[string]bool{}
+		var found []string
+		files, _ := tip.Files()
+		_ = files.ForEach(func(f *object.File) error {
+			if strings.Contains(f.Name, "/resources/team/db/db-1/") {
+				found = append(found, f.Name)
+				s, _ := f.Contents()
+				if m := opLine.FindStringSubmatch(s); m != nil {
+					keys[m[1]] = true
+				}
+			}
+			return nil
+		})
+		if len(found) != 2 || len(keys) != 1 {
+			t.Fatalf("the resource's files on the branch: %v, written by %v; want a and b, by one render", found, sortedKeys(keys))
+		}
+	})
+}
