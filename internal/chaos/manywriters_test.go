@@ -110,24 +110,6 @@ stringData:
 	}
 }
 
-func manyLocal(t *testing.T) manyStore {
-	dir := filepath.Join(t.TempDir(), "state.git")
-	if _, err := git.PlainInit(dir, true); err != nil {
-		t.Fatal(err)
-	}
-	return manyStore{
-		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
-kind: GitStateStore
-metadata: {name: many}
-spec:
-  url: file://%s
-  branch: main
-  path: %s
-`, dir, storePath),
-		open: func(context.Context) (*git.Repository, error) { return git.PlainOpen(dir) },
-	}
-}
-
 // manyWorld is a folder of render inputs: a platform with one store and
 // the destinations dests (labelled env: many), and one folder per render.
 type manyWorld struct {
@@ -188,18 +170,13 @@ func (w *manyWorld) promise(name, key string, docs int) *manyRender {
 		"KRATIX_WORKFLOW_TYPE=promise", "KRATIX_WORKFLOW_ACTION=configure", "KRATIX_PROMISE_NAME=" + name, "KRATIX_PIPELINE_NAME=configure"}}
 }
 
-// resource prepares a resource workflow render of resource db/team/name,
-// in its own folder, whose output is files a and b carrying key.
-func (w *manyWorld) resource(folder, name, key string) *manyRender {
-	for _, f := range []string{"a", "b"} {
-		w.write(fmt.Sprintf("%s/output/%s-%s.yaml", folder, name, f), document(name, f, key, 40))
-	}
-	w.write(folder+"/metadata/.keep", "")
-	w.write(folder+"/input/object.yaml", fmt.Sprintf("apiVersion: example.com/v1\nkind: Database\nmetadata:\n  name: %s\n  namespace: team\n", name))
-	return &manyRender{name: folder, workload: statestore.WorkloadKey("resource", "db", "team", name, "configure"), env: []string{
-		"KRATIX_WORKFLOW_TYPE=resource", "KRATIX_WORKFLOW_ACTION=configure", "KRATIX_PROMISE_NAME=db",
-		"KRATIX_OBJECT_NAME=" + name, "KRATIX_OBJECT_NAMESPACE=team", "KRATIX_PIPELINE_NAME=configure"}}
-}
+// manyDeadline is the renders' retry deadline. The tests assert that
+// every render lands and what the protocol does, not how long it takes
+// (the benchmark does): on a shared 2-core machine under other work, one
+// trivial push to Gitea took 7-8 s, and 16 renders' pushes at once take
+// minutes whatever the protocol. A render that gives up still fails the
+// test.
+const manyDeadline = 10 * time.Minute
 
 // runAll runs rs at once, each with a debug log in JSON, and waits for
 // every one; a render still running after limit is killed (its exit code
@@ -214,7 +191,8 @@ func (w *manyWorld) runAll(rs []*manyRender, limit time.Duration) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, w.bin, "--platform", w.plat,
 				"--output", filepath.Join(w.dir, r.name, "output"), "--metadata", filepath.Join(w.dir, r.name, "metadata"),
-				"--input", filepath.Join(w.dir, r.name, "input"), "--log-format", "json", "--log-level", "debug")
+				"--input", filepath.Join(w.dir, r.name, "input"), "--log-format", "json", "--log-level", "debug",
+				"--retry-deadline", manyDeadline.String())
 			cmd.Dir = w.dir
 			for _, kv := range os.Environ() {
 				if !strings.HasPrefix(kv, "KRATIX_") {
@@ -232,6 +210,20 @@ func (w *manyWorld) runAll(rs []*manyRender, limit time.Duration) {
 	}
 	close(start)
 	wg.Wait()
+	w.t.Cleanup(func() {
+		if !w.t.Failed() {
+			return
+		}
+		// Every render's whole log, for the post-mortem.
+		dir, err := os.MkdirTemp("", "many-sidecars-logs-")
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			_ = os.WriteFile(filepath.Join(dir, r.name+".log"), []byte(r.stderr+"\n--- stdout\n"+r.stdout), 0o644)
+		}
+		w.t.Logf("the renders' logs are in %s", dir)
+	})
 }
 
 // mustExit0 fails the test for every render that did not exit 0, with the
@@ -344,7 +336,7 @@ const bigDocs = 3000
 func manyPromises(t *testing.T, st manyStore, n int) {
 	w := newManyWorld(t, st, "worker")
 	big := w.promise("big", "big", bigDocs)
-	w.runAll([]*manyRender{big}, 5*time.Minute)
+	w.runAll([]*manyRender{big}, manyDeadline+5*time.Minute)
 	mustExit0(t, []*manyRender{big})
 
 	var rs []*manyRender
@@ -352,7 +344,7 @@ func manyPromises(t *testing.T, st manyStore, n int) {
 		rs = append(rs, w.promise(fmt.Sprintf("p%02d", i), fmt.Sprintf("key-%02d", i), 1))
 	}
 	starve(t)
-	w.runAll(rs, 5*time.Minute)
+	w.runAll(rs, manyDeadline+5*time.Minute)
 	mustExit0(t, rs)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -385,54 +377,43 @@ func manyPromises(t *testing.T, st manyStore, n int) {
 			t.Errorf("%s: %s holds %q", r.name, p, s)
 		}
 	}
+	checkNoWaitAfterLanding(t, rs, chain, landed)
+
+	// Then one render alone, the many gone: it pushes its branch and
+	// nothing else (no request, no other writer's leftover to delete),
+	// and after it, as after the many, no request is left on the server.
+	lone := w.promise("p00", "key-lone", 1)
+	w.runAll([]*manyRender{lone}, manyDeadline+5*time.Minute)
+	mustExit0(t, []*manyRender{lone})
+	var pushes []string
+	for _, l := range logLines(lone.stderr) {
+		if l.str("msg") == "push" {
+			pushes = append(pushes, l.str("refs")+": "+l.str("outcome"))
+		}
+	}
+	if len(pushes) != 1 || !strings.HasPrefix(pushes[0], "main ") || strings.Contains(pushes[0], ",") || !strings.HasSuffix(pushes[0], ": landed") {
+		t.Errorf("a render with no competitor pushed %q; want one push of the branch alone", pushes)
+	}
+	repo, err = st.open(ctx)
+	if err != nil {
+		t.Fatalf("read the store: %v", err)
+	}
 	if left := requestRefs(t, repo); len(left) > 0 {
 		t.Errorf("requests left on the server after every render exited: %v", left)
 	}
-	checkNoWaitAfterLanding(t, rs, chain, landed)
 }
 
-// TestManySidecars runs issue 34's scenarios on a machine with every core
+// TestManySidecars runs issue 34's scenario on a machine with every core
 // busy: 16 one-file promise renders at once into a branch that holds a
-// 3,000-file workload, on Gitea (HTTP) and on the SSH git server; and 16
-// renders of one resource at once into a local bare repository. Before the
-// fix, 15 of 16 git writes gave up after the retry deadline (or landed and
-// waited more than a minute for other writers' refs), and resource renders
-// failed with "stale update".
+// 3,000-file workload, on Gitea (HTTP) and on the SSH git server, then one
+// render alone. Every render must exit 0 and land, no writer may poll on
+// once its update is on the branch, the lone render must push its branch
+// alone, and no request may be left on the server. Before the fix, 15 of
+// 16 git writes on Gitea gave up at the retry deadline (twice, at load
+// averages of about 20 and 47), and every render that won the branch left
+// its own request behind (a lone render always did). (The same scenario
+// for one resource is internal/engine's TestSameResourceAtOnceAllLand.)
 func TestManySidecars(t *testing.T) {
 	t.Run("git-http", func(t *testing.T) { manyPromises(t, manyGitea(t), 16) })
 	t.Run("git-ssh", func(t *testing.T) { manyPromises(t, manySSH(t), 16) })
-	t.Run("one-resource-local", func(t *testing.T) {
-		st := manyLocal(t)
-		w := newManyWorld(t, st, "d1", "d2")
-		var rs []*manyRender
-		for i := range 16 {
-			rs = append(rs, w.resource(fmt.Sprintf("r%02d", i), "db-1", fmt.Sprintf("key-%02d", i)))
-		}
-		starve(t)
-		w.runAll(rs, 5*time.Minute)
-		mustExit0(t, rs)
-		repo, err := st.open(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain := history(t, repo)
-		tip := chain[len(chain)-1]
-		// One of the 16, whole: both files in one destination, by one render.
-		keys := map[string]bool{}
-		var found []string
-		files, _ := tip.Files()
-		_ = files.ForEach(func(f *object.File) error {
-			if strings.Contains(f.Name, "/resources/team/db/db-1/") {
-				found = append(found, f.Name)
-				s, _ := f.Contents()
-				if m := opLine.FindStringSubmatch(s); m != nil {
-					keys[m[1]] = true
-				}
-			}
-			return nil
-		})
-		if len(found) != 2 || len(keys) != 1 {
-			t.Fatalf("the resource's files on the branch: %v, written by %v; want a and b, by one render", found, sortedKeys(keys))
-		}
-	})
 }
