@@ -51,7 +51,7 @@ func TestSameResourceAtOnceAllLand(t *testing.T) {
 		var once sync.Once
 		var logb strings.Builder
 		logs[i] = &logb
-		e := New(Options{Log: slog.New(slog.NewTextHandler(&syncWriter{w: &logb}, &slog.HandlerOptions{Level: slog.LevelDebug})),OutputDir: filepath.Join(in, "output"), MetadataDir: filepath.Join(in, "metadata"), InputDir: filepath.Join(in, "input"),
+		e := New(Options{Log: slog.New(slog.NewTextHandler(&syncWriter{w: &logb}, &slog.HandlerOptions{Level: slog.LevelDebug})), OutputDir: filepath.Join(in, "output"), MetadataDir: filepath.Join(in, "metadata"), InputDir: filepath.Join(in, "input"),
 			Platform: []string{platform}, Getenv: func(string) string { return "" },
 			Identity: map[string]string{"workflow-type": "resource", "promise": "db", "pipeline": "configure"},
 			OnPhase: func(p string) {
