@@ -19,34 +19,51 @@ import (
 // request sorts first leads as soon as the line of requests stops growing
 // between two polls, so that writers who lost the same race are carried by
 // one push. Every other waiter leads itself only once the branch stood
-// still for patience, plus stagger per request ahead of its own: a leader
+// still for patience plus one turn per request ahead of its own: a leader
 // that died or stalls (a process the scheduler has not run for seconds)
-// holds the others up once, for a few seconds, never for a time that grows
-// with the number of writers; and when the second in line takes over, it
-// carries every request it sees, the stalled leader's too.
+// holds the others up once, never for a time that grows with the number of
+// writers; and when the second in line takes over, it carries every
+// request it sees, the stalled leader's too.
+//
+// A turn is what a leader's push may take on this server now: at least
+// stagger, and turnPushes times the slowest push this writer has timed
+// itself. On a loaded server a push takes seconds or minutes (Gitea runs
+// a hook process per ref a push changes), and a waiter that took over while
+// the leader's push was still on its way would only race it: every waiter
+// of a burst did, once, when turns were a fixed second.
 //
 // Polls read the server's refs only (no objects), from about 80ms after a
 // lost race, backing off to pollLimit: a writer carried by another's push
 // sees its request gone within one poll, and N waiters poll the server
 // about N / pollLimit times a second at most.
 const (
-	patience  = 3 * time.Second
-	stagger   = time.Second
-	pollLimit = 800 * time.Millisecond
+	patience   = 3 * time.Second
+	stagger    = time.Second
+	turnPushes = 3
+	pollLimit  = 800 * time.Millisecond
 )
+
+// turnTime is how long a waiter gives each leader ahead of it, when the
+// slowest push it timed took slowest.
+func turnTime(slowest time.Duration) time.Duration {
+	return max(stagger, turnPushes*slowest)
+}
 
 // await waits, with cheap reads of the server's refs only, until this
 // writer's request is gone (true: carried by another writer's push, which
 // deletes it in the push that lands it, or deleted as stale), or until it
-// is this writer's turn to lead (false).
-func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, lost error) (bool, error) {
+// is this writer's turn to lead (false). slowest is the slowest push this
+// writer has timed (see turnTime).
+func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, slowest time.Duration, lost error) (bool, error) {
 	began := statestore.Now(ctx)
 	var seen plumbing.Hash
 	moved := began
 	waiting := -1 // requests seen at the previous poll
+	turn := turnTime(slowest)
 	done := func(gone bool, why string, polls int) {
 		s.debug("wait", "workload", workload, "for", "its request to be carried, or its turn to lead",
-			"outcome", why, "polls", polls, "took", statestore.Since(ctx, began).Round(time.Millisecond).String())
+			"outcome", why, "polls", polls, "turn", turn.Round(time.Millisecond).String(),
+			"took", statestore.Since(ctx, began).Round(time.Millisecond).String())
 	}
 	for poll := 1; ; poll++ {
 		if err := statestore.Pause(ctx, min(poll+1, 6), pollLimit, lost); err != nil {
@@ -75,7 +92,7 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 		case ahead == 0 && settled:
 			done(false, "first in line: leads", poll)
 			return false, nil
-		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*stagger:
+		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*turn:
 			done(false, fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
 			return false, nil
 		}

@@ -166,6 +166,9 @@ type groupCommitter struct {
 	// base is the workload's state the last plan was made on: a request
 	// published after a lost race is planned on it.
 	base string
+	// slowest is the slowest push this writer has timed: how long a
+	// leader's turn may take on this server now (see turnTime).
+	slowest time.Duration
 }
 
 func (g *groupCommitter) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
@@ -249,6 +252,7 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	}
 	t0 := statestore.Now(ctx)
 	res, err := g.r.pushTurn(ctx, a.ov, t)
+	g.slowest = max(g.slowest, statestore.Since(ctx, t0))
 	g.s.debug("push", "workload", g.u.Workload, "attempt", c.Attempt, "refs", describeTurn(t, res), "outcome", outcomeOf(res, err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
 	switch {
 	case errors.Is(err, errNoGroup):
@@ -325,6 +329,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 		// again, the writers who lost together would lose together again.
 		t0 := statestore.Now(ctx)
 		h, err := g.s.request(ctx, g.r, g.u, g.mine, g.base)
+		g.slowest = max(g.slowest, statestore.Since(ctx, t0))
 		g.s.debug("push", "workload", g.u.Workload, "attempt", attempt, "refs", "request "+shortRef(g.mine)+" created",
 			"outcome", requestOutcome(err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
 		switch {
@@ -350,7 +355,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 	// The request gone means it was carried by another writer's push, or
 	// deleted as stale (see fold): either way, plan again, which finds
 	// the update landed (Commit reports it) or the staleness.
-	_, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, lost)
+	_, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, g.slowest, lost)
 	return statestore.Outcome{}, err
 }
 
