@@ -156,6 +156,7 @@ type manyRender struct {
 	stdout   string
 	stderr   string
 	workload string // its record's key
+	took     time.Duration
 }
 
 // promise prepares a promise workflow render of promise name whose output
@@ -203,7 +204,9 @@ func (w *manyWorld) runAll(rs []*manyRender, limit time.Duration) {
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
 			<-start
+			t0 := time.Now()
 			_ = cmd.Run()
+			r.took = time.Since(t0)
 			r.code = cmd.ProcessState.ExitCode()
 			r.stdout, r.stderr = out.String(), errb.String()
 		})
@@ -242,6 +245,25 @@ func mustExit0(t *testing.T, rs []*manyRender) {
 	if failed > 0 {
 		t.Fatalf("%d of %d renders failed", failed, len(rs))
 	}
+}
+
+// summarize logs how long the renders took and what their pushes did,
+// from their debug logs: the figures to compare runs by (the test asserts
+// none of them).
+func summarize(t *testing.T, rs []*manyRender) {
+	t.Helper()
+	var slowest time.Duration
+	outcomes := map[string]int{}
+	for _, r := range rs {
+		slowest = max(slowest, r.took)
+		for _, l := range logLines(r.stderr) {
+			if l.str("msg") == "push" {
+				o, _, _ := strings.Cut(l.str("outcome"), ":")
+				outcomes[o]++
+			}
+		}
+	}
+	t.Logf("%d renders at once: the last exited after %v; pushes by outcome: %v", len(rs), slowest.Round(time.Millisecond), outcomes)
 }
 
 // logLine is one line of a render's JSON debug log.
@@ -345,6 +367,7 @@ func manyPromises(t *testing.T, st manyStore, n int) {
 	}
 	starve(t)
 	w.runAll(rs, manyDeadline+5*time.Minute)
+	summarize(t, rs)
 	mustExit0(t, rs)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
