@@ -182,13 +182,25 @@ func (g *groupCommitter) landed(tip plumbing.Hash) statestore.Outcome {
 
 func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (statestore.Outcome, error) {
 	a := c.Snapshot.(*attemptSnap)
-	base, err := workloadState(a.treeSnap, g.u.Workload)
-	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("read", err)
+	// The workload's state in the tree planned on: what a request
+	// published now is planned on, and what tells a waiting writer that
+	// it was carried. A writer that never hands over never needs it.
+	var base string
+	baseOf := func() (string, error) {
+		if base != "" {
+			return base, nil
+		}
+		b, err := workloadState(a.treeSnap, g.u.Workload)
+		base = b
+		return b, err
 	}
 	if !g.published.IsZero() {
+		now, err := baseOf()
+		if err != nil {
+			return statestore.Outcome{}, statestore.InOp("read", err)
+		}
 		held := g.r.holds(g.mine, g.published)
-		if base != g.pubBase || !c.Plan.Changed() {
+		if now != g.pubBase || !c.Plan.Changed() {
 			// The workload moved past the state this writer's request
 			// was planned on: another writer carried the request (and
 			// deleted it in the same push), or a newer render of the
@@ -243,6 +255,10 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	}
 	if head != a.tip && g.published.IsZero() && !g.alone && g.r.space != "" {
 		t.request = func() (*packp.Command, error) {
+			base, err := baseOf()
+			if err != nil {
+				return nil, err
+			}
 			req, err := writeRequest(a.ov, g.u, g.s.author(g.u), base)
 			if err != nil {
 				return nil, err
@@ -267,11 +283,13 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 		g.published, g.pubBase = plumbing.ZeroHash, ""
 		return out, nil
 	case turnPublished:
-		g.published, g.pubBase = res.request.New, base
+		g.published, g.pubBase = res.request.New, base // base: set by the request's builder
 		g.s.debug("request published", "workload", g.u.Workload, "attempt", c.Attempt, "ref", g.mine.String(), "request", g.published.String())
 	case turnLost:
 		g.alone = g.alone || res.taken
-		g.base = base
+		if g.base, err = baseOf(); err != nil {
+			return statestore.Outcome{}, statestore.InOp("read", err)
+		}
 	}
 	return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
 }
