@@ -227,6 +227,13 @@ func (w *world) command(r *run, platform string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// cleanDeadline is the retry deadline of the renders without faults (the
+// setup, the final renders): three to five writers at once that must all
+// land, on a machine that may be loaded (at a load average of 40, one push
+// to Gitea took 10s, and a burst needs three rounds of pushes: the first,
+// the requests of those who lost, the leader's).
+const cleanDeadline = 90 * time.Second
+
 // hangLimit is how long past its retry deadline a render may take before
 // the trial calls it hung (a violation) and kills it.
 const hangLimit = 90 * time.Second
@@ -367,7 +374,7 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 	for i, wl := range sched.Workloads {
 		if wl.Setup {
 			setup = append(setup, &run{label: "setup " + wl.Name, key: fmt.Sprintf("%d/setup-%s", sched.Seed, wl.Name),
-				kind: Configure, workload: i, files: setupFiles, pad: setupPad, deadline: 30 * time.Second})
+				kind: Configure, workload: i, files: setupFiles, pad: setupPad, deadline: cleanDeadline})
 		}
 	}
 	setupClock := time.Now()
@@ -468,7 +475,7 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 				}
 				kind = Configure
 			}
-			r := &run{label: "final " + wl.Name, key: fmt.Sprintf("%d/final-%s", sched.Seed, wl.Name), kind: kind, workload: i, deadline: 90 * time.Second}
+			r := &run{label: "final " + wl.Name, key: fmt.Sprintf("%d/final-%s", sched.Seed, wl.Name), kind: kind, workload: i, deadline: cleanDeadline}
 			if kind == Configure {
 				r.files, r.pad = []string{"a", "c"}, 10
 			}

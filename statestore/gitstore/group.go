@@ -30,7 +30,12 @@ import (
 // itself. On a loaded server a push takes seconds or minutes (Gitea runs
 // a hook process per ref a push changes), and a waiter that took over while
 // the leader's push was still on its way would only race it: every waiter
-// of a burst did, once, when turns were a fixed second.
+// of a burst did, once, when turns were a fixed second. A turn is at most
+// an eighth of the render's retry budget, so that a request whose writer
+// is gone (killed, or it gave up while the server could not be reached to
+// withdraw it) ahead in the line costs the others a few turns, not their
+// deadline; and a waiter whose deadline is near leads itself rather than
+// give up without a try.
 //
 // Polls read the server's refs only (no objects), from about 80ms after a
 // lost race, backing off to pollLimit: a writer carried by another's push
@@ -44,9 +49,9 @@ const (
 )
 
 // turnTime is how long a waiter gives each leader ahead of it, when the
-// slowest push it timed took slowest.
-func turnTime(slowest time.Duration) time.Duration {
-	return max(stagger, turnPushes*slowest)
+// slowest push it timed took slowest and its retry budget is budget.
+func turnTime(slowest, budget time.Duration) time.Duration {
+	return max(stagger, min(turnPushes*slowest, budget/8))
 }
 
 // await waits, with cheap reads of the server's refs only, until this
@@ -59,7 +64,11 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 	var seen plumbing.Hash
 	moved := began
 	waiting := -1 // requests seen at the previous poll
-	turn := turnTime(slowest)
+	at, budget := statestore.RetryDeadline(ctx)
+	turn := turnTime(slowest, budget)
+	// Time for one more push of its own: a waiter leads before its
+	// deadline rather than give up without a try.
+	last := at.Add(-max(2*slowest, patience))
 	done := func(gone bool, why string, polls int) {
 		s.debug("wait", "workload", workload, "for", "its request to be carried, or its turn to lead",
 			"outcome", why, "polls", polls, "turn", turn.Round(time.Millisecond).String(),
@@ -94,6 +103,9 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 			return false, nil
 		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*turn:
 			done(false, fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
+			return false, nil
+		case statestore.Now(ctx).After(last):
+			done(false, fmt.Sprintf("its retry deadline is near, %d requests ahead: leads", ahead), poll)
 			return false, nil
 		}
 	}

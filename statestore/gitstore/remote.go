@@ -47,6 +47,9 @@ type remoteRepo struct {
 	up      transport.UploadPackSession
 	mode    fetchMode
 	large   bool
+	// whole is set while takeWhole fetches a small store whole through
+	// takeAdvertised.
+	whole bool
 	// unknown is a store render had not written when the clone began
 	// (see isLarge).
 	unknown bool
@@ -134,7 +137,7 @@ func (r *remoteRepo) fetchTip(ctx context.Context) error {
 			return err
 		}
 		r.mode = m
-		if m == modePartial {
+		if r.fetched {
 			return nil // the probe fetched the tip and the requests
 		}
 	}
