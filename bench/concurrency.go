@@ -67,6 +67,17 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 	var rows []*Row
 	var failures []error
 	for _, kind := range []string{"git", "s3"} {
+		if !b.wantStore(kind) {
+			continue
+		}
+		if kind == "s3" {
+			r, err := b.s3Concurrency(ctx, sizes, b.s3FreshTarget(s3Addr, s3c))
+			rows = append(rows, r...)
+			if err != nil {
+				failures = append(failures, err)
+			}
+			continue
+		}
 		for _, n := range sizes {
 			for _, busy := range []bool{false, true} {
 				var rs []concurrencyRun
@@ -220,7 +231,10 @@ func concurrencyRows(kind string, n int, busy bool, rs []concurrencyRun) []*Row 
 		reqT = append(reqT, float64(total(r.reqTogether))/float64(n))
 		reqS = append(reqS, float64(total(r.reqSerial))/float64(n))
 	}
-	what := map[string]string{"git": "one Gitea branch", "s3": "one MinIO bucket"}[kind]
+	what := "one Gitea branch"
+	if kind != "git" {
+		what = "one MinIO bucket"
+	}
 	at := fmt.Sprintf("N=%d%s", n, loadName(busy))
 	ratio := newRow("", fmt.Sprintf("%s: %d renders at once / one after another%s", kind, n, loadName(busy)), "x", ratios)
 	ratio.Note = fmt.Sprintf("%d processes, each a workload of 20 documents, into %s; every workload checked", n, what)
@@ -249,8 +263,8 @@ func concurrencyRows(kind string, n int, busy bool, rs []concurrencyRun) []*Row 
 			rt.target(fmt.Sprintf("<= 2 x serial (%.1f)", 2*rs.Median), rt.Median <= 2*rs.Median), rs,
 			lp, lm.target("<= 1000ms", lm.Median <= 1000))
 	} else {
-		s := newRow("", fmt.Sprintf("s3: requests per render at %s, one after another", at), "n", reqS)
-		t := newRow("", fmt.Sprintf("s3: requests per render at %s, all at once", at), "n", reqT)
+		s := newRow("", fmt.Sprintf("%s: requests per render at %s, one after another", kind, at), "n", reqS)
+		t := newRow("", fmt.Sprintf("%s: requests per render at %s, all at once", kind, at), "n", reqT)
 		rows = append(rows, t.target(fmt.Sprintf("<= serial (%.1f)", s.Median), t.Median <= s.Median), s)
 	}
 	return rows

@@ -63,7 +63,10 @@ type bench struct {
 	// sizes, when set, replaces the store sizes of scenarios 7, 8 and 10
 	// and the numbers of renders at once of scenario 5.
 	sizes []int
-	log   func(format string, args ...any)
+	// stores, when set, are the only store kinds scenarios 5 and 10
+	// measure ("git", "s3", "oci").
+	stores map[string]bool
+	log    func(format string, args ...any)
 }
 
 func main() {
@@ -77,6 +80,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the scratch folder")
 	sizesFlag := flag.String("sizes", "", "comma-separated store sizes for scenarios 7, 8 and 10 (default 0,10000,100000), renders at once for scenario 5 (default 1,4,16,64)")
 	binFlag := flag.String("bin", "", "a render binary to measure instead of building cmd/render")
+	storesFlag := flag.String("stores", "", "comma-separated store kinds for scenarios 5 and 10 (git, s3, oci; default all)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -108,6 +112,14 @@ func main() {
 		}
 	}
 	b := &bench{env: e, runs: max(1, *runs), quick: *quick, log: logf}
+	for _, k := range strings.Split(*storesFlag, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			if b.stores == nil {
+				b.stores = map[string]bool{}
+			}
+			b.stores[k] = true
+		}
+	}
 	for _, f := range strings.Split(*sizesFlag, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -178,6 +190,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// wantStore reports whether scenarios 5 and 10 measure store kind k.
+func (b *bench) wantStore(k string) bool { return b.stores == nil || b.stores[k] }
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "bench:", err)

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -49,8 +51,26 @@ func (c *counter) add(r *http.Request) {
 	}
 	c.mu.Lock()
 	c.n[kind]++
+	if reqLog != nil {
+		fmt.Fprintf(reqLog, "%s %s %s\n", kind, r.URL.Path, r.URL.RawQuery)
+	}
 	c.mu.Unlock()
 }
+
+// reqLog, when $RENDER_BENCH_REQUEST_LOG names a file, gets one line per
+// request counted (kind, path, query): to see which objects a figure's
+// requests went to.
+var reqLog = func() io.Writer {
+	p := os.Getenv("RENDER_BENCH_REQUEST_LOG")
+	if p == "" {
+		return nil
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		return nil
+	}
+	return f
+}()
 
 func (c *counter) snapshot() map[string]int {
 	c.mu.Lock()
@@ -132,7 +152,8 @@ func countingProxy(target string) (addr string, c *counter, stop func(), err err
 // one-object change, each by the render binary, whose requests are counted
 // by a counting proxy in front of MinIO. The same three steps are then
 // made with s3store.Apply directly, counted with a counting
-// http.RoundTripper in s3store.Config.Transport.
+// http.RoundTripper in s3store.Config.Transport. Last, watch latency on S3
+// (see s3WatchLatency).
 func s3Scenario(ctx context.Context, b *bench) ([]*Row, error) {
 	docs := 1000
 	if b.quick {
@@ -205,7 +226,12 @@ func s3Scenario(ctx context.Context, b *bench) ([]*Row, error) {
 		newRow("", "one-object change: all requests", "req", rOne))
 
 	more, err := s3Direct(ctx, b, docs)
-	return append(rows, more...), err
+	rows = append(rows, more...)
+	if err != nil {
+		return rows, err
+	}
+	watch, err := s3WatchLatency(ctx, b)
+	return append(rows, watch...), err
 }
 
 // s3Direct is the same sequence with s3store.Apply, requests counted by a

@@ -296,6 +296,7 @@ func (s *storeSizeMinIO) open(bucket string, concurrency int) (*s3store.Store, e
 	return s3store.New(s3store.Config{
 		Name: "BucketStateStore/storesize", Endpoint: s.endpoint, Bucket: bucket, Path: "clusters",
 		Region: "us-east-1", Insecure: true, AccessKeyID: s.ak, SecretAccessKey: s.sk, Concurrency: concurrency,
+		RetryDeadline: 10 * time.Minute, // generating and cleaning up, on a machine that may be loaded
 	})
 }
 
@@ -305,7 +306,17 @@ const seededKey = "bench-seeded"
 // seeded returns the bucket holding n workloads, generating it first
 // unless a complete one is kept.
 func (s *storeSizeMinIO) seeded(ctx context.Context, b *bench, n int) (string, error) {
+	return s.seededSpec(ctx, b, storegen.Spec{Workloads: n, Destinations: storeSizeDests})
+}
+
+// seededSpec returns the bucket holding the store spec describes,
+// generating it first unless a complete one is kept.
+func (s *storeSizeMinIO) seededSpec(ctx context.Context, b *bench, spec storegen.Spec) (string, error) {
+	n := spec.Workloads
 	bucket := fmt.Sprintf("storesize-%d-%s", n, storeSizeVersion)
+	if spec.Destinations != storeSizeDests {
+		bucket = fmt.Sprintf("storesize-%d-d%d-%s", n, spec.Destinations, storeSizeVersion)
+	}
 	ok, err := s.client.BucketExists(ctx, bucket)
 	if err != nil {
 		return "", err
@@ -324,8 +335,7 @@ func (s *storeSizeMinIO) seeded(ctx context.Context, b *bench, n int) (string, e
 	}
 	defer st.Close()
 	t0 := time.Now()
-	spec := storegen.Spec{Workloads: n, Destinations: storeSizeDests}
-	for i := range storeSizeDests {
+	for i := range spec.Destinations {
 		// The destinations' canaries, which render writes once per
 		// destination and never again (shared files, owned by nobody).
 		for _, c := range []struct{ path, data string }{
@@ -338,13 +348,22 @@ func (s *storeSizeMinIO) seeded(ctx context.Context, b *bench, n int) (string, e
 			}
 		}
 	}
+	// Each batch done is noted in the bucket, so that generation cut short
+	// (on a loaded machine it takes hours) starts again where it stopped.
 	const batch = 2000
 	for from := 0; from < n; from += batch {
+		done := fmt.Sprintf("%s-%d", seededKey, from)
+		if _, err := s.client.StatObject(ctx, bucket, done, minio.StatObjectOptions{}); err == nil {
+			continue
+		}
 		var us []statestore.Update
 		for i := from; i < min(n, from+batch); i++ {
 			us = append(us, storegen.Update(spec, i))
 		}
 		if err := st.Seed(ctx, us); err != nil {
+			return "", err
+		}
+		if _, err := s.client.PutObject(ctx, bucket, done, strings.NewReader("done"), 4, minio.PutObjectOptions{}); err != nil {
 			return "", err
 		}
 		b.log("store size s3: generated %d of %d workloads (%v)", min(n, from+batch), n, time.Since(t0).Round(time.Second))

@@ -118,9 +118,37 @@ const (
 )
 
 // Unscheduled reports whether no destination that matches the group's
-// selector takes it: it went nowhere, or only stays where an earlier
-// placement left it (misscheduled).
-func (g Group) Unscheduled() bool { return len(g.Destinations) == len(g.Misscheduled) }
+// selector can take it: every verdict has a reason (labels, strict
+// matching, a cordon), whether or not the group stays where an earlier
+// placement left it (misscheduled). A resource kept on a destination that
+// no longer matches while another one matches is not unscheduled: it has
+// a place, as Kratix keeps it, and one it could have (Matching); the
+// misscheduled report says so.
+func (g Group) Unscheduled() bool {
+	if len(g.Destinations) > len(g.Misscheduled) {
+		return false // on a destination that matches
+	}
+	for _, v := range g.Verdicts {
+		if v.Reason == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Matching returns the destinations that match the group now and could
+// take it, but do not hold it: where a resource kept on a destination that
+// no longer matches would go, if it were placed again. Sorted.
+func (g Group) Matching() []string {
+	var out []string
+	for _, v := range g.Verdicts {
+		if v.Reason == "" && !v.Chosen {
+			out = append(out, v.Destination)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Placed reports whether the group has any destination, a misscheduled one
 // included: its files are written there.
@@ -207,8 +235,24 @@ func MisscheduledLine(g Group) string {
 	if g.KeptFrom == PlacedByKratix {
 		who = "Kratix"
 	}
-	return fmt.Sprintf("group %s stays on %s where %s placed it, although selector %s no longer matches (misscheduled: %s); `render prune-misscheduled` removes it there",
-		g.Directory, strings.Join(g.Misscheduled, ", "), who, g.Selector, strings.Join(why, "; "))
+	on := strings.Join(g.Misscheduled, ", ")
+	line := fmt.Sprintf("group %s is kept on %s, where %s placed it, as Kratix keeps a misscheduled placement: selector %s no longer matches there (%s)",
+		g.Directory, on, who, g.Selector, strings.Join(why, "; "))
+	prune := fmt.Sprintf("`render prune-misscheduled --destination %s` removes it there", g.Misscheduled[0])
+	if len(g.Misscheduled) > 1 {
+		prune = "`render prune-misscheduled` removes it there"
+	}
+	match := g.Matching()
+	switch {
+	case !g.Sticky:
+		// Dependencies go to every destination that matches, kept or not.
+		return line + "; " + prune
+	case len(match) == 0:
+		return line + "; no destination matches it now; " + prune
+	default:
+		return fmt.Sprintf("%s; %s matches it now: `render drain %s` moves it there (with every resource on %s), or %s and its next render places it anew",
+			line, strings.Join(match, ", "), g.Misscheduled[0], g.Misscheduled[0], prune)
+	}
 }
 
 // GroupID is Kratix's short id of a group's directory.
@@ -342,7 +386,11 @@ func checkAggregated(in Input, byName map[string]*Destination, groups []Group) e
 func checkPaths(in Input, plan *Plan) error {
 	for _, f := range in.Output {
 		if err := layout.CheckWorkloadPath(f.Path); err != nil {
-			return &InputError{File: f.Path, Msg: "cannot be written to a state store: " + err.Error()}
+			msg := "cannot be written to a state store: " + err.Error()
+			if advice := TooLongAdvice(err, "", "", f.Path); advice != "" {
+				msg += "; " + advice
+			}
+			return &InputError{File: f.Path, Msg: msg}
 		}
 	}
 	for _, w := range plan.Writes {
@@ -358,7 +406,12 @@ func checkPaths(in Input, plan *Plan) error {
 		}
 		for _, p := range slices.Sorted(maps.Keys(kinds)) {
 			if err := layout.ValidPath(p); err != nil {
-				return &InputError{Where: w.Store.String(), Msg: fmt.Sprintf("the %s %s cannot be written: %v", kinds[p], layout.Quote(p), err)}
+				msg := fmt.Sprintf("the %s %s cannot be written: %v", kinds[p], layout.Quote(p), err)
+				dest, rel := DestinationOf(p, w.Destinations)
+				if advice := TooLongAdvice(err, "", dest, rel); advice != "" {
+					msg += "; " + advice
+				}
+				return &InputError{Where: w.Store.String(), Msg: msg}
 			}
 			for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
 				if k, ok := kinds[dir]; ok {

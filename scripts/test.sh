@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# test.sh - run the whole test suite against real Gitea and MinIO, then the
-# Flux and Argo CD end-to-end tests (internal/fluxe2e, internal/argocde2e)
-# against Gitea, MinIO, the registry, a Flux stack (etcd, kube-apiserver,
-# source- and kustomize-controller) and Argo CD (Redis, repo server and
-# application controller) on the same API server, then the container tests
+# test.sh - run the whole test suite against real Gitea, MinIO and the OCI
+# registry, then the Flux and Argo CD end-to-end tests (internal/fluxe2e,
+# internal/argocde2e) against a Flux stack (etcd, kube-apiserver, source-
+# and kustomize-controller) and Argo CD (Redis, repo server and application
+# controller) on the same API server, then the container tests
 # (internal/containere2e: render's image as a pod's sidecar, and the
 # docker-compose quickstart) with a private Docker engine set up by
 # scripts/containers.sh.
@@ -11,24 +11,73 @@
 # Builds the servers on first use (cached outside the repository, keyed by
 # version), starts them on loopback ports, runs `go test` with their
 # addresses in the environment, and stops them by PID whatever happens.
-# The Flux stack and Argo CD run only for their own packages, so the other
-# packages' tests do not share two cores with them.
+#
+# On a machine that has built nothing yet, what only the later phases need
+# (the Flux stack, Argo CD, the container images) is built in the
+# background, at the lowest CPU priority, while the main packages' tests
+# run: those tests mostly wait on the servers, so the cores are free for
+# the builds, and the tests keep the priority.
+#
+# Every phase's `go test -json` goes through scripts/testreport, which
+# prints what plain `go test` prints and, at the end of the phase, where the
+# time went (packages and slowest tests); the figures are kept as JSON in
+# .test/ (git-ignored). docs/testing.md has the table and how to read it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flux=github.com/render-dev/render/internal/fluxe2e
 argocd=github.com/render-dev/render/internal/argocde2e
 containers=github.com/render-dev/render/internal/containere2e
+mkdir -p .test
+log() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+t_start=$SECONDS
+
+# gotest NAME ARGS...: go test -json ARGS, reported by testreport into
+# .test/NAME.json; its exit code is go test's.
+gotest() {
+	local name=$1
+	shift
+	go build -o .test/testreport ./scripts/testreport
+	go test -json "$@" | .test/testreport -out ".test/${name}.json"
+}
+
 mapfile -t pkgs < <(go list ./... | grep -vxF -e "$flux" -e "$argocd" -e "$containers")
-# -p 1: one package at a time. The packages that talk to the servers
-# (faulttest, gitstore, s3store, cli) each run their own tests in parallel
-# already; running them side by side as well made one Gitea on two cores
-# the bottleneck, and timing-bound tests (16 writers within 3 minutes, a
-# reader's deadline in TestKillS3) failed for want of CPU, not of
-# correctness.
+
+# The servers every package needs, first (cached: a no-op).
+scripts/testservers.sh build
+
+# What only the later phases need, in the background.
+prebuild_log=.test/prebuild.log
+# setsid: its own process group, so that an early exit stops all of it.
+setsid nice -n 19 bash -c 'RENDER_TESTSERVERS_FLUX=1 RENDER_TESTSERVERS_ARGOCD=1 scripts/testservers.sh build &&
+	scripts/containers.sh images' >"$prebuild_log" 2>&1 &
+prebuild_pid=$!
+trap 'kill -- -$prebuild_pid 2>/dev/null || true' EXIT
+
 rc=0
-scripts/testservers.sh with go test -p 1 -count=1 -timeout=30m "$@" "${pkgs[@]}" || rc=$?
-scripts/testservers.sh with --flux --argocd go test -count=1 -timeout=30m "$@" "$flux" "$argocd" || rc=$?
+# -p 1: one package at a time. The packages that talk to the servers each
+# run their own tests in parallel already; running them side by side as
+# well made one Gitea on two cores the bottleneck.
+t=$SECONDS
+scripts/testservers.sh with bash -c "$(declare -f gotest); gotest main -p 1 -count=1 -timeout=30m $* ${pkgs[*]}" || rc=$?
+log "main packages: $((SECONDS - t))s (rc=$rc)"
+
+t=$SECONDS
+if ! wait "$prebuild_pid"; then
+	log "building the Flux stack, Argo CD or the images in the background failed; its log:"
+	tail -n 40 "$prebuild_log" >&2 || true
+	log "the phases below build them again in the foreground"
+fi
+trap - EXIT
+log "waited $((SECONDS - t))s for the background builds"
+
+t=$SECONDS
+scripts/testservers.sh with --flux --argocd bash -c "$(declare -f gotest); gotest gitops -count=1 -timeout=30m $* $flux $argocd" || rc=$?
+log "Flux and Argo CD: $((SECONDS - t))s (rc=$rc)"
+
 # The Gitea and MinIO images are built from the binaries the steps above
 # built; with CI=true, a Docker engine that cannot start fails the run.
-scripts/containers.sh with go test -count=1 -timeout=30m "$@" "$containers" || rc=$?
+t=$SECONDS
+scripts/containers.sh with bash -c "$(declare -f gotest); gotest containers -count=1 -timeout=30m $* $containers" || rc=$?
+log "containers: $((SECONDS - t))s (rc=$rc)"
+log "make test: $((SECONDS - t_start))s in all (rc=$rc)"
 exit $rc

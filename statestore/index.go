@@ -47,6 +47,9 @@ var IndexMarker = path.Join(layout.MetaDir, "index.json")
 // indexMarkerData is the marker's content.
 var indexMarkerData = []byte("{\"format\": 1}\n")
 
+// IndexMarkerData is the content of IndexMarker.
+func IndexMarkerData() []byte { return append([]byte(nil), indexMarkerData...) }
+
 // noFlavour is the flavour folder of a resource without a flavour. A label
 // value cannot be "_", so it cannot be a flavour's name.
 const noFlavour = "_"
@@ -116,10 +119,22 @@ func ParseIndexPath(p string) (e IndexEntry, ok bool) {
 
 // Indexed reports whether snap has the placement index. A store with no
 // records at all counts as indexed once anything is written to it; until
-// then there is nothing to index.
+// then there is nothing to index. A snapshot that tells it by other means
+// (IndexedSnapshot) answers itself.
 func Indexed(snap Snapshot) (bool, error) {
+	if ix, ok := snap.(IndexedSnapshot); ok {
+		return ix.Indexed()
+	}
 	exists, _, err := snap.Compare(IndexMarker, nil)
 	return exists, err
+}
+
+// IndexedSnapshot is a snapshot that answers Indexed itself: one that can
+// tell a store that holds no record yet (indexed: nothing predates the
+// index) from one whose records predate the index, without reading every
+// record (an S3 bucket: see s3store's ensureIndexed).
+type IndexedSnapshot interface {
+	Indexed() (bool, error)
 }
 
 // Facts is what a render needs to know from one store.
@@ -420,9 +435,15 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 	return nil
 }
 
-// migration returns the files that bring a store that predates the index
+// Migration returns the files that bring a store that predates the index
 // up to date: every record's index entries and claims, and the marker. The
-// first record (by workload key) to claim an object keeps it.
+// first record (by workload key) to claim an object keeps it. The planner
+// adds them to the write that finds the store without the marker; a
+// backend whose writers of different workloads do not take turns (S3)
+// writes them itself before it plans, so that no plan of a workload
+// depends on them.
+func Migration(snap Snapshot) (map[string][]byte, error) { return migration(snap) }
+
 func migration(snap Snapshot) (map[string][]byte, error) {
 	all, err := ReadRecords(snap)
 	if err != nil {

@@ -87,6 +87,14 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 	if err != nil {
 		return plan, err
 	}
+	var owners map[string]string // built only when needed
+	ownerIdx := func() (map[string]string, error) {
+		var err error
+		if owners == nil {
+			owners, err = ownerIndex(snap)
+		}
+		return owners, err
+	}
 	owned := map[string]bool{}
 	if old != nil {
 		for _, f := range old.Files {
@@ -113,7 +121,10 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		Prefetch(snap, Hint{Paths: hint, Dirs: dirs})
 	} else if u.Adopt != nil {
 		// A store Kratix wrote: what it wrote for the workload is its own.
-		files, err := adopted(snap, u.Adopt)
+		if err := u.Adopt.Check(u.Workload); err != nil {
+			return plan, fmt.Errorf("refused to take over files for workload %s: %w", u.Workload, err)
+		}
+		files, err := adopted(snap, u.Workload, u.Adopt, ownerIdx)
 		if err != nil {
 			return plan, err
 		}
@@ -177,14 +188,14 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 
-	var owners map[string]string // built only on a collision
-	ownerIdx := func() (map[string]string, error) {
-		var err error
-		if owners == nil {
-			owners, err = ownerIndex(snap)
-		}
-		return owners, err
-	}
+	// A path the plan adds must be free to take a file (TreeShaped).
+	sh := newShapes(snap, u.Workload, func(f string) bool {
+		_, keep := want[f]
+		return owned[f] && !keep
+	}, func(f string) bool {
+		_, w := want[f]
+		return w
+	}, ownerIdx)
 	// Claims first, so a duplicate object is reported as one rather than
 	// as whichever of its paths sorts first.
 	wantPaths := sortedKeys(want)
@@ -218,6 +229,9 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 		switch {
 		case !exists:
+			if err := sh.check(p); err != nil {
+				return Plan{}, err
+			}
 			plan.add(p, want[p], &plan.Diff.Added)
 		case !equal:
 			plan.add(p, want[p], &plan.Diff.Changed)
@@ -239,7 +253,7 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 	for _, t := range sortedKeys(targets) {
-		if err := plan.aggregate(snap, t, u.Workload, owned[AggregatePath(t, u.Workload)], want); err != nil {
+		if err := plan.aggregate(snap, t, u.Workload, owned[AggregatePath(t, u.Workload)], want, sh); err != nil {
 			return plan, err
 		}
 	}
@@ -252,6 +266,9 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 			return plan, err
 		}
 		if !exists {
+			if err := sh.check(p); err != nil {
+				return Plan{}, err
+			}
 			plan.add(p, u.Shared[p], &plan.Diff.Added)
 		}
 	}
@@ -339,7 +356,7 @@ func (p *Plan) add(path string, data []byte, list *[]string) {
 // documents Kratix wrote for workloads render does not know (legacy
 // segments, see legacySegments) where Kratix had them. owned says the
 // workload's record holds a part of target.
-func (p *Plan) aggregate(snap Snapshot, target, workload string, owned bool, want map[string][]byte) error {
+func (p *Plan) aggregate(snap Snapshot, target, workload string, owned bool, want map[string][]byte, sh *shapes) error {
 	dir := path.Join(layout.MetaDir, "aggregate", target)
 	parts, err := snap.List(dir)
 	if err != nil {
@@ -394,6 +411,9 @@ func (p *Plan) aggregate(snap Snapshot, target, workload string, owned bool, wan
 		p.Diff.Deleted = append(p.Diff.Deleted, target)
 	case buf.Len() == 0:
 	case !exists:
+		if err := sh.check(target); err != nil {
+			return err
+		}
 		p.add(target, buf.Bytes(), &p.Diff.Added)
 	case !equal:
 		p.add(target, buf.Bytes(), &p.Diff.Changed)

@@ -39,6 +39,22 @@ type Record struct {
 	Objects []Object `json:"objects,omitempty"`
 	// Files are the paths the workload owns in this store (filled in by the planner).
 	Files []string `json:"files"`
+	// Sealed are the workload's files (or aggregate parts) in this store
+	// that hold Secrets render encrypted with SOPS, by path (see
+	// SealedFile).
+	Sealed map[string]SealedFile `json:"sealed,omitempty"`
+}
+
+// SealedFile lets a render keep a file of encrypted Secrets as the store
+// holds it while its plaintext does not change: SOPS's output is random,
+// and encrypting again on every render would rewrite the file each time.
+// Plain is a keyed digest of the plaintext and the recipients it was
+// encrypted to, whose key render holds and the store does not (see
+// internal/secrets.Digest); Stored is the SHA-256 of the bytes written.
+// Neither helps guess a value.
+type SealedFile struct {
+	Plain  string `json:"plain"`
+	Stored string `json:"stored"`
 }
 
 // WorkloadKey is the stable identity of a workflow's output: its type,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/textproto"
 	"net/url"
 	"os"
 	"strings"
@@ -148,6 +149,12 @@ func Transient(err error) bool {
 	// kept-alive connection the server had closed (a restarting server
 	// does), so the request never reached it. Matched by its text.
 	if strings.Contains(err.Error(), "server closed idle connection") {
+		return true
+	}
+	// A response cut off in the middle of its headers ("malformed MIME
+	// header"): the connection broke after the request was sent.
+	var cut textproto.ProtocolError
+	if errors.As(err, &cut) {
 		return true
 	}
 	var ne net.Error

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/textproto"
 	"net/url"
 	"os"
 	"syscall"
@@ -26,6 +27,7 @@ func TestTransientIsDecidedByType(t *testing.T) {
 		{"reset connection", fmt.Errorf("read: %w", syscall.ECONNRESET), true},
 		{"connection ended early", fmt.Errorf("reading pack: %w", io.ErrUnexpectedEOF), true},
 		{"i/o timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},
+		{"response cut in its headers", &url.Error{Op: "Post", URL: "http://x", Err: fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", textproto.ProtocolError("malformed MIME header line: Co"))}, true},
 		{"name does not resolve", &url.Error{Op: "Get", URL: "http://x", Err: &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}}, false},
 		{"resolver timed out", &net.DNSError{Err: "timeout", Name: "x", IsTimeout: true}, true},
 		{"unknown certificate authority", &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, false},

@@ -37,7 +37,8 @@ import (
 //   - Errors name the store. Unreachable stores wrap ErrUnreachable, refused
 //     credentials wrap ErrAuth, a missing repository or bucket wraps
 //     ErrNotFound, and a conflict that retries could not resolve wraps
-//     ErrConflict.
+//     ErrConflict. A path the store cannot take as it is (a file where
+//     the plan needs a folder) is a *BlockedError, never retried.
 type Store interface {
 	// String names the store for messages, with no credentials in it.
 	String() string

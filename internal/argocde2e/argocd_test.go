@@ -205,3 +205,33 @@ spec:
 		t.Fatalf("want one line naming platform.yaml and why; got:\n%s", r.Stderr)
 	}
 }
+
+// TestLongDestinationName: a destination of 250 characters would give
+// Applications named "<dest>-dependencies" and "<dest>-resources", over
+// the 253 characters the API server takes for a name. `render bootstrap
+// argocd` shortens them (the start of the destination's name, a hash, the
+// section); the API server takes them and Argo CD syncs both workflows'
+// objects through them.
+func TestLongDestinationName(t *testing.T) {
+	sc := newScenario(t)
+	sc.gitStore(testenv.Gitea(t))
+	dest := "long-" + sc.Suffix + "-"
+	dest += strings.Repeat("x", 250-len(dest))
+	sc.Platform(testenv.Destination{Name: dest, Mode: "nestedByMetadata"})
+	sc.PromiseWorkflow("configure")
+	sc.ResourceWorkflow("configure")
+	printed := sc.bootstrap(dest)
+	if len(sc.apps) != 2 {
+		t.Fatalf("Applications %v:\n%s", sc.apps, printed)
+	}
+	for i, section := range []string{"-dependencies", "-resources"} {
+		if n := sc.apps[i]; len(n) > 253 || !strings.HasPrefix(n, dest[:100]) || !strings.HasSuffix(n, section) {
+			t.Errorf("Application %s (%d characters)", n, len(n))
+		}
+	}
+	checkPrinted(t, printed, "path: clusters/"+dest+"/dependencies", "path: clusters/"+dest+"/resources")
+	sc.waitApplied(sc.apps[0], sc.CRD(), sc.NamespaceObject())
+	sc.waitApplied(sc.apps[1], sc.Widget(), sc.ConfigMap())
+	sc.waitSynced(sc.apps[0])
+	sc.waitSynced(sc.apps[1])
+}

@@ -65,6 +65,27 @@ type ArgoCDOptions struct {
 	Namespace string // where Argo CD runs; default "argocd"
 	Project   string // default "default"
 	Server    string // the cluster to deploy to; default https://kubernetes.default.svc
+	// SOPSPlugin names the config management plugin that decrypts the
+	// SOPS-encrypted Secrets of a destination that encrypts them (see
+	// argoSOPS); without it such a destination is refused.
+	SOPSPlugin string
+	sopsNote   string // set by ArgoCD: what the plugin must do
+}
+
+// sops makes Application d read through the SOPS plugin, when the
+// destination needs one.
+func (o ArgoCDOptions) sops(d *doc) {
+	if o.sopsNote != "" {
+		usePlugin(d, o.SOPSPlugin)
+	}
+}
+
+// withSOPS adds the SOPS plugin's note to a header.
+func (o ArgoCDOptions) withSOPS(header []string) []string {
+	if o.sopsNote != "" {
+		return append(header, o.sopsNote)
+	}
+	return header
 }
 
 // Output is what to print: YAML documents, and warnings for the user.
@@ -131,18 +152,25 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 	if o.Interval <= 0 {
 		o.Interval = time.Minute
 	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	t, err := resolve(p, destination)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTarget(p, t); err != nil {
+		return nil, err
+	}
 	out := &Output{}
+	dec, decNote := fluxDecryption(p, t, o.Namespace)
 	interval := duration(o.Interval)
 	var source doc
-	var sourceKind, sourceName string
+	var sourceKind, srcName string
 	var notes []string
 	if t.oci != nil {
 		s := t.oci
-		sourceKind, sourceName = "OCIRepository", s.Name+"-"+t.dest.Name
+		sourceKind, srcName = "OCIRepository", sourceName(s.Name, t.dest.Name)
 		spec := mapping{
 			{"interval", interval},
 			{"url", ociURL(s, t.dest)},
@@ -155,10 +183,10 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			spec = append(spec, kv{"secretRef", mapping{{"name", s.SecretRef.Name}}})
 			notes = append(notes, fmt.Sprintf("Create Secret %s in namespace %s on the worker first, of type kubernetes.io/dockerconfigjson (a read-only credential for %s).", s.SecretRef.Name, o.Namespace, s.Registry))
 		}
-		source = object(SourceAPIVersion, "OCIRepository", sourceName, o.Namespace, spec)
+		source = object(SourceAPIVersion, "OCIRepository", srcName, o.Namespace, spec)
 	} else if t.git != nil {
 		s := t.git
-		sourceKind, sourceName = "GitRepository", s.Name
+		sourceKind, srcName = "GitRepository", s.Name
 		clean, err := withoutCredentials(s, out)
 		if err != nil {
 			return nil, err
@@ -186,7 +214,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		source = object(SourceAPIVersion, "GitRepository", s.Name, o.Namespace, spec)
 	} else {
 		s := t.bucket
-		sourceKind, sourceName = "Bucket", s.Name+"-"+t.dest.Name
+		sourceKind, srcName = "Bucket", sourceName(s.Name, t.dest.Name)
 		if s.AuthMethod == "IAM" {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("BucketStateStore %s uses IAM; the generic provider printed here authenticates with a Secret only: on AWS, set spec.provider: aws so Flux uses the worker's IAM role", s.Name))
 		}
@@ -207,10 +235,13 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			spec = append(spec, kv{"secretRef", mapping{{"name", s.SecretRef.Name}}})
 			notes = append(notes, fmt.Sprintf("Create Secret %s in namespace %s on the worker first, with keys accesskey and secretkey (a read-only credential).", s.SecretRef.Name, o.Namespace))
 		}
-		source = object(SourceAPIVersion, "Bucket", sourceName, o.Namespace, spec)
+		source = object(SourceAPIVersion, "Bucket", srcName, o.Namespace, spec)
 	}
-	ref := mapping{{"kind", sourceKind}, {"name", sourceName}}
-	deps := t.dest.Name + "-dependencies"
+	if decNote != "" {
+		notes = append(notes, decNote)
+	}
+	ref := mapping{{"kind", sourceKind}, {"name", srcName}}
+	deps, res, flat := kustomizationName(t.dest.Name, "dependencies"), kustomizationName(t.dest.Name, "resources"), kustomizationName(t.dest.Name, "")
 	kust := func(name, section string, dependsOn string) doc {
 		spec := mapping{{"interval", interval}}
 		if dependsOn != "" {
@@ -221,6 +252,9 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			kv{"path", "./" + path.Join(t.folder, section)},
 			kv{"prune", true},
 		)
+		if dec != nil {
+			spec = append(spec, *dec)
+		}
 		return object(KustomizationAPIVersion, "Kustomization", name, o.Namespace, spec)
 	}
 	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
@@ -228,15 +262,15 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		// included, is at the folder's root, and there is no
 		// dependencies/ or resources/ to read.
 		header := []string{
-			fmt.Sprintf("Flux on the worker of destination %s (filepath mode %s: everything is at the folder's root): %s, then %s.", t.dest.Name, t.dest.Mode, sourceKind+" "+sourceName, t.dest.Name),
+			fmt.Sprintf("Flux on the worker of destination %s (filepath mode %s: everything is at the folder's root): %s, then %s.", t.dest.Name, t.dest.Mode, sourceKind+" "+srcName, flat),
 		}
-		out.YAML, err = encode(append(header, notes...), source, kust(t.dest.Name, "", ""))
+		out.YAML, err = encode(append(header, notes...), source, kust(flat, "", ""))
 		return out, err
 	}
 	header := []string{
-		fmt.Sprintf("Flux on the worker of destination %s: %s, then %s, then %s.", t.dest.Name, sourceKind+" "+sourceName, deps, t.dest.Name+"-resources"),
+		fmt.Sprintf("Flux on the worker of destination %s: %s, then %s, then %s.", t.dest.Name, sourceKind+" "+srcName, deps, res),
 	}
-	out.YAML, err = encode(append(header, notes...), source, kust(deps, "dependencies", ""), kust(t.dest.Name+"-resources", "resources", deps))
+	out.YAML, err = encode(append(header, notes...), source, kust(deps, "dependencies", ""), kust(res, "resources", deps))
 	return out, err
 }
 
@@ -251,8 +285,17 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if o.Server == "" {
 		o.Server = "https://kubernetes.default.svc"
 	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	t, err := resolve(p, destination)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTarget(p, t); err != nil {
+		return nil, err
+	}
+	if o.sopsNote, err = argoSOPS(p, t, o.SOPSPlugin); err != nil {
 		return nil, err
 	}
 	if t.oci != nil {
@@ -264,6 +307,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	}
 	s := t.git
 	out := &Output{}
+	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies"))
 	repoURL, err := withoutCredentials(s, out)
 	if err != nil {
 		return nil, err
@@ -272,7 +316,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 		out.Warnings = append(out.Warnings, warn)
 	}
 	app := func(section, wave string) doc {
-		d := object(ApplicationAPIVersion, "Application", t.dest.Name+"-"+section, o.Namespace, mapping{
+		d := object(ApplicationAPIVersion, "Application", applicationName(t.dest.Name, section), o.Namespace, mapping{
 			{"project", o.Project},
 			{"source", mapping{
 				{"repoURL", repoURL},
@@ -286,23 +330,24 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 			}},
 		})
 		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
+		o.sops(&d)
 		return d
 	}
 	if t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting {
 		header := []string{fmt.Sprintf("Argo CD on the worker of destination %s (filepath mode %s: everything is at the folder's root): one Application.", t.dest.Name, t.dest.Mode)}
 		d := app("", "0")
-		d.name, d.annotations = t.dest.Name, nil
-		out.YAML, err = encode(header, d)
+		d.name, d.annotations = applicationName(t.dest.Name, ""), nil
+		out.YAML, err = encode(o.withSOPS(header), d)
 		return out, err
 	}
 	header := []string{
-		fmt.Sprintf("Argo CD on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
+		fmt.Sprintf("Argo CD on the worker of destination %s: %s (sync wave 0), then %s (sync wave 1).", t.dest.Name, applicationName(t.dest.Name, "dependencies"), applicationName(t.dest.Name, "resources")),
 		argoOrderNote,
 	}
 	if s.SecretRef != nil && s.SecretRef.Name != "" {
 		header = append(header, fmt.Sprintf("Argo CD takes credentials for %s from a repository Secret (label argocd.argoproj.io/secret-type: repository) in namespace %s; give it the worker's read-only counterpart of Secret %s.", s.URL, o.Namespace, s.SecretRef.Name))
 	}
-	out.YAML, err = encode(header, app("dependencies", "0"), app("resources", "1"))
+	out.YAML, err = encode(o.withSOPS(header), app("dependencies", "0"), app("resources", "1"))
 	return out, err
 }
 
@@ -494,8 +539,9 @@ func ociTag(s *inputs.OCIStateStore) string {
 func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 	s := t.oci
 	out := &Output{}
+	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies"))
 	app := func(section, wave string) doc {
-		d := object(ApplicationAPIVersion, "Application", t.dest.Name+"-"+section, o.Namespace, mapping{
+		d := object(ApplicationAPIVersion, "Application", applicationName(t.dest.Name, section), o.Namespace, mapping{
 			{"project", o.Project},
 			{"source", mapping{
 				{"repoURL", ociURL(s, t.dest)},
@@ -509,11 +555,12 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 			}},
 		})
 		d.annotations = mapping{{"argocd.argoproj.io/sync-wave", wave}}
+		o.sops(&d)
 		return d
 	}
 	flat := t.dest.Mode == renderer.AggregatedYAML || t.dest.Mode == renderer.NoNesting
 	header := []string{
-		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s-dependencies (sync wave 0), then %s-resources (sync wave 1).", t.dest.Name, t.dest.Name, t.dest.Name),
+		fmt.Sprintf("Argo CD (3.1 or later, for OCI sources) on the worker of destination %s: %s (sync wave 0), then %s (sync wave 1).", t.dest.Name, applicationName(t.dest.Name, "dependencies"), applicationName(t.dest.Name, "resources")),
 		argoOrderNote,
 	}
 	if flat {
@@ -531,12 +578,13 @@ func argoOCI(t *target, o ArgoCDOptions) (*Output, error) {
 		}
 		header = append(header, note+".")
 	}
+	header = o.withSOPS(header)
 	var err error
 	if flat {
 		// Kratix writes these destinations flat: there is no
 		// dependencies/ or resources/ in the artifact.
 		d := app(".", "0")
-		d.name, d.annotations = t.dest.Name, nil
+		d.name, d.annotations = applicationName(t.dest.Name, ""), nil
 		out.YAML, err = encode(header, d)
 		return out, err
 	}

@@ -23,7 +23,7 @@ var (
 var shortSeeds = map[Kind][]uint64{
 	GitHTTP: {1, 2, 3},
 	GitSSH:  {1, 2, 3},
-	S3:      {1, 2, 3, 80}, // 80: a removal killed half-way left a record that looked committed
+	S3:      {1, 2, 3, 80, 70015}, // 80: a removal killed half-way left a record that looked committed; 70015: a delete whose response was cut
 	OCI:     {1, 2, 3},
 }
 

@@ -31,7 +31,11 @@ Pipe the output to kubectl apply -f - on the worker. Secrets are referenced by n
   render bootstrap argocd dev-eu --platform fixtures/platform | kubectl apply -f -`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
+		// A mistyped consumer ("fluxx dev --platform P") reaches this
+		// command with the sub-command's flags: they are not what is
+		// wrong, the consumer is, and Args says so.
+		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
+		Args:               unknownConsumer,
 		// Without a target there is nothing to print: a usage error, not help.
 		RunE: func(*cobra.Command, []string) error {
 			return usageError("bootstrap needs a target: flux or argocd (render bootstrap flux DESTINATION --platform PATH)")
@@ -39,6 +43,22 @@ Pipe the output to kubectl apply -f - on the worker. Secrets are referenced by n
 	}
 	cmd.AddCommand(newBootstrapFluxCommand(io), newBootstrapArgoCDCommand(io))
 	return cmd
+}
+
+// unknownConsumer refuses any argument of `render bootstrap` itself: the
+// first one names a consumer that is not flux or argocd.
+func unknownConsumer(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown consumer %q for render bootstrap: use flux or argocd", args[0])
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %s?)", s[0])
+	}
+	return usageError("%s", msg)
 }
 
 // oneDestination is the positional argument check of both sub-commands.
@@ -64,6 +84,9 @@ func newBootstrapFluxCommand(io IO) *cobra.Command {
 			if o.Interval <= 0 {
 				return &ExitError{Code: ExitBadInput, Err: errors.New("--interval must be positive")}
 			}
+			if err := o.Validate(); err != nil {
+				return optionExit(err)
+			}
 			return runBootstrap(io, platform, func(p *inputs.Platform) (*bootstrap.Output, error) {
 				return bootstrap.Flux(p, args[0], o)
 			})
@@ -87,6 +110,9 @@ func newBootstrapArgoCDCommand(io IO) *cobra.Command {
 		SilenceErrors: true,
 		Args:          oneDestination,
 		RunE: func(_ *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return optionExit(err)
+			}
 			return runBootstrap(io, platform, func(p *inputs.Platform) (*bootstrap.Output, error) {
 				return bootstrap.ArgoCD(p, args[0], o)
 			})
@@ -96,6 +122,7 @@ func newBootstrapArgoCDCommand(io IO) *cobra.Command {
 	cmd.Flags().StringVar(&o.Namespace, "namespace", "argocd", "namespace Argo CD runs in")
 	cmd.Flags().StringVar(&o.Project, "project", "default", "Argo CD project of the Applications")
 	cmd.Flags().StringVar(&o.Server, "server", "https://kubernetes.default.svc", "cluster the Applications deploy to")
+	cmd.Flags().StringVar(&o.SOPSPlugin, "sops-plugin", "", "for a destination whose Secrets render encrypts with SOPS: the Argo CD config management plugin that decrypts them (refused without it)")
 	return cmd
 }
 
@@ -120,5 +147,18 @@ func runBootstrap(io IO, platform []string, build func(*inputs.Platform) (*boots
 	if errors.As(err, &ie) {
 		return &ExitError{Code: ExitBadInput, Err: ie}
 	}
+	if ee := optionExit(err); ee != nil {
+		return ee
+	}
 	return &ExitError{Code: ExitStoreFailed, Err: err}
+}
+
+// optionExit is exit code 2 naming the flag for an option the worker's
+// API server would refuse, nil for any other error.
+func optionExit(err error) *ExitError {
+	var oe *bootstrap.OptionError
+	if !errors.As(err, &oe) {
+		return nil
+	}
+	return badFlag("--%s %q: %s; nothing was printed", oe.Option, oe.Value, oe.Problem)
 }

@@ -288,6 +288,17 @@ func TestBootstrapBadInput(t *testing.T) {
 		{"bad interval", []string{"flux", "dev", "--platform", plat, "--interval", "soon"}, []string{"interval"}},
 		{"zero interval", []string{"flux", "dev", "--platform", plat, "--interval", "0s"}, []string{"positive"}},
 		{"unknown flag", []string{"flux", "dev", "--platform", plat, "--colour"}, []string{"colour"}},
+		// Every value that goes into a manifest is one the worker's API
+		// server takes, and one line: a line break would print YAML of
+		// its own into the output.
+		{"namespace with a space", []string{"flux", "dev", "--platform", plat, "--namespace", "Flux System"}, []string{`--namespace "Flux System": not a valid Kubernetes namespace`}},
+		{"namespace with a line break", []string{"flux", "dev", "--platform", plat, "--namespace", "flux-system\nkind: Secret"}, []string{`--namespace "flux-system\nkind: Secret": not a valid Kubernetes namespace`}},
+		{"argocd namespace with a line break", []string{"argocd", "edge", "--platform", plat, "--namespace", "argocd\n---"}, []string{`--namespace "argocd\n---"`}},
+		{"argocd project with a line break", []string{"argocd", "edge", "--platform", plat, "--project", "default\n  sourceRepos: ['*']"}, []string{`--project "default\n  sourceRepos: ['*']": not a valid AppProject name`}},
+		{"argocd namespace too long", []string{"argocd", "edge", "--platform", plat, "--namespace", strings.Repeat("a", 64)}, []string{"--namespace", "no more than 63"}},
+		{"argocd server that is no URL", []string{"argocd", "edge", "--platform", plat, "--server", "kubernetes.default.svc"}, []string{`--server "kubernetes.default.svc": not a cluster's URL`}},
+		{"argocd sops plugin with a line break", []string{"argocd", "edge", "--platform", plat, "--sops-plugin", "sops\n  directory: {}"}, []string{"--sops-plugin", "a config management plugin's name is one word"}},
+		{"argocd server with a line break", []string{"argocd", "edge", "--platform", plat, "--server", "https://k8s\n  namespace: kube-system"}, []string{"--server", "control character"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

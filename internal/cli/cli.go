@@ -389,14 +389,19 @@ func finish(rep *engine.Report, err error, o *renderOptions, io IO, sig os.Signa
 
 // report prints a finished render's report and returns its exit error.
 func report(rep *engine.Report, o *renderOptions, io IO) error {
-	if o.Format == "json" {
+	failed := rep.Failed()
+	// Bad input found by a store (another workload has the path or the
+	// object) is one line, like any bad input, when nothing was written.
+	badOnly := len(failed) > 0 && len(rep.BadInput()) == len(failed) && rep.WroteNothing()
+	switch {
+	case o.Format == "json":
 		if err := writeJSON(io.Out, rep); err != nil {
 			return &ExitError{Code: ExitStoreFailed, Err: err}
 		}
-	} else {
+	case !badOnly:
 		writeText(io.Out, rep, o.Explain || o.DryRun)
 	}
-	if failed := rep.Failed(); len(failed) > 0 {
+	if len(failed) > 0 {
 		var lines []string
 		for _, f := range failed {
 			lines = append(lines, f.Err.Error())
@@ -405,7 +410,11 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 		if len(rep.BadInput()) > 0 { // another workload has that object or path
 			code = ExitBadInput
 		}
-		return &ExitError{Code: code, Err: errors.New(strings.Join(lines, "\nrender: "))}
+		msg := strings.Join(lines, "\nrender: ")
+		if badOnly {
+			msg += " (nothing was written)"
+		}
+		return &ExitError{Code: code, Err: errors.New(msg)}
 	}
 	if ee := massDeletionExit(nil, rep.MassDeletion); ee != nil {
 		return ee

@@ -31,6 +31,15 @@ its group's selector, chosen as a render would (fewest of its flavour, then a st
 It copies the files from the store, updates the placement records, and writes one commit
 per store. Promise dependencies stay: they go to every matching destination.
 
+What cannot move stays where it is and is reported (exit 3): a group no other destination
+matches, one whose files would not fit in the destination chosen (a path too long for a
+store), and files no render record owns (what Kratix wrote: render that workflow once,
+then drain again).
+
+A move into another store writes that store first, and removes the group from
+DESTINATION's store only once every copy landed. If that removal fails, the drain says it
+is unfinished (exit 1): run it again, and it finishes the move.
+
 Cordon the destination first (spec.unschedulable: true) so new resources skip it too.
 
 ` + exitCodesHelp(ExitOK, ExitStoreFailed, ExitBadInput, ExitUnscheduled, ExitMassDeletion, ExitSIGINT, ExitSIGTERM),
@@ -103,6 +112,11 @@ func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 		for _, f := range failed {
 			lines = append(lines, f.Err.Error())
 		}
+		if rep.Unfinished {
+			lines = append(lines, fmt.Sprintf("drain %s is unfinished: the groups above were copied where they move to, and are still on %s; run render drain %s again to finish the move (it takes them where the copies are)", rep.Destination, rep.Destination, rep.Destination))
+		} else if !rep.DryRun {
+			lines = append(lines, fmt.Sprintf("nothing was moved off %s", rep.Destination))
+		}
 		return &ExitError{Code: ExitStoreFailed, Err: errors.New(strings.Join(lines, "\nrender: "))}
 	}
 	if ee := massDeletionExit(nil, rep.MassDeletion); ee != nil {
@@ -122,12 +136,17 @@ func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 
 func writeDrain(w io.Writer, rep *engine.DrainReport) {
 	verb := "moved"
-	if rep.DryRun {
+	switch {
+	case rep.DryRun:
 		verb = "would move"
+	case rep.Unfinished:
+		verb = "copied, still on " + rep.Destination
+	case len(rep.Failed()) > 0:
+		verb = "to move, none moved (a store failed)"
 	}
 	fmt.Fprintf(w, "drain %s: %d groups %s\n", rep.Destination, len(rep.Moves), verb)
 	for _, m := range rep.Moves {
-		fmt.Fprintf(w, "  %s %s group %s: %s -> %s (%d files)\n", verb, m.Workload, m.Group, m.From, m.To, m.Files)
+		fmt.Fprintf(w, "  %s %s group %s: %s -> %s (%d files)\n", moveVerb(rep), m.Workload, m.Group, m.From, m.To, m.Files)
 	}
 	for _, s := range rep.Stuck {
 		fmt.Fprintf(w, "  stays: %s group %s: %s\n", s.Workload, s.Group, s.Reason)
@@ -144,6 +163,19 @@ func writeDrain(w io.Writer, rep *engine.DrainReport) {
 			fmt.Fprintf(w, "%s: up to date\n", s.Store)
 		}
 	}
+}
+
+// moveVerb is what happened to each move of rep.
+func moveVerb(rep *engine.DrainReport) string {
+	switch {
+	case rep.DryRun:
+		return "would move"
+	case rep.Unfinished:
+		return "copied"
+	case len(rep.Failed()) > 0:
+		return "not moved"
+	}
+	return "moved"
 }
 
 type drainMoveJSON struct {
@@ -170,7 +202,10 @@ func drainJSON(rep *engine.DrainReport) any {
 		Stores      []jsonStore      `json:"stores"`
 		// MassDeletion is the breaker's verdict, when some write passes a limit.
 		MassDeletion *statestore.MassDeletionError `json:"massDeletion,omitempty"`
-	}{MassDeletion: rep.MassDeletion, Destination: rep.Destination, DryRun: rep.DryRun, Moves: []drainMoveJSON{}, Stuck: []drainStuckJSON{}, Stores: []jsonStore{}}
+		// Unfinished: the moves were copied, and are still on the drained
+		// destination (its store failed); run the drain again.
+		Unfinished bool `json:"unfinished"`
+	}{MassDeletion: rep.MassDeletion, Destination: rep.Destination, DryRun: rep.DryRun, Moves: []drainMoveJSON{}, Stuck: []drainStuckJSON{}, Stores: []jsonStore{}, Unfinished: rep.Unfinished}
 	for _, m := range rep.Moves {
 		out.Moves = append(out.Moves, drainMoveJSON{m.Workload, m.Group, m.From, m.To, m.Files})
 	}

@@ -41,10 +41,10 @@ type exitCode struct {
 // (one that is not an ExitError) is ExitStoreFailed: only the command
 // line's own mistakes and the inputs are exit 2.
 var exitCodes = []exitCode{
-	{ExitOK, "ok", "written, or nothing to do"},
+	{ExitOK, "ok", "written, or nothing to do; also when a group is kept on a destination that no longer matches it while another destination matches it (misscheduled: the report names where it is kept, what matches now, and the `render drain` or `render prune-misscheduled` that moves it), since it is placed, as Kratix keeps it"},
 	{ExitStoreFailed, "failed", "a store failed (the message names it), or another error that is not the input's"},
 	{ExitBadInput, "bad input", "bad input or usage: one line naming the file, the document or entry, and the problem; nothing is written anywhere"},
-	{ExitUnscheduled, "unscheduled", "written, but some group is unscheduled (the message names the group, its selector and why each destination was passed over); `render drain`: some resource could not move; `render prune-misscheduled`: some group could not be pruned"},
+	{ExitUnscheduled, "unscheduled", "written, but some group is unscheduled: no destination that matches its selector can take it (the message names the group, its selector and why each destination was passed over, and where the group is kept if it was placed before: nothing is deleted); `render drain`: some resource could not move (nothing of it was moved); `render prune-misscheduled`: some group could not be pruned"},
 	{ExitMassDeletion, "mass deletion", "refused by the mass-deletion breaker: nothing is written; the message names the store, each destination and its counts, and what allows it (with `--dry-run`: the render would be refused)"},
 	{ExitPullRequestOpen, "pull request open", "pull-request mode: the pull request was still open when `spec.pullRequest.wait` ended (the message names it); a pull request closed without being merged is `1`"},
 	{ExitSIGINT, "SIGINT", "stopped by SIGINT (Ctrl-C), or in watch mode by a second signal; the last line says whether anything was written"},

@@ -132,7 +132,7 @@ func TestHydrate(t *testing.T) {
 	out := map[string]string{
 		"app/kustomization.yaml": "resources: [cm.yaml]\nnamePrefix: prod-\ncommonLabels: {team: a}\n",
 		"app/cm.yaml":            objNamed("ConfigMap", "settings"),
-		"plain.yaml":             objNamed("Secret", "plain"),
+		"plain.yaml":             objNamed("ServiceAccount", "plain"),
 	}
 	wf := w.workflow("wf").setOutput(out)
 	wf.mustRun(0, resourceEnv("p", "ns", "r", "pipe"), "--hydrate")

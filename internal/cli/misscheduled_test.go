@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -97,7 +98,7 @@ func TestSelectorTypoDeletesNothing(t *testing.T) {
 	for _, want := range []string{
 		"group . is unscheduled: no destination matches selector tier=ap",
 		"dev: label tier=ap: the destination has tier=app", "prod: label tier=ap: the destination has tier=app",
-		"it stays on dev, prod where it was placed (misscheduled), and nothing was deleted",
+		"it is kept on dev, prod, where it was placed, as Kratix keeps a misscheduled placement, and nothing was deleted",
 	} {
 		if !strings.Contains(r.errout, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r)
@@ -137,7 +138,7 @@ func TestResourceSelectorTypoDeletesNothing(t *testing.T) {
 
 	wf.setSelectors("- matchLabels: {env: prod}\n- directory: db\n  matchLabels: {env: prdo}\n")
 	r := wf.run(env)
-	if r.code != 3 || !strings.Contains(r.errout, "group db is unscheduled") || !strings.Contains(r.errout, "it stays on prod where it was placed (misscheduled)") {
+	if r.code != 3 || !strings.Contains(r.errout, "group db is unscheduled") || !strings.Contains(r.errout, "it is kept on prod, where it was placed, as Kratix keeps a misscheduled placement") {
 		t.Fatalf("want exit 3 naming group db, got %s", r)
 	}
 	mustHave(t, repoTree(t, w.repo), dbFile, "clusters/prod/resources/team/app/r-prod/configure/5058f/app.yaml")
@@ -331,5 +332,72 @@ func TestSelectorTypoDeletesNothingInABucket(t *testing.T) {
 		if !slicesContains(keys, k) {
 			t.Errorf("%s is gone", k)
 		}
+	}
+}
+
+// A resource placed on dev, dev relabelled so that it no longer matches,
+// and prod now matching: the resource is kept on dev (as Kratix keeps a
+// misscheduled WorkPlacement), and that is not unscheduled work: exit 0,
+// and the report says where it is kept, that prod matches now, and what
+// moves it. Before, the render exited 3 with "UNSCHEDULED: nothing
+// matches", never naming prod.
+func TestKeptWorkNamesWhatMatchesNow(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", docs(dest("dev", map[string]string{"env": "prod"}), dest("prod", map[string]string{"env": "prod"}, "unschedulable: true")))
+	r := w.workflow("r").setOutput(map[string]string{"app.yaml": objNamed("ConfigMap", "r")}).setSelectors("- matchLabels: {env: prod}\n")
+	env := resourceEnv("app", "team", "r", "configure")
+	r.mustRun(0, env)
+	// dev is relabelled; prod opens.
+	w.file("platform/destinations.yaml", docs(dest("dev", map[string]string{"env": "staging"}), dest("prod", map[string]string{"env": "prod"})))
+
+	res := r.run(env)
+	if res.code != 0 {
+		t.Fatalf("want exit 0 (kept work is placed, not unscheduled), got %s", res)
+	}
+	for _, want := range []string{
+		"-> dev (misscheduled on dev: kept where it was placed; matches now: prod)",
+		"group . is kept on dev, where an earlier render placed it, as Kratix keeps a misscheduled placement: selector env=prod no longer matches there (dev: label env=prod: the destination has env=staging)",
+		"prod matches it now: `render drain dev` moves it there (with every resource on dev), or `render prune-misscheduled --destination dev` removes it there and its next render places it anew",
+	} {
+		if !strings.Contains(res.out, want) {
+			t.Errorf("report lacks %q:\n%s", want, res.out)
+		}
+	}
+	if strings.Contains(res.out+res.errout, "UNSCHEDULED") || strings.Contains(res.out+res.errout, "nothing matches") {
+		t.Errorf("kept work reported as unscheduled:\n%s", res)
+	}
+	js := decodeReport(t, r.run(env, "-o", "json"))
+	if g := js.Groups[0]; g.Unscheduled || !slices.Equal(g.Misscheduled, []string{"dev"}) || len(js.Warnings) != 1 || !strings.Contains(js.Warnings[0], "prod matches it now") {
+		t.Errorf("JSON report: group %+v, warnings %q", g, js.Warnings)
+	}
+	if on := placedOn(t, repoTree(t, w.repo), "team", "app", "r"); fmt.Sprint(on) != "[dev]" {
+		t.Fatalf("r is on %v, want [dev] (kept)", on)
+	}
+
+	// The commands the message names do what it says.
+	if p := run(t, nil, "prune-misscheduled", "--destination", "dev", "--platform", w.platform, "--allow-mass-deletion"); p.code != 0 {
+		t.Fatalf("prune: %s", p)
+	}
+	r.mustRun(0, env)
+	if on := placedOn(t, repoTree(t, w.repo), "team", "app", "r"); fmt.Sprint(on) != "[prod]" {
+		t.Fatalf("after the prune and a render, r is on %v, want [prod]", on)
+	}
+}
+
+// The other command the message names: a drain moves the kept resource
+// to the destination that matches now.
+func TestKeptWorkMovesWithDrain(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", docs(dest("dev", map[string]string{"env": "prod"}), dest("prod", map[string]string{"env": "prod"}, "unschedulable: true")))
+	r := w.workflow("r").setOutput(map[string]string{"app.yaml": objNamed("ConfigMap", "r")}).setSelectors("- matchLabels: {env: prod}\n")
+	env := resourceEnv("app", "team", "r", "configure")
+	r.mustRun(0, env)
+	w.file("platform/destinations.yaml", docs(dest("dev", map[string]string{"env": "staging"}), dest("prod", map[string]string{"env": "prod"})))
+	if d := run(t, nil, "drain", "dev", "--platform", w.platform, "--allow-mass-deletion"); d.code != 0 || !strings.Contains(d.out, "dev -> prod") {
+		t.Fatalf("drain: %s", d)
+	}
+	res := r.mustRun(0, env)
+	if on := placedOn(t, repoTree(t, w.repo), "team", "app", "r"); fmt.Sprint(on) != "[prod]" || strings.Contains(res.out, "misscheduled") {
+		t.Fatalf("after the drain, r is on %v:\n%s", on, res.out)
 	}
 }

@@ -42,3 +42,31 @@ func TestBinaryFileInAggregatedOutputNamesTheFile(t *testing.T) {
 		t.Errorf("want exit 2 and the one line %q..., got %s", want, r)
 	}
 }
+
+// A path too long for a store says which limit it passes (the whole path;
+// one name over 255 bytes cannot come from an output folder on Linux, see
+// internal/layout's tests) and what to shorten.
+func TestTooLongPathSaysWhichLimit(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/destinations.yaml", dest("dev", nil))
+	wf := w.workflow("wf")
+	deep := strings.Repeat("folder/", 140) + "cm.yaml" // 987 bytes: fits in the output, not in the store
+	for _, c := range []struct {
+		file string
+		want []string
+	}{
+		{strings.Repeat("folder/", 150) + "cm.yaml", []string{"bytes long: a whole path, with its folders, holds at most 1024 bytes", "shorten its folders and file name in the workflow's output"}},
+		{deep, []string{"bytes long: a whole path, with its folders, holds at most 1024 bytes", "the store's spec.path takes 9, the destination's spec.path 4, and the file's path below the destination", "shorten the folders and file names in the workflow's output, or the destination's or the store's spec.path"}},
+	} {
+		wf.setOutput(map[string]string{c.file: obj("ConfigMap")})
+		r := wf.run(resourceEnv("p", "ns", "r", "pipe"))
+		if r.code != 2 || strings.Count(r.errout, "\n") != 1 {
+			t.Fatalf("want exit 2 and one line, got %s", r)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(r.errout, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.errout)
+			}
+		}
+	}
+}

@@ -50,6 +50,12 @@ workload stays as it is. The mass-deletion breaker judges it like any other writ
 			if err := o.Validate(); err != nil {
 				return err
 			}
+			// An unset shell variable ("--destination $DEST") must not
+			// widen a prune to every destination: that is what leaving
+			// the flag out says.
+			if cmd.Flags().Changed("destination") && strings.TrimSpace(o.Destination) == "" {
+				return usageError("--destination is empty: name a destination, or leave the flag out to prune every destination")
+			}
 			return runPrune(cmd.Context(), o, io)
 		},
 	}

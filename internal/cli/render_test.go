@@ -609,7 +609,7 @@ func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
 			p := w.file("platform/remote.yaml", docs(
 				"apiVersion: platform.kratix.io/v1alpha1\nkind: GitStateStore\nmetadata:\n  name: remote\nspec:\n  url: https://git.example.invalid/state.git\n  authMethod: basicAuth\n  secretRef: {name: git-creds, namespace: default}\n",
 				dest("far", map[string]string{"zone": "far"}, "store=remote")))
-			return env, nil, []string{p + ": GitStateStore remote: secret \"git-creds\" (spec.secretRef) was not found"}
+			return env, nil, []string{p + ": GitStateStore remote: spec.secretRef default/git-creds: no Secret default/git-creds in the platform configuration, and no --secrets-dir was given"}
 		}},
 		{"secret without password for a remote store", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/render-dev/render/internal/engine"
+	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -68,6 +69,7 @@ func writeText(w io.Writer, rep *engine.Report, explain bool) {
 			fmt.Fprintf(w, "%s: up to date\n", s.Store)
 		}
 		writePullRequest(w, s)
+		writeSecrets(w, rep, s.Store)
 		if rep.DryRun {
 			for _, d := range s.Destinations {
 				fmt.Fprintf(w, "  destination %s (%s):\n", d.Destination, d.Path)
@@ -94,6 +96,8 @@ func groupDestinations(g renderer.Group) string {
 		return "UNSCHEDULED"
 	case g.Unscheduled():
 		dest += " (UNSCHEDULED: nothing matches; kept where it was placed, misscheduled)"
+	case len(g.Misscheduled) > 0 && len(g.Matching()) > 0:
+		dest += " (misscheduled on " + strings.Join(g.Misscheduled, ", ") + ": kept where it was placed; matches now: " + strings.Join(g.Matching(), ", ") + ")"
 	case len(g.Misscheduled) > 0:
 		dest += " (misscheduled on " + strings.Join(g.Misscheduled, ", ") + ": kept where it was placed)"
 	}
@@ -134,7 +138,7 @@ func unscheduledLine(g renderer.Group) string {
 	}
 	line := fmt.Sprintf("group %s is unscheduled: no destination matches selector %s (%s)", g.Directory, g.Selector, strings.Join(reasons, "; "))
 	if g.Placed() {
-		line += fmt.Sprintf("; it stays on %s where it was placed (misscheduled), and nothing was deleted", strings.Join(g.Destinations, ", "))
+		line += fmt.Sprintf("; it is kept on %s, where it was placed, as Kratix keeps a misscheduled placement, and nothing was deleted", strings.Join(g.Destinations, ", "))
 	}
 	return line
 }
@@ -207,6 +211,35 @@ type jsonReport struct {
 	Warnings []string    `json:"warnings"`
 	// MassDeletion is the breaker's verdict, when some write passes a limit.
 	MassDeletion *statestore.MassDeletionError `json:"massDeletion,omitempty"`
+	// Secrets says what the render does with each Secret it writes.
+	Secrets []jsonSecret `json:"secrets,omitempty"`
+}
+
+// jsonSecret is one Secret a render writes: where, and whether it is
+// encrypted; never its value.
+type jsonSecret struct {
+	Store       string `json:"store"`
+	Destination string `json:"destination"`
+	// File is relative to the destination's folder.
+	File   string `json:"file"`
+	Secret string `json:"secret"`
+	// Action is encrypted (now), kept (unchanged: the stored ciphertext
+	// stays), sops (encrypted by the workflow) or plaintext (policy
+	// allow).
+	Action    string `json:"action"`
+	Encrypted bool   `json:"encrypted"`
+	// Recipients is how many age recipients it is encrypted to.
+	Recipients int `json:"recipients,omitempty"`
+}
+
+// writeSecrets prints, under a store's line, what the render does with
+// each Secret it writes there.
+func writeSecrets(w io.Writer, rep *engine.Report, store renderer.StoreRef) {
+	for _, n := range rep.Secrets {
+		if n.Store == store {
+			fmt.Fprintf(w, "  destination %s: %s\n", n.Destination, n)
+		}
+	}
 }
 
 func nonNil(s []string) []string {
@@ -263,6 +296,10 @@ func writeJSON(w io.Writer, rep *engine.Report) error {
 	}
 	for _, s := range rep.Stores {
 		out.Stores = append(out.Stores, storeJSON(s, rep.DryRun))
+	}
+	for _, n := range rep.Secrets {
+		out.Secrets = append(out.Secrets, jsonSecret{Store: n.Store.String(), Destination: n.Destination, File: n.File,
+			Secret: n.Secret, Action: string(n.Action), Encrypted: n.Action != secrets.Plaintext, Recipients: n.Recipients})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

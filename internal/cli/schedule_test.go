@@ -109,7 +109,7 @@ func TestDrain(t *testing.T) {
 	// Three resources on "old" (the others cordoned while placing them).
 	w.file("platform/destinations.yaml", docs(dest("old", map[string]string{"pool": "a"}), dest("new", map[string]string{"pool": "a"}, "unschedulable: true"), dest("solo", map[string]string{"pool": "b"}, "unschedulable: true")))
 	for _, n := range []string{"r1", "r2"} {
-		wf := w.workflow(n).setOutput(map[string]string{"db.yaml": objNamed("ConfigMap", n), "extra/cm.yaml": objNamed("Secret", n)})
+		wf := w.workflow(n).setOutput(map[string]string{"db.yaml": objNamed("ConfigMap", n), "extra/cm.yaml": objNamed("ServiceAccount", n)})
 		wf.setSelectors("- matchLabels: {pool: a}\n")
 		wf.mustRun(0, env(n))
 	}

@@ -25,7 +25,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"flag without its value", []string{"drain", "a", "--platform"}, []string{"flag needs an argument", "Run 'render drain --help' for usage."}},
 		{"drain without a destination", []string{"drain", "--platform", plat}, []string{"one argument", "Run 'render drain --help' for usage."}},
 		{"bootstrap without a target", []string{"bootstrap"}, []string{"flux or argocd", "Run 'render bootstrap --help' for usage."}},
-		{"bootstrap with an unknown target", []string{"bootstrap", "helm"}, []string{`unknown command "helm"`}},
+		{"bootstrap with an unknown target", []string{"bootstrap", "helm"}, []string{`unknown consumer "helm" for render bootstrap: use flux or argocd`}},
+		// The sub-command's flags after a mistyped consumer are not the
+		// mistake: the consumer is.
+		{"bootstrap with a mistyped consumer", []string{"bootstrap", "fluxx", "dev", "--platform", plat}, []string{`unknown consumer "fluxx" for render bootstrap: use flux or argocd (did you mean flux?)`, "Run 'render bootstrap --help' for usage."}},
+		{"bootstrap with a mistyped consumer and flags", []string{"bootstrap", "argo-cd", "dev", "--platform", plat, "--namespace", "argocd"}, []string{`unknown consumer "argo-cd"`}},
 		{"bootstrap without a destination", []string{"bootstrap", "flux", "--platform", plat}, []string{"one argument"}},
 		// Flag values are checked the same way for render and drain: the
 		// flags are one set.
@@ -45,6 +49,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"a mistyped bootstrap flag", []string{"bootstrap", "argocd", "a", "--platfrom", plat}, []string{"unknown flag: --platfrom", "Run 'render bootstrap argocd --help' for usage."}},
 		{"a bootstrap interval that does not parse", []string{"bootstrap", "flux", "a", "--platform", plat, "--interval", "often"}, []string{`invalid argument "often" for "--interval"`}},
 		{"a bootstrap interval that is not positive", []string{"bootstrap", "flux", "a", "--platform", plat, "--interval", "0s"}, []string{"--interval must be positive"}},
+		// An unset variable must not widen a command: omitting the flag
+		// is how every destination is asked for.
+		{"prune-misscheduled with an empty destination", []string{"prune-misscheduled", "--platform", plat, "--destination", ""}, []string{"--destination is empty", "Run 'render prune-misscheduled --help' for usage."}},
+		{"prune-misscheduled with a blank destination", []string{"prune-misscheduled", "--platform", plat, "--destination=  "}, []string{"--destination is empty"}},
+		{"drain with an empty destination", []string{"drain", "", "--platform", plat}, []string{`destination ""`}},
 		{"a mistyped completion flag", []string{"completion", "bash", "--bogus"}, []string{"unknown flag: --bogus"}},
 	}
 	for _, c := range cases {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -53,10 +54,10 @@ func workOf(wf renderer.Workflow, pipeline string, static bool) kratixWork {
 // characters that are not letters or digits.
 func (k kratixWork) workName() string { return statestore.KratixWorkName(k.identifier) }
 
-// ledgerPattern matches the .kratix ledger names of the work's placements
-// on destination dest: <namespace>-<work>-<5>.<dest>-<group id>.yaml.
-func (k kratixWork) ledgerPattern(dest string) string {
-	return "^" + regexp.QuoteMeta(k.namespace+"-"+k.workName()+"-") + `[a-z0-9]{5}\.` + regexp.QuoteMeta(dest) + `-([0-9a-f]{5})\.yaml$`
+// ledgers finds the .kratix ledgers of the work's placements on
+// destination d: <namespace>-<work>-<5>.<dest>-<group id>.yaml.
+func (k kratixWork) ledgers(d renderer.Destination) statestore.LedgerMatch {
+	return statestore.LedgerMatch{Dir: path.Join(d.Path, layout.KratixDir), Namespace: k.namespace, Work: k.workName(), Destination: d.Name}
 }
 
 // adoption is where Kratix kept work k's files in store ref: its folder in
@@ -77,7 +78,7 @@ func adoption(p *inputs.Platform, ref renderer.StoreRef, k kratixWork, static bo
 			}
 			a.Folders = append(a.Folders, folder)
 		case renderer.NoNesting:
-			a.Ledgers = append(a.Ledgers, statestore.LedgerMatch{Dir: path.Join(d.Path, ".kratix"), Pattern: k.ledgerPattern(d.Name)})
+			a.Ledgers = append(a.Ledgers, k.ledgers(d))
 		}
 	}
 	if len(a.Folders)+len(a.Ledgers) == 0 {
@@ -192,7 +193,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[rendere
 			case renderer.NestedByMetadata:
 				h.Dirs = append(h.Dirs, folder(d))
 			case renderer.NoNesting:
-				h.Dirs = append(h.Dirs, path.Join(d.Path, ".kratix"))
+				h.Dirs = append(h.Dirs, path.Join(d.Path, layout.KratixDir))
 			case renderer.AggregatedYAML:
 				h.Reads = append(h.Reads, path.Join(d.Path, d.Filename))
 			}
@@ -218,8 +219,8 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[rendere
 					place(groups[id], d.Name)
 				}
 			case renderer.NoNesting:
-				re := regexp.MustCompile(k.ledgerPattern(d.Name))
-				files, err := snap.List(path.Join(d.Path, ".kratix"))
+				re := regexp.MustCompile(k.ledgers(d).Pattern())
+				files, err := snap.List(path.Join(d.Path, layout.KratixDir))
 				if err != nil {
 					return nil, &placementError{ref, err}
 				}

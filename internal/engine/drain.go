@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -28,6 +29,11 @@ type DrainReport struct {
 	// MassDeletion is the breaker's verdict on a dry run that a real drain
 	// would refuse.
 	MassDeletion *statestore.MassDeletionError
+	// Unfinished is set when the drain copied groups to the stores of the
+	// destinations they move to, and then failed to remove them from the
+	// drained destination's store (see Drain): they are in both places
+	// until a drain runs again.
+	Unfinished bool
 }
 
 // Move is one resource group that moved.
@@ -73,6 +79,25 @@ type pendingWrite struct {
 // they could go to, move their groups, then the same guard and publish
 // step as a render. A stop asked with WithStop ends a drain that has not
 // begun publishing with a *StoppedError, as it does a render.
+//
+// What cannot move is reported (Stuck, Blocked), never half-moved: a
+// group whose files would not fit in the destination chosen for it (a
+// path too long for a store), and files in the drained destination's
+// resources/ folder that no render record owns (what Kratix wrote for a
+// workload render has not rendered yet: render cannot tell which selector
+// placed it, so it cannot choose where it goes).
+//
+// A move between two stores is two writes, in an order that never leaves
+// a workload nowhere: first every store other than the drained
+// destination's (the copies, and the other stores' copies of the moved
+// workloads' records), then, once they all landed, the drained
+// destination's store (the removal). When a first write fails, the
+// drained destination's store is not written, so nothing is removed from
+// dest. Either way, a copy that landed while the removal did not leaves
+// its group in two places (Unfinished): a drain run again finishes the
+// move, since a group that another store's record already places on a
+// destination it may go to goes there (finishMove), and a store that
+// already holds the copy is not written again.
 func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
@@ -96,15 +121,18 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	// again and moves what is on dest now, as part of its publish (a stop
 	// asked meanwhile lets it finish), as a render does (rendering.redo).
 	soft := ctx
+	// wrote keeps each store's latest write of any attempt, for the report.
+	wrote := map[renderer.StoreRef]StoreReport{}
 	for redos := 0; ; redos++ {
 		rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
 		d := &drain{e: e, ctx: ctx, plat: plat, dest: dest, stores: stores, views: views, rep: rep,
 			byName: map[string]*renderer.Destination{}, snaps: map[renderer.StoreRef]statestore.Snapshot{},
 			pending: map[renderer.StoreRef]map[string]*pendingWrite{}}
 		for _, step := range []func() error{
-			d.placed,    // the records of the workloads placed on dest
-			d.weighLoad, // the load of the destinations they could go to
-			d.moveAll,   // each resource group to its new destination
+			d.placed,     // the records of the workloads placed on dest
+			d.weighLoad,  // the load of the destinations they could go to
+			d.moveAll,    // each resource group to its new destination
+			d.unrecorded, // what no record owns on dest stays, and says so
 		} {
 			if err := step(); err != nil {
 				return nil, ph.check(err)
@@ -117,13 +145,15 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		if rep.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(d.byWorkload), updates: all}); err != nil {
 			return nil, ph.check(err)
 		}
-		if rep.Stores, err = e.publish(ctx, ph, plat, stores, all, nil, ""); err != nil {
+		if rep.Stores, err = d.publish(ph, all); err != nil {
 			return nil, err
 		}
+		rep.Stores = mergeAttempts(wrote, rep.Stores)
 		at, _ := statestore.RetryDeadline(ctx)
 		if !stale(rep.Stores) || stopAsked(soft) || redos >= maxRedos || statestore.Now(ctx).After(at) {
 			rep.Duration = time.Since(start)
 			rep.Stopped = stopAsked(soft)
+			rep.Unfinished = unfinished(rep.Stores, d.from.Store)
 			ph.done()
 			return rep, nil
 		}
@@ -140,6 +170,86 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 				Duration: time.Since(start), Stopped: stopAsked(soft)}, nil
 		}
 	}
+}
+
+// publish writes the drain's updates in two steps (see Drain): every
+// store but the drained destination's, in parallel, then the drained
+// destination's store, only when every other one landed. The reports are
+// in store order, as a render's.
+func (d *drain) publish(ph *phaseTracker, all storeUpdates) ([]StoreReport, error) {
+	if err := ph.enter(PhasePublishing); err != nil {
+		return nil, err
+	}
+	pub, release := publishContext(d.ctx)
+	defer release()
+	first, last := storeUpdates{}, storeUpdates{}
+	for ref, us := range all {
+		if ref == d.from.Store {
+			last[ref] = us
+		} else {
+			first[ref] = us
+		}
+	}
+	reps := d.e.publishStores(d.ctx, pub, d.plat, d.stores, first, nil, "")
+	if len(last) > 0 {
+		if failed := failedStores(reps); len(failed) > 0 {
+			var names []string
+			for _, f := range failed {
+				names = append(names, f.Store.String())
+			}
+			reps = append(reps, StoreReport{Store: d.from.Store, Name: d.stores[d.from.Store].String(),
+				Err: &statestore.StoreError{Store: d.stores[d.from.Store].String(), Op: "drain", Err: &notRemovedError{dest: d.dest, failed: names}}})
+		} else {
+			reps = append(reps, d.e.publishStores(d.ctx, pub, d.plat, d.stores, last, nil, "")...)
+		}
+	}
+	slices.SortFunc(reps, func(a, b StoreReport) int { return strings.Compare(a.Store.String(), b.Store.String()) })
+	return reps, nil
+}
+
+// notRemovedError is the drained destination's store left unwritten
+// because a store the drain copies into failed first.
+type notRemovedError struct {
+	dest   string
+	failed []string
+}
+
+func (e *notRemovedError) Error() string {
+	return fmt.Sprintf("not written: the drain writes the stores it moves groups into first, and %s failed, so nothing was removed from %s", strings.Join(e.failed, " and "), e.dest)
+}
+
+// mergeAttempts keeps, per store, the report of the last attempt that
+// wrote it when a later attempt found it up to date: a drain that read
+// the stores again after a stale write (its copy landed, the removal was
+// refused) reports the copy it made.
+func mergeAttempts(wrote map[renderer.StoreRef]StoreReport, reps []StoreReport) []StoreReport {
+	out := slices.Clone(reps)
+	for i, r := range out {
+		switch {
+		case r.Err == nil && r.Result.Updated:
+			wrote[r.Store] = r
+		case r.Err == nil:
+			if w, ok := wrote[r.Store]; ok {
+				out[i] = w
+			}
+		}
+	}
+	return out
+}
+
+// unfinished reports whether some store the drain copies into was
+// written while the drained destination's store (home) failed.
+func unfinished(reps []StoreReport, home renderer.StoreRef) bool {
+	copied, removed := false, true
+	for _, r := range reps {
+		switch {
+		case r.Store == home:
+			removed = r.Err == nil
+		case r.Err == nil && r.Result.Updated:
+			copied = true
+		}
+	}
+	return copied && !removed
 }
 
 // loadPlatform is the reading step of a drain or a prune: the platform
@@ -258,19 +368,17 @@ func (d *drain) weighLoad() error {
 	applyFacts(&d.base, d.views, "")
 	var cands []string
 	for _, key := range d.keys {
-		for _, r := range d.byWorkload[key] {
-			for _, p := range r.Placements {
-				if r.Type != string(renderer.ResourceWorkflow) || !slices.Contains(p.Destinations, d.dest) {
-					continue
-				}
-				g := renderer.Place(renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}, Destinations: d.cordoned, Strategy: d.e.opts.Strategy}, drainGroup(p))
-				for _, v := range g.Verdicts {
-					if v.Reason == "" {
-						cands = append(cands, v.Destination)
-					}
+		r := d.home(key)
+		for _, p := range r.Placements {
+			if r.Type != string(renderer.ResourceWorkflow) || !slices.Contains(p.Destinations, d.dest) {
+				continue
+			}
+			g := renderer.Place(renderer.Input{Workflow: renderer.Workflow{Type: renderer.ResourceWorkflow}, Destinations: d.cordoned, Strategy: d.e.opts.Strategy}, drainGroup(p))
+			for _, v := range g.Verdicts {
+				if v.Reason == "" {
+					cands = append(cands, v.Destination)
 				}
 			}
-			break
 		}
 	}
 	if len(cands) == 0 {
@@ -278,6 +386,34 @@ func (d *drain) weighLoad() error {
 	}
 	slices.Sort(cands)
 	return d.e.readLoad(d.ctx, d.plat, d.views, slices.Compact(cands), "", &d.base)
+}
+
+// home is workload key's record in the drained destination's store: the
+// one that says what is on dest (another store's copy may already say a
+// group moved, when a drain was cut short between its two writes). A
+// workload only another store remembers (a store that predates the index
+// listed it) gives that store's record, the first in store order.
+func (d *drain) home(key string) statestore.Record {
+	if r, ok := d.byWorkload[key][d.from.Store]; ok {
+		return r
+	}
+	refs := sortedRefs(d.byWorkload[key])
+	return d.byWorkload[key][refs[0]]
+}
+
+// cloneRecord is r with its own slices, so that changing one store's
+// copy of a record changes no other (nor the records the drain read,
+// which are the updates' bases).
+func cloneRecord(r statestore.Record) statestore.Record {
+	c := r
+	c.Objects = slices.Clone(r.Objects)
+	c.Files = slices.Clone(r.Files)
+	c.Placements = make([]statestore.Placement, len(r.Placements))
+	for i, p := range r.Placements {
+		p.Destinations = slices.Clone(p.Destinations)
+		c.Placements[i] = p
+	}
+	return c
 }
 
 // snapshot is the snapshot the drain reads store ref through.
@@ -304,12 +440,16 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 	if pw := d.pending[ref][key]; pw != nil {
 		return pw, nil
 	}
-	pw := &pendingWrite{rec: rec, files: map[string][]byte{}, dests: map[string]bool{}, read: map[string][]byte{}}
+	// A store that holds no record of the workload gets one: the
+	// workload's identity and placements, and only the objects this store
+	// will hold (those moving in). A record never lists another store's
+	// objects: the planner claims each object a record lists in its store.
+	pw := &pendingWrite{rec: cloneRecord(rec), files: map[string][]byte{}, dests: map[string]bool{}, read: map[string][]byte{}}
+	pw.rec.Objects, pw.rec.Files = nil, nil
 	if old, ok := d.byWorkload[key][ref]; ok {
-		pw.rec = old
-		// Records may be shared with the store's cache: copy what changes.
-		pw.rec.Objects = append([]statestore.Object(nil), old.Objects...)
-		pw.rec.Placements = append([]statestore.Placement(nil), old.Placements...)
+		// Records may be shared with the store's cache and are the
+		// updates' bases: change a copy.
+		pw.rec = cloneRecord(old)
 		snap, err := d.snapshot(ref)
 		if err != nil {
 			return nil, err
@@ -344,16 +484,12 @@ func (d *drain) pend(ref renderer.StoreRef, key string, rec statestore.Record) (
 func (d *drain) moveAll() error {
 	d.prefetchFiles()
 	for _, key := range d.keys {
-		var rec statestore.Record
-		for _, r := range d.byWorkload[key] {
-			rec = r
-			break
-		}
-		for pi, p := range rec.Placements {
+		rec := d.home(key)
+		for _, p := range rec.Placements {
 			if !slices.Contains(p.Destinations, d.dest) {
 				continue
 			}
-			if err := d.move(key, rec, pi, p); err != nil {
+			if err := d.move(key, rec, p); err != nil {
 				return err
 			}
 		}
@@ -386,9 +522,9 @@ func (d *drain) prefetchFiles() {
 	}
 }
 
-// move moves group p (placement pi) of workload key off the destination,
-// or says why it stays.
-func (d *drain) move(key string, rec statestore.Record, pi int, p statestore.Placement) error {
+// move moves group p of workload key off the destination, or says why
+// it stays.
+func (d *drain) move(key string, rec statestore.Record, p statestore.Placement) error {
 	rep, from, dest := d.rep, d.from, d.dest
 	if rec.Type != string(renderer.ResourceWorkflow) {
 		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, "promise dependencies go to every matching destination; they stay", false})
@@ -415,6 +551,7 @@ func (d *drain) move(key string, rec statestore.Record, pi int, p statestore.Pla
 		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("no other destination matches selector %s (%s)", g.Selector, strings.Join(why, "; ")), true})
 		return nil
 	}
+	d.finishMove(key, &g)
 	to := d.byName[g.Destinations[0]]
 	if to.Mode != renderer.NestedByMetadata {
 		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, fmt.Sprintf("the chosen destination %s uses filepath mode %s; only nestedByMetadata folders can be moved", to.Name, to.Mode), true})
@@ -423,9 +560,28 @@ func (d *drain) move(key string, rec statestore.Record, pi int, p statestore.Pla
 	rel := path.Join("resources", rec.Namespace, rec.Promise, rec.Name, rec.Pipeline, g.ID)
 	oldPrefix := path.Join(from.Path, rel) + "/"
 	newPrefix := path.Join(to.Path, rel) + "/"
+	if why, err := d.secretsBlockMove(from, to, d.byWorkload[key][from.Store], from.Store, oldPrefix); err != nil || why != "" {
+		if err != nil {
+			return d.e.storeErr(from.Store, d.stores, err)
+		}
+		rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, why, true})
+		return nil
+	}
 	src, err := d.pend(from.Store, key, rec)
 	if err != nil {
 		return d.e.storeErr(from.Store, d.stores, err)
+	}
+	// Every file must fit where it goes before anything moves: a path the
+	// store cannot hold would fail the store's write after the others
+	// landed.
+	for _, f := range slices.Sorted(maps.Keys(src.files)) {
+		if !strings.HasPrefix(f, oldPrefix) {
+			continue
+		}
+		if why := d.fits(to, newPrefix+strings.TrimPrefix(f, oldPrefix)); why != "" {
+			rep.Stuck = append(rep.Stuck, Stuck{key, p.Group, why, true})
+			return nil
+		}
 	}
 	dst, err := d.pend(to.Store, key, rec)
 	if err != nil {
@@ -440,9 +596,25 @@ func (d *drain) move(key string, rec statestore.Record, pi int, p statestore.Pla
 		}
 	}
 	dst.dests[to.Path] = true
+	// The group's objects move with its files: to the destination's store
+	// record, out of the drained one's when that is another store.
+	var objs []statestore.Object
+	src.rec.Objects = slices.DeleteFunc(src.rec.Objects, func(o statestore.Object) bool {
+		if o.Destination != from.Path || !strings.HasPrefix(o.File, rel+"/") {
+			return false
+		}
+		o.Destination, o.Store = to.Path, to.Store.String()
+		objs = append(objs, o)
+		return true
+	})
+	for _, o := range objs {
+		if !slices.Contains(dst.rec.Objects, o) {
+			dst.rec.Objects = append(dst.rec.Objects, o)
+		}
+	}
 	// Every copy of the record learns the new placement.
 	copies := []*pendingWrite{src, dst}
-	for ref := range d.byWorkload[key] {
+	for _, ref := range sortedRefs(d.byWorkload[key]) {
 		pw, err := d.pend(ref, key, rec)
 		if err != nil {
 			return d.e.storeErr(ref, d.stores, err)
@@ -450,12 +622,7 @@ func (d *drain) move(key string, rec statestore.Record, pi int, p statestore.Pla
 		copies = append(copies, pw)
 	}
 	for _, pw := range uniqueWrites(copies) {
-		pw.rec.Placements = replacePlacement(pw.rec.Placements, pi, dest, to.Name)
-		for i, o := range pw.rec.Objects {
-			if o.Destination == from.Path && strings.HasPrefix(o.File, rel+"/") {
-				pw.rec.Objects[i].Destination, pw.rec.Objects[i].Store = to.Path, to.Store.String()
-			}
-		}
+		pw.rec.Placements = replacePlacement(pw.rec.Placements, p.Group, dest, to.Name)
 	}
 	load := d.base.Load
 	load.Total[dest]--
@@ -468,6 +635,108 @@ func (d *drain) move(key string, rec statestore.Record, pi int, p statestore.Pla
 		load.ByFlavour[rec.Flavour][to.Name]++
 	}
 	rep.Moves = append(rep.Moves, Move{Workload: key, Group: p.Group, From: dest, To: to.Name, Files: moved, Verdicts: g.Verdicts})
+	return nil
+}
+
+// finishMove makes g go where another store's record of workload key
+// already places it, when that destination is one g could go to now: a
+// drain that copied the group there and then failed to remove it from the
+// drained destination (see Drain) is finished, not moved a second time
+// (the load a fresh choice weighs has the copy in it already).
+func (d *drain) finishMove(key string, g *renderer.Group) {
+	for _, ref := range sortedRefs(d.byWorkload[key]) {
+		if ref == d.from.Store {
+			continue
+		}
+		for _, p := range d.byWorkload[key][ref].Placements {
+			if p.Group != g.Directory || len(p.Destinations) != 1 || p.Destinations[0] == d.dest {
+				continue
+			}
+			there := p.Destinations[0]
+			for i := range g.Verdicts {
+				v := &g.Verdicts[i]
+				if v.Destination == there && v.Reason == "" {
+					for j := range g.Verdicts {
+						g.Verdicts[j].Chosen = false
+					}
+					v.Chosen = true
+					g.Destinations = []string{there}
+					return
+				}
+			}
+		}
+	}
+}
+
+// fits says why file p (store-relative) cannot be written into
+// destination to's store, or "" when it can.
+func (d *drain) fits(to *renderer.Destination, p string) string {
+	var prefix string
+	if s := d.plat.Store(to.Store); s != nil {
+		prefix = strings.Trim(s.Meta().Path, "/")
+	}
+	err := layout.ValidPath(path.Join(prefix, p))
+	if err == nil {
+		return ""
+	}
+	why := fmt.Sprintf("its files would not fit in destination %s, chosen for it: %v", to.Name, err)
+	if advice := renderer.TooLongAdvice(err, prefix, to.Path, strings.TrimPrefix(p, to.Path+"/")); advice != "" {
+		why += "; " + advice
+	}
+	return why + "; nothing of it was moved"
+}
+
+// unrecorded reports, as stuck, what the drained destination holds under
+// resources/ that no record the drain read owns: what Kratix wrote for a
+// workload render has not rendered yet (or files put there by hand).
+// render cannot tell which selector placed such a workload, so it cannot
+// choose where it goes; a render of its workflow adopts it (its record
+// then places it on dest, with its selector), and a drain after that
+// moves it. Only nestedByMetadata destinations have a resources/ folder.
+func (d *drain) unrecorded() error {
+	if d.from.Mode != renderer.NestedByMetadata {
+		return nil
+	}
+	snap, err := d.snapshot(d.from.Store)
+	if err != nil {
+		return d.e.storeErr(d.from.Store, d.stores, err)
+	}
+	dir := path.Join(d.from.Path, "resources")
+	files, err := snap.List(dir)
+	if err != nil && !errors.Is(err, statestore.ErrNotFound) {
+		return d.e.storeErr(d.from.Store, d.stores, err)
+	}
+	owned := map[string]bool{path.Join(d.from.Path, layout.CanaryResources): true}
+	for _, byRef := range d.byWorkload {
+		for _, f := range byRef[d.from.Store].Files {
+			owned[f] = true
+		}
+	}
+	type folder struct{ key, id string }
+	count := map[folder]int{}
+	var order []folder
+	for _, f := range files {
+		if owned[f] {
+			continue
+		}
+		// resources/<namespace>/<promise>/<name>/<pipeline>/<id>/...
+		parts := strings.Split(strings.TrimPrefix(f, dir+"/"), "/")
+		k := folder{key: path.Join(dir, path.Dir(strings.TrimPrefix(f, dir+"/")))}
+		if len(parts) > 5 {
+			k = folder{key: statestore.WorkloadKey(string(renderer.ResourceWorkflow), parts[1], parts[0], parts[2], parts[3]), id: parts[4]}
+		}
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+	}
+	for _, k := range order {
+		if k.id == "" {
+			d.rep.Stuck = append(d.rep.Stuck, Stuck{k.key, "", fmt.Sprintf("%d files in %s that no render record owns (written by hand, or by another tool): move or delete them yourself", count[k], k.key), true})
+			continue
+		}
+		d.rep.Stuck = append(d.rep.Stuck, Stuck{k.key, k.id, fmt.Sprintf("%d files in its folder %s on %s that no render record owns (Kratix wrote them, or another tool): render cannot tell which selector placed it, so it cannot choose where it goes; render its workflow once (render adopts what Kratix wrote and records it on %s), then drain again", count[k], k.id, d.dest, d.dest), true})
+	}
 	return nil
 }
 
@@ -485,8 +754,12 @@ func (d *drain) updates() storeUpdates {
 			for dd := range pw.dests {
 				u.Destinations = append(u.Destinations, dd)
 			}
+			// The canaries of the destinations the update writes to (not
+			// of every destination of the store: a drain of 1,000
+			// workloads out of a store of 100 destinations made 200,000
+			// of them, each looked up by every write).
 			for _, dd := range d.plat.Destinations {
-				if dd.Store == ref {
+				if dd.Store == ref && pw.dests[dd.Path] {
 					maps.Copy(u.Shared, renderer.CanaryFiles(dd))
 				}
 			}
@@ -511,22 +784,26 @@ func (e *Engine) storeErr(ref renderer.StoreRef, stores map[renderer.StoreRef]st
 	return &statestore.StoreError{Store: stores[ref].String(), Op: "read", Err: err}
 }
 
-// replacePlacement moves placement i from one destination to another.
-func replacePlacement(ps []statestore.Placement, i int, from, to string) []statestore.Placement {
+// replacePlacement moves group's placement from one destination to
+// another. Records in different stores list their placements in the same
+// order, but a group is found by its name, not its place in the list.
+func replacePlacement(ps []statestore.Placement, group, from, to string) []statestore.Placement {
 	out := append([]statestore.Placement(nil), ps...)
-	if i >= len(out) {
-		return out
-	}
-	var ds []string
-	for _, d := range out[i].Destinations {
-		if d == from {
-			d = to
+	for i := range out {
+		if out[i].Group != group {
+			continue
 		}
-		if !slices.Contains(ds, d) {
-			ds = append(ds, d)
+		var ds []string
+		for _, d := range out[i].Destinations {
+			if d == from {
+				d = to
+			}
+			if !slices.Contains(ds, d) {
+				ds = append(ds, d)
+			}
 		}
+		out[i].Destinations = ds
 	}
-	out[i].Destinations = ds
 	return out
 }
 

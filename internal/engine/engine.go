@@ -21,6 +21,7 @@ import (
 
 	"github.com/render-dev/render/internal/fluxcheck"
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
@@ -139,6 +140,9 @@ type Report struct {
 	// MassDeletion is the breaker's verdict on a dry run that a real
 	// render would refuse (a real render returns it as its error).
 	MassDeletion *statestore.MassDeletionError
+	// Secrets says what the render does with each Secret it writes
+	// (encrypted, kept, written as it is), never a value.
+	Secrets []secrets.Note
 }
 
 // StoreReport is one store's outcome.
@@ -175,8 +179,10 @@ func (r *Report) Groups() []renderer.Group {
 	return out
 }
 
-// Unscheduled returns the groups no matching destination took (those kept
-// only where they no longer match included), static dependencies too.
+// Unscheduled returns the groups no matching destination can take (see
+// renderer.Group.Unscheduled: those kept where they no longer match
+// included, unless another destination matches them), static
+// dependencies too.
 func (r *Report) Unscheduled() []renderer.Group {
 	var out []renderer.Group
 	for _, g := range r.Groups() {
@@ -204,20 +210,34 @@ func (r *Report) Failed() []StoreReport { return failedStores(r.Stores) }
 
 // BadInput returns the store failures that are bad input rather than a
 // store's fault: a path or a Kubernetes object another workload already
-// has in that store (statestore.OwnedError), found when the update was
-// planned on what the store finally held, or a commit message template
-// that failed on the planned diff (a renderer.InputError). The CLI exits
-// 2 for them.
+// has in that store (statestore.OwnedError), or a path of another
+// workload's in the way of the workflow's file (a statestore.BlockedError
+// the workflow's file names can fix), found when the update was planned
+// on what the store finally held, or a commit message template that
+// failed on the planned diff (a renderer.InputError). The CLI exits 2 for
+// them.
 func (r *Report) BadInput() []StoreReport {
 	var out []StoreReport
 	for _, s := range r.Stores {
 		var oe *statestore.OwnedError
 		var ie *renderer.InputError
-		if errors.As(s.Err, &oe) || errors.As(s.Err, &ie) {
+		var be *statestore.BlockedError
+		if errors.As(s.Err, &oe) || errors.As(s.Err, &ie) || errors.As(s.Err, &be) && be.BadInput() {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// WroteNothing reports whether no store was written (or, with DryRun,
+// would be).
+func (r *Report) WroteNothing() bool {
+	for _, s := range r.Stores {
+		if s.Result.Updated {
+			return false
+		}
+	}
+	return true
 }
 
 // Inputs is everything loaded from disk for one render.

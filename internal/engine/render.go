@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/fluxcheck"
+	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -33,6 +34,7 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 		r.readStores,      // what each store remembers of the workload
 		r.schedule,        // place every group with it (pure)
 		r.weighLoad,       // a spread choice: read its candidates' load, place again
+		r.sealSecrets,     // encrypt the Secrets of destinations that encrypt them
 		r.planWrites,      // one update per store, checked
 		r.guard,           // other workloads' claims, and the mass-deletion breaker
 		r.composeMessages, // each update's commit message
@@ -123,8 +125,13 @@ type rendering struct {
 	views   map[renderer.StoreRef]*storeView
 	recs    map[renderer.StoreRef][]statestore.Record
 	holders map[renderer.StoreRef]bool
-	// schedule, weighLoad: the placement.
+	// schedule, weighLoad: the placement; sealSecrets: with its Secrets
+	// encrypted where the destinations say so.
 	plan *renderer.Plan
+	// preflight: every destination's policy for Secrets; sealSecrets: the
+	// record's entries for the files it encrypted, per store.
+	secretDests secrets.Destinations
+	sealed      map[renderer.StoreRef]map[string]statestore.SealedFile
 	// planWrites: the workload's record, and the updates per store;
 	// claims are those the guard checks against other workloads' claims.
 	record  *statestore.Record
@@ -196,8 +203,10 @@ func (r *rendering) preflight() error {
 	if err := checkStorePaths(r.ld.Platform, r.early, r.key); err != nil {
 		return err
 	}
-	r.earlyObjects, err = fluxcheck.CheckPlan(r.ctx, r.early)
-	return err
+	if r.earlyObjects, err = fluxcheck.CheckPlan(r.ctx, r.early); err != nil {
+		return err
+	}
+	return r.checkSecrets(r.early)
 }
 
 // readStores takes a snapshot of every store, in parallel, and reads
@@ -331,6 +340,7 @@ func (r *rendering) planWrites() error {
 		r.updates.kratixDeletes(p, r.in, r.recs)
 	} else {
 		r.updates.addPlan(r.plan, r.record, objects, key, r.holders)
+		r.updates.setSealed(key, r.sealed)
 		r.updates.adoptInto(p, key, workOf(wf, wf.Pipeline, false), false, r.holders)
 	}
 	if wf.Type == renderer.PromiseWorkflow {
@@ -393,7 +403,12 @@ func (r *rendering) planStatic() error {
 	if wf.Action != renderer.Delete {
 		srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: placements(static)}
 		sholders := holdersOf(r.recs, skey)
-		r.updates.addPlan(static, srec, sobjects, skey, sholders)
+		sealedStatic, sealed, err := r.sealStatic(static, skey)
+		if err != nil {
+			return err
+		}
+		r.updates.addPlan(sealedStatic, srec, sobjects, skey, sholders)
+		r.updates.setSealed(skey, sealed)
 		r.updates.adoptInto(p, skey, workOf(wf, "", true), true, sholders)
 	}
 	r.report.Static = static

@@ -40,7 +40,20 @@ func checkStorePaths(p *inputs.Platform, plan *renderer.Plan, key string) error 
 		}
 		check := func(rel string) error {
 			if err := layout.ValidPath(path.Join(prefix, rel)); err != nil {
-				return &renderer.InputError{Where: w.Store.String(), Msg: fmt.Sprintf("cannot be written with the store's path %q: %v", prefix, err)}
+				msg := fmt.Sprintf("cannot be written with the store's path %q: %v", prefix, err)
+				if layout.IsMeta(rel) {
+					// render's own file for the workload: its names
+					// come from the workload's identity.
+					if _, ok := err.(*layout.TooLongError); ok {
+						msg += "; shorten the store's spec.path"
+					}
+				} else {
+					dest, below := renderer.DestinationOf(rel, w.Destinations)
+					if advice := renderer.TooLongAdvice(err, prefix, dest, below); advice != "" {
+						msg += "; " + advice
+					}
+				}
+				return &renderer.InputError{Where: w.Store.String(), Msg: msg}
 			}
 			return nil
 		}

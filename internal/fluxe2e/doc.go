@@ -18,6 +18,10 @@
 //   - `render drain`: the resource's objects leave one worker's
 //     Kustomization (its inventory and ownership) for the other's;
 //   - aggregatedYAML and none destinations, read by one Kustomization each.
+//   - Secrets render encrypts with SOPS (spec.secrets.policy encrypt), in a
+//     nestedByMetadata destination in git and an aggregatedYAML one in a
+//     bucket: kustomize-controller decrypts them with the worker's age key
+//     and applies the workflow's values; no value is in the store.
 //
 // There is no kubelet, scheduler or controller-manager: objects are stored,
 // nothing runs them, and a pruned namespace stays Terminating.

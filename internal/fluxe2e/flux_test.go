@@ -219,3 +219,77 @@ func TestFlatDestinations(t *testing.T) {
 		})
 	}
 }
+
+// kustomizations is the name of every Kustomization in printed YAML, and
+// the kind and name of the source they read.
+func kustomizations(t *testing.T, printed string) (names []string, source string) {
+	t.Helper()
+	for _, doc := range strings.Split(printed, "\n---\n") {
+		var kind, name string
+		for _, line := range strings.Split(doc, "\n") {
+			if k, ok := strings.CutPrefix(line, "kind: "); ok {
+				kind = k
+			}
+			if n, ok := strings.CutPrefix(line, "  name: "); ok && name == "" {
+				name = n
+			}
+		}
+		switch kind {
+		case "Kustomization":
+			names = append(names, name)
+		case "GitRepository", "Bucket", "OCIRepository":
+			source = kind + "/" + name
+		}
+	}
+	return names, source
+}
+
+// TestLongDestinationNames: Flux puts a Kustomization's name in the label
+// kustomize.toolkit.fluxcd.io/name of every object it applies, and a label
+// value holds 63 characters. A destination of 60 characters would give
+// Kustomizations of 73 ("<dest>-dependencies"), which the API server takes
+// as objects but whose objects it refuses; one of 250 a Bucket named
+// "<store>-<dest>" over the 253 any name holds. `render bootstrap flux`
+// shortens such names (the start of the destination's name, a hash, the
+// section), and Flux applies both workflows' objects through them.
+func TestLongDestinationNames(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		length int
+		store  func(sc *scenario)
+	}{
+		{"git, 60 characters", 60, func(sc *scenario) { sc.gitStore(testenv.Gitea(sc.t)) }},
+		{"bucket, 250 characters", 250, func(sc *scenario) { sc.bucketStore(testenv.MinIO(sc.t)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sc := newScenario(t)
+			c.store(sc)
+			dest := "long-" + sc.Suffix + "-"
+			dest += strings.Repeat("x", c.length-len(dest))
+			sc.Platform(testenv.Destination{Name: dest, Mode: "nestedByMetadata"})
+			sc.PromiseWorkflow("configure")
+			sc.ResourceWorkflow("configure")
+			printed := sc.bootstrap(dest)
+			ks, source := kustomizations(t, printed)
+			if len(ks) != 2 || !strings.HasSuffix(ks[0], "-dependencies") || !strings.HasSuffix(ks[1], "-resources") {
+				t.Fatalf("Kustomizations %v:\n%s", ks, printed)
+			}
+			for _, n := range append(ks, strings.SplitN(source, "/", 2)[1]) {
+				if len(n) > 253 || !strings.HasPrefix(n, "long-"+sc.Suffix) && !strings.HasPrefix(n, sc.StoreName()) {
+					t.Errorf("name %s (%d characters)", n, len(n))
+				}
+			}
+			for _, n := range ks {
+				if len(n) > 63 {
+					t.Errorf("Kustomization %s is %d characters: over a label value's 63", n, len(n))
+				}
+			}
+			deps := sc.waitApplied(ks[0], sc.CRD(), sc.NamespaceObject())
+			res := sc.waitApplied(ks[1], sc.Widget(), sc.ConfigMap())
+			if len(deps) != 2 || len(res) != 2 {
+				t.Fatalf("applied: %v, %v", deps, res)
+			}
+		})
+	}
+}

@@ -39,11 +39,19 @@ type Platform struct {
 	BucketStores map[string]*BucketStateStore
 	OCIStores    map[string]*OCIStateStore
 	Promises     map[string]*renderer.Promise
-	// Secrets by "namespace/name" (and by bare name), key -> value.
+	// Secrets are the Secret documents by "namespace/name", key -> value
+	// (see Secret for how a reference finds one).
 	Secrets map[string]map[string][]byte
+	// mounted are the Secrets of --secrets-dir (secretsDir), by name;
+	// secretFrom where each Secret document was read, by namespace/name.
+	mounted    map[string]map[string][]byte
+	secretsDir string
+	secretFrom map[string]secretOrigin
 	// origin of each destination and promise, for messages.
 	destFile    map[string]string
 	promiseFile map[string]string
+	// secretPolicies are the destinations' spec.secrets (see SecretsPolicy).
+	secretPolicies map[string]SecretsPolicy
 }
 
 // SecretRef points at a Secret.
@@ -206,6 +214,9 @@ type destinationSpec struct {
 	InitWorkloads struct {
 		Enabled *bool `yaml:"enabled"`
 	} `yaml:"initWorkloads"`
+	// Secrets is render's own: what it does with the Secrets a workflow
+	// writes to the destination (see SecretsSpec).
+	Secrets *SecretsSpec `yaml:"secrets"`
 }
 
 type promiseSpec struct {
@@ -266,6 +277,9 @@ func LoadPlatform(paths []string, secretsDir string) (*Platform, error) {
 		OCIStores:    map[string]*OCIStateStore{},
 		Promises:     map[string]*renderer.Promise{},
 		Secrets:      map[string]map[string][]byte{},
+		mounted:      map[string]map[string][]byte{},
+		secretFrom:   map[string]secretOrigin{},
+		secretsDir:   secretsDir,
 		destFile:     map[string]string{},
 		promiseFile:  map[string]string{},
 	}
@@ -517,6 +531,9 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if d.Store.Kind == "" || d.Store.Name == "" {
 			return bad("spec.stateStoreRef needs kind and name")
 		}
+		if err := p.addSecretsPolicy(name, spec.Secrets); err != nil {
+			return bad("%v", err)
+		}
 		p.Destinations = append(p.Destinations, d)
 		p.destFile[name] = file
 	case "GitStateStore":
@@ -586,13 +603,10 @@ func (p *Platform) add(file, where string, doc *document) error {
 		for k, v := range doc.StringData {
 			values[k] = []byte(v)
 		}
-		ns := doc.Metadata.Namespace
-		if ns == "" {
-			ns = "default"
-		}
 		registerSecret(values)
-		p.Secrets[ns+"/"+name] = values
-		p.Secrets[name] = values
+		if err := p.addSecret(file, where, doc.Metadata.Namespace, name, values); err != nil {
+			return bad("%v", err)
+		}
 	}
 	return nil
 }
@@ -641,9 +655,7 @@ func (p *Platform) loadSecretDir(dir string) error {
 			values[k.Name()] = b
 		}
 		registerSecret(values)
-		if _, ok := p.Secrets[e.Name()]; !ok {
-			p.Secrets[e.Name()] = values
-		}
+		p.addMounted(e.Name(), values)
 	}
 	return nil
 }
@@ -697,7 +709,7 @@ func (p *Platform) validate() error {
 		}
 		seen = append(seen, me)
 	}
-	return nil
+	return p.checkRecordFolders()
 }
 
 // nested says whether one of two slash paths is the other or inside it
@@ -746,20 +758,6 @@ func repoKey(raw string) string {
 	}
 	p := strings.TrimSuffix(strings.TrimSuffix(pu.Path, "/"), ".git")
 	return strings.ToLower(pu.Hostname() + p)
-}
-
-// Secret resolves a store's secretRef.
-func (p *Platform) Secret(ref *SecretRef) (map[string][]byte, bool) {
-	if ref == nil {
-		return nil, false
-	}
-	if ref.Namespace != "" {
-		if s, ok := p.Secrets[ref.Namespace+"/"+ref.Name]; ok {
-			return s, true
-		}
-	}
-	s, ok := p.Secrets[ref.Name]
-	return s, ok
 }
 
 // DestinationFile is the file that defined a destination.

@@ -25,6 +25,12 @@ import (
 // read it as manifests.
 const MetaDir = ".render"
 
+// KratixDir is the folder of a destination where Kratix keeps its ledgers
+// (filepath mode none): which files each of its workloads wrote there.
+// render reads them when it takes a store over from Kratix, so no workload
+// file may be written there.
+const KratixDir = ".kratix"
+
 // MarkerName is the completeness marker a store may keep at the root of each
 // destination (the S3 store does). No workload file may take this name in any
 // folder, so the rule is the same for every store and every filepath mode.
@@ -74,20 +80,38 @@ func ValidPath(p string) error {
 	case p == ".." || strings.HasPrefix(p, "../"):
 		return fmt.Errorf("path %q leaves the store", p)
 	case len(p) > MaxPathBytes:
-		return fmt.Errorf("path %.40q... is %d bytes long; a store holds at most %d", p, len(p), MaxPathBytes)
+		return &TooLongError{Path: p, Len: len(p), Limit: MaxPathBytes}
 	}
 	for _, c := range strings.Split(p, "/") {
 		switch t := strings.TrimSpace(c); {
 		case t == "." || t == "..":
 			return fmt.Errorf("path %q: the name %q reads as %q", p, c, t)
 		case len(c) > MaxComponentBytes:
-			return fmt.Errorf("path %q: the name %.40q... is %d bytes long; a file system holds at most %d", p, c, len(c), MaxComponentBytes)
+			return &TooLongError{Path: p, Name: c, Len: len(c), Limit: MaxComponentBytes}
 		}
 		if err := GitRefuses(c); err != nil {
 			return fmt.Errorf("path %q: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// TooLongError is a path over one of the two length limits every store
+// holds: one name (a file's or a folder's) longer than MaxComponentBytes,
+// or the whole path longer than MaxPathBytes. Its message says which.
+type TooLongError struct {
+	Path string
+	// Name is the name over MaxComponentBytes; "" when the whole path is
+	// over MaxPathBytes.
+	Name       string
+	Len, Limit int
+}
+
+func (e *TooLongError) Error() string {
+	if e.Name != "" {
+		return fmt.Sprintf("the name %.40q... in path %.60q... is %d bytes long: one file or folder name holds at most %d bytes (a file system's limit)", e.Name, e.Path, e.Len, e.Limit)
+	}
+	return fmt.Sprintf("path %.60q... is %d bytes long: a whole path, with its folders, holds at most %d bytes (S3's limit on a key, which render keeps for every store)", e.Path, e.Len, e.Limit)
 }
 
 // GitRefuses reports why git would refuse name as one component of a path
@@ -166,6 +190,8 @@ func reserved(p string) error {
 		return fmt.Errorf("the name %s is reserved for render's completeness markers", MarkerName)
 	case first == MetaDir:
 		return fmt.Errorf("the folder %s is reserved for render's own records", MetaDir)
+	case first == KratixDir:
+		return fmt.Errorf("the folder %s is reserved for Kratix's ledgers, which render reads as evidence of what a workload owns", KratixDir)
 	case p == CanaryDependencies || p == CanaryResources:
 		return fmt.Errorf("%s is Kratix's canary file in every nestedByMetadata destination", p)
 	case p == CanaryNamespaceFile || p == CanaryConfigMapFile:

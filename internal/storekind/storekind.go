@@ -229,13 +229,20 @@ func (v env) secret(ref *inputs.SecretRef, required bool) (map[string][]byte, er
 	}
 	s, ok := v.secrets.Secret(ref)
 	if !ok {
+		// The platform says why (a Secret of that name in another
+		// namespace is never used instead).
+		if ex, ok := v.secrets.(interface {
+			SecretNotFound(*inputs.SecretRef) string
+		}); ok {
+			return nil, v.bad(fmt.Sprintf("spec.secretRef %s: %s", ref, ex.SecretNotFound(ref)))
+		}
 		hint := "define a Secret document"
 		if v.opts.SecretsDir != "" {
 			hint += " or mount it as " + v.opts.SecretsDir + "/" + ref.Name + "/<key>"
 		} else {
 			hint += " or pass --secrets-dir"
 		}
-		return nil, v.bad(fmt.Sprintf("secret %q (spec.secretRef) was not found: %s", ref.Name, hint))
+		return nil, v.bad(fmt.Sprintf("secret %s (spec.secretRef) was not found: %s", ref, hint))
 	}
 	return s, nil
 }

@@ -9,10 +9,15 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/render-dev/render/statestore"
 )
@@ -137,4 +142,87 @@ func workloadState(tree *object.Tree, prefix, workload string) (string, error) {
 		fmt.Fprintf(h, "%s %s\n", p, id)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// BlobID is the git blob id of data, as a request's "files" name it.
+func BlobID(data []byte) string {
+	return plumbing.ComputeHash(plumbing.BlobObject, data).String()
+}
+
+// ForgeRequest pushes to ref, in the repository at url, a request commit
+// as anyone allowed to push there could: a root commit whose tree holds
+// request.json (req, as JSON) and, in a folder "blobs", each of blobs
+// named by its id (BlobID), in the format the README documents. It is
+// written with go-git alone, not with render's store code, so that tests
+// can hand render requests render would never write.
+func ForgeRequest(url string, auth transport.AuthMethod, ref string, req any, blobs ...[]byte) error {
+	st := memory.NewStorage()
+	put := func(t plumbing.ObjectType, data []byte) (plumbing.Hash, error) {
+		obj := st.NewEncodedObject()
+		obj.SetType(t)
+		w, err := obj.Writer()
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if _, err := w.Write(data); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if err := w.Close(); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		return st.SetEncodedObject(obj)
+	}
+	tree := func(entries []object.TreeEntry) (plumbing.Hash, error) {
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+		obj := st.NewEncodedObject()
+		if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		return st.SetEncodedObject(obj)
+	}
+	manifest, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	mh, err := put(plumbing.BlobObject, manifest)
+	if err != nil {
+		return err
+	}
+	root := []object.TreeEntry{{Name: "request.json", Mode: filemode.Regular, Hash: mh}}
+	if len(blobs) > 0 {
+		var entries []object.TreeEntry
+		for _, b := range blobs {
+			h, err := put(plumbing.BlobObject, b)
+			if err != nil {
+				return err
+			}
+			entries = append(entries, object.TreeEntry{Name: h.String(), Mode: filemode.Regular, Hash: h})
+		}
+		bh, err := tree(entries)
+		if err != nil {
+			return err
+		}
+		root = append(root, object.TreeEntry{Name: "blobs", Mode: filemode.Dir, Hash: bh})
+	}
+	th, err := tree(root)
+	if err != nil {
+		return err
+	}
+	sig := object.Signature{Name: "mallory", Email: "mallory@example.com", When: time.Unix(1700000000, 0)}
+	c := &object.Commit{Author: sig, Committer: sig, TreeHash: th, Message: "render: pending update\n"}
+	obj := st.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return err
+	}
+	ch, err := st.SetEncodedObject(obj)
+	if err != nil {
+		return err
+	}
+	local := plumbing.ReferenceName("refs/forged/request")
+	if err := st.SetReference(plumbing.NewHashReference(local, ch)); err != nil {
+		return err
+	}
+	rem := git.NewRemote(st, &config.RemoteConfig{Name: "origin", URLs: []string{url}})
+	return rem.Push(&git.PushOptions{Auth: auth, Force: true,
+		RefSpecs: []config.RefSpec{config.RefSpec("+" + local.String() + ":" + ref)}})
 }

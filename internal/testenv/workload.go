@@ -141,6 +141,9 @@ type Destination struct {
 	Name          string
 	Mode          string // nestedByMetadata, aggregatedYAML or none
 	Unschedulable bool
+	// Spec is more of the Destination's spec, as YAML lines without
+	// indent (spec.secrets, say).
+	Spec string
 }
 
 // Platform writes the platform configuration: the store, the destinations
@@ -168,6 +171,9 @@ spec:
   filepath: %s
   stateStoreRef: {kind: %s, name: state-%s}
 `, d.Name, w.Suffix, d.Unschedulable, fp, w.storeKind, w.Suffix)
+		if d.Spec != "" {
+			b.WriteString("  " + strings.ReplaceAll(strings.TrimSpace(d.Spec), "\n", "\n  ") + "\n")
+		}
 	}
 	fmt.Fprintf(&b, `---
 apiVersion: platform.kratix.io/v1alpha1

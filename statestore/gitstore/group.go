@@ -129,9 +129,11 @@ func rank(refs map[plumbing.ReferenceName]plumbing.Hash, space string, mine plum
 // lists them) on top of snap, after head, skipping this writer's own
 // workload. It returns the new head, the commands that delete the folded
 // requests (safe only with the branch's move, in one atomic push), and
-// those that delete requests overtaken already (safe in any push). A request that cannot be read, planned (it conflicts
-// with another workload) or committed is left for its owner, who will
-// meet the same error on its own. A stale request (its workload's state
+// those that delete requests overtaken already (safe in any push). A
+// request that cannot be read or may not be applied (requestcheck.go) is
+// deleted with them, with a warning. One that cannot be planned (it
+// conflicts with another workload) or committed is left for its owner,
+// who will meet the same error on its own. A stale request (its workload's state
 // moved since the request was planned, or its record since the update was
 // computed: statestore.Basis) is deleted without being applied: its owner
 // may have died, and applied later it would write an older update over a
@@ -156,12 +158,17 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 	}
 	var folds []waiting
 	var hint statestore.Hint
+	var folded, stale []*packp.Command
 	for _, q := range reqs {
 		if q.ref == mine {
 			continue
 		}
 		fu, author, base, err := readRequestBase(ov, q.commit)
-		if err != nil || fu.Workload == workload || pendingRef(space, fu.Workload) != q.ref {
+		if err == nil && fu.Workload == workload {
+			continue
+		}
+		if s.checkRequest(q.ref, space, fu, base, err) != nil { // requestcheck.go
+			stale = append(stale, &packp.Command{Name: q.ref, Old: q.commit})
 			continue
 		}
 		folds = append(folds, waiting{q.ref, q.commit, fu, author, base})
@@ -170,7 +177,6 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 	// One prefetch for every request's paths: a folder level per request
 	// to the server, not a few per folded update.
 	statestore.Prefetch(snap, hint)
-	var folded, stale []*packp.Command
 	for _, f := range folds {
 		q, fu, author := f, f.u, f.author
 		if f.base != "" {

@@ -96,15 +96,70 @@ func (l *localRepo) create() error {
 
 // open opens the existing repository. A fresh storage is opened on every
 // read, so packs written by other processes are seen.
+//
+// A repository with a work tree is written only on a branch that is not
+// checked out there, as git push writes it (receive.denyCurrentBranch):
+// moving the checked-out branch under a work tree leaves the work tree
+// and index showing the whole change undone, and the next commit made
+// there would undo it.
 func (l *localRepo) open() (*filesystem.Storage, error) {
-	gitDir := l.dir
+	gitDir, work := l.dir, ""
 	if fi, err := os.Stat(filepath.Join(l.dir, ".git")); err == nil && fi.IsDir() {
-		gitDir = filepath.Join(l.dir, ".git") // a non-bare repository also works
+		gitDir, work = filepath.Join(l.dir, ".git"), l.dir
+	} else if err == nil {
+		return nil, fmt.Errorf("%s is a linked work tree of another repository (its .git is a file): give the store a bare repository (git clone --bare)", l.dir)
 	}
 	if _, err := os.Stat(filepath.Join(gitDir, "objects")); err != nil {
 		return nil, fmt.Errorf("%s is not a git repository", l.dir)
 	}
-	return filesystem.NewStorage(osfs.New(gitDir), cache.NewObjectLRUDefault()), nil
+	st := filesystem.NewStorage(osfs.New(gitDir), cache.NewObjectLRUDefault())
+	if work == "" && filepath.Base(gitDir) == ".git" {
+		if cfg, err := st.Config(); err == nil && !cfg.Core.IsBare {
+			work = filepath.Dir(gitDir)
+		}
+	}
+	if work != "" {
+		if head, err := st.Reference(plumbing.HEAD); err == nil && head.Type() == plumbing.SymbolicReference && head.Target() == l.branch {
+			return nil, fmt.Errorf("repository %s has branch %s checked out in the work tree %s: render moves a branch as git push does, and git refuses to move a checked-out branch (the work tree would show the change undone); give the store a bare repository (git clone --bare), or a branch that is not checked out",
+				l.dir, l.branch.Short(), work)
+		}
+	}
+	return st, nil
+}
+
+// readBranch reads the branch from st: zero when the repository has no
+// such ref (the first write creates it). A ref that exists but holds no
+// commit id (an empty or cut-off file: a torn write) is damage, reported
+// naming it; taken for a missing branch, it would make the write a new
+// root commit and drop the branch's history and every other workload.
+func (l *localRepo) readBranch(st *filesystem.Storage) (plumbing.Hash, error) {
+	damaged := func(what string) error {
+		return fmt.Errorf("the ref %s of repository %s %s: the repository is damaged (a write cut off?), and render writes nothing to it: restore the ref (git update-ref %s <commit>)",
+			l.branch, l.dir, what, l.branch)
+	}
+	// go-git reads an empty loose ref as no ref at all, and a cut-off id
+	// as one padded with zeros: the loose file is checked first.
+	file := filepath.Join(st.Filesystem().Root(), filepath.FromSlash(l.branch.String()))
+	switch data, err := os.ReadFile(file); {
+	case err == nil && len(data) == 0:
+		return plumbing.ZeroHash, damaged("is an empty file")
+	case err == nil:
+		if id := strings.TrimSpace(string(data)); !plumbing.IsHash(id) || plumbing.NewHash(id).IsZero() {
+			return plumbing.ZeroHash, damaged(fmt.Sprintf("holds %.60q, not a commit id", id))
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return plumbing.ZeroHash, fmt.Errorf("read branch %s: %w", l.branch, err)
+	}
+	ref, err := st.Reference(l.branch)
+	switch {
+	case errors.Is(err, plumbing.ErrReferenceNotFound):
+		return plumbing.ZeroHash, nil
+	case err != nil:
+		return plumbing.ZeroHash, fmt.Errorf("read branch %s: %w", l.branch, err)
+	case ref.Type() != plumbing.HashReference || ref.Hash().IsZero():
+		return plumbing.ZeroHash, damaged("does not hold a commit id")
+	}
+	return ref.Hash(), nil
 }
 
 func (l *localRepo) head(_ context.Context, _ bool) (plumbing.Hash, storer.EncodedObjectStorer, error) {
@@ -121,14 +176,11 @@ func (l *localRepo) head(_ context.Context, _ bool) (plumbing.Hash, storer.Encod
 		return plumbing.ZeroHash, nil, err
 	}
 	l.st = st
-	ref, err := st.Reference(l.branch)
-	if errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return plumbing.ZeroHash, st, nil
-	}
+	tip, err := l.readBranch(st)
 	if err != nil {
-		return plumbing.ZeroHash, nil, fmt.Errorf("read branch: %w", err)
+		return plumbing.ZeroHash, nil, err
 	}
-	return ref.Hash(), st, nil
+	return tip, st, nil
 }
 
 // publish writes the new objects, then moves the branch from old to commit
@@ -187,13 +239,9 @@ func (l *localRepo) publish(_ context.Context, objs storer.EncodedObjectStorer, 
 	if err != nil {
 		return err
 	}
-	cur := plumbing.ZeroHash
-	ref, err := st.Reference(l.branch)
-	switch {
-	case err == nil:
-		cur = ref.Hash()
-	case !errors.Is(err, plumbing.ErrReferenceNotFound):
-		return fmt.Errorf("read branch: %w", err)
+	cur, err := l.readBranch(st)
+	if err != nil {
+		return err
 	}
 	if cur != old {
 		return errStale

@@ -45,7 +45,14 @@ func (s *Store) newSnap(objs storer.EncodedObjectStorer, root plumbing.Hash) *tr
 	return t
 }
 
-var _ statestore.Debugger = (*treeSnap)(nil)
+var (
+	_ statestore.Debugger   = (*treeSnap)(nil)
+	_ statestore.TreeShaped = (*treeSnap)(nil)
+)
+
+// TreeShaped implements statestore.TreeShaped: a git tree holds a path as
+// a file or a folder, never both.
+func (t *treeSnap) TreeShaped() {}
 
 // Debug implements statestore.Debugger.
 func (t *treeSnap) Debug(msg string, args ...any) {
@@ -249,6 +256,21 @@ func (t *treeSnap) applyOps(ops []statestore.Op) (plumbing.Hash, error) {
 	return h, err
 }
 
+// blocked is the error for a write at repository path p that the tree
+// cannot take: a file stands at the folder at (or, folder, a folder at
+// p). The planner refuses these first (statestore.TreeShaped), naming
+// the owner; what reaches the tree is render's own bookkeeping (the load
+// summary) or a plan that did not look. Paths are made store-relative.
+func (t *treeSnap) blocked(p, at string, folder bool) error {
+	rel := func(s string) string {
+		if t.prefix == "" {
+			return s
+		}
+		return strings.TrimPrefix(s, t.prefix+"/")
+	}
+	return &statestore.BlockedError{Path: strings.TrimSuffix(rel(p), "/"), Blocker: rel(at), File: rel(at), Folder: folder}
+}
+
 func (t *treeSnap) writeTree(base plumbing.Hash, n *editNode, at string) (plumbing.Hash, bool, error) {
 	entries := map[string]object.TreeEntry{}
 	if !base.IsZero() {
@@ -273,7 +295,7 @@ func (t *treeSnap) writeTree(base plumbing.Hash, n *editNode, at string) (plumbi
 		case c.leaf && !c.del:
 			below := &editNode{children: c.children}
 			if below.writes() {
-				return plumbing.ZeroHash, false, fmt.Errorf("%w: cannot write file %s and files below it", statestore.ErrConflict, p)
+				return plumbing.ZeroHash, false, t.blocked(p+"/", p, false)
 			}
 			if had && old.Mode == filemode.Dir {
 				// The folder may give way only if the deletes below
@@ -283,7 +305,7 @@ func (t *treeSnap) writeTree(base plumbing.Hash, n *editNode, at string) (plumbi
 					return plumbing.ZeroHash, false, err
 				}
 				if !empty {
-					return plumbing.ZeroHash, false, fmt.Errorf("%w: cannot write file %s: a folder of that name exists", statestore.ErrConflict, p)
+					return plumbing.ZeroHash, false, t.blocked(p, p, true)
 				}
 			}
 			entries[name] = object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: c.blob}
@@ -291,7 +313,7 @@ func (t *treeSnap) writeTree(base plumbing.Hash, n *editNode, at string) (plumbi
 			var sub plumbing.Hash
 			if had {
 				if old.Mode != filemode.Dir {
-					return plumbing.ZeroHash, false, fmt.Errorf("%w: cannot create folder %s: a file of that name exists", statestore.ErrConflict, p)
+					return plumbing.ZeroHash, false, t.blocked(p+"/", p, false)
 				}
 				sub = old.Hash
 			}

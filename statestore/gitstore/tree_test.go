@@ -55,14 +55,15 @@ func TestTreeChangesShape(t *testing.T) {
 	if err := apply("w/b", map[string]string{"d/dir/other.yaml": "b's"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := apply("w/a", map[string]string{"d/dir": "file"}); !errors.Is(err, statestore.ErrConflict) {
-		t.Fatalf("a file over another workload's folder: err = %v, want ErrConflict", err)
+	var be *statestore.BlockedError
+	if err := apply("w/a", map[string]string{"d/dir": "file"}); !errors.As(err, &be) || be.Owner != "w/b" || !be.Folder || !be.BadInput() {
+		t.Fatalf("a file over another workload's folder: err = %v, want a BlockedError naming w/b's folder", err)
 	}
 	if got := read("d/dir/other.yaml"); got != "b's" {
 		t.Fatalf("the other workload's file: %q", got)
 	}
 	// One update writing a file and a file below it.
-	if err := apply("w/c", map[string]string{"e/f": "1", "e/f/g": "2"}); !errors.Is(err, statestore.ErrConflict) {
-		t.Fatalf("file and file below it: err = %v, want ErrConflict", err)
+	if err := apply("w/c", map[string]string{"e/f": "1", "e/f/g": "2"}); !errors.As(err, &be) || be.Blocker != "e/f" || be.Owner != "w/c" {
+		t.Fatalf("file and file below it: err = %v, want a BlockedError", err)
 	}
 }

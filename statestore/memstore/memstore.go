@@ -121,6 +121,12 @@ func (s *snapshot) seen(p string) object {
 	return o
 }
 
+// TreeShaped implements statestore.TreeShaped: like git and OCI (and
+// unlike S3's flat keys), the memory store holds a path as a file or a
+// folder, never both, so the conformance suite checks the planner's
+// refusal of a path that is in the way on every go test.
+func (s *snapshot) TreeShaped() {}
+
 // Revision is the store's version the snapshot shows.
 func (s *snapshot) Revision() string { return fmt.Sprintf("v%d", s.version) }
 

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -236,26 +238,25 @@ func (s *Store) foldersOf(st *state, us []statestore.Update) []string {
 // with msg and u's provenance.
 func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan, msg statestore.Message, u statestore.Update) (*state, []string, error) {
 	old := snap.st
-	// The new files of every folder the plan touches.
-	touched := map[string]map[string][]byte{}
+	// What the plan changes in every folder it touches.
+	type change struct {
+		set map[string][]byte
+		del map[string]bool
+	}
+	touched := map[string]*change{}
 	for _, op := range plan.Ops {
 		f := old.folderFor(op.Path, u.Destinations)
-		files, ok := touched[f]
-		if !ok {
-			cur, err := snap.files(f)
-			if err != nil {
-				return nil, nil, err
-			}
-			files = maps.Clone(cur)
-			if files == nil {
-				files = map[string][]byte{}
-			}
-			touched[f] = files
+		c := touched[f]
+		if c == nil {
+			c = &change{set: map[string][]byte{}, del: map[string]bool{}}
+			touched[f] = c
 		}
 		if op.Delete {
-			delete(files, rel(f, op.Path))
+			delete(c.set, rel(f, op.Path))
+			c.del[rel(f, op.Path)] = true
 		} else {
-			files[rel(f, op.Path)] = op.Data
+			c.set[rel(f, op.Path)] = op.Data
+			delete(c.del, rel(f, op.Path))
 		}
 	}
 	for f := range touched {
@@ -275,28 +276,64 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan
 		drop bool
 	}
 	results := make(chan built, len(touched))
-	for f, files := range touched {
+	for f, c := range touched {
 		changed = append(changed, f)
 		g.Go(func() error {
-			if len(files) == 0 {
-				results <- built{f: f, drop: true}
-				return nil
-			}
-			data, err := pack(files)
+			cur, err := snap.files(f)
 			if err != nil {
 				return err
 			}
-			desc := ocispec.Descriptor{
-				MediaType:   LayerMediaType,
-				Digest:      digest.FromBytes(data),
-				Size:        int64(len(data)),
-				Annotations: map[string]string{ocispec.AnnotationTitle: f},
+			var files layerFiles
+			var data []byte
+			var blob *spillBlob
+			if mem, ok := cur.(*memFiles); ok || cur == nil {
+				// A small layer: its new files in memory, packed there.
+				m := map[string][]byte{}
+				if mem != nil {
+					m = maps.Clone(mem.m)
+				}
+				for n := range c.del {
+					delete(m, n)
+				}
+				maps.Copy(m, c.set)
+				if len(m) == 0 {
+					results <- built{f: f, drop: true}
+					return nil
+				}
+				if data, err = packFolder(f, m); err != nil {
+					return err
+				}
+				files = newMemFiles(m)
+			} else {
+				// A spilled one: the changes over it, packed into a
+				// temporary file.
+				o := newOverlayFiles(cur, c.set, c.del)
+				if len(o.names()) == 0 {
+					results <- built{f: f, drop: true}
+					return nil
+				}
+				if blob, err = packSpilled(o, folderLevel(f)); err != nil {
+					return err
+				}
+				defer blob.file.Close()
+				files = o
+			}
+			desc := ocispec.Descriptor{MediaType: LayerMediaType, Annotations: map[string]string{ocispec.AnnotationTitle: f}}
+			if blob != nil {
+				desc.Digest, desc.Size = blob.desc.Digest, blob.desc.Size
+			} else {
+				desc.Digest, desc.Size = digest.FromBytes(data), int64(len(data))
 			}
 			if published(f) {
 				_, m := s.destinationManifest(desc)
 				desc.Annotations[annotationArtifact] = m.Digest.String()
 			}
-			if err := s.ensureBlob(gctx, s.base, desc, data); err != nil {
+			if blob != nil {
+				err = s.ensureBlobFrom(gctx, s.base, desc, blob.file)
+			} else {
+				err = s.ensureBlob(gctx, s.base, desc, data)
+			}
+			if err != nil {
 				return fmt.Errorf("%s: %w", f, err)
 			}
 			s.keep(desc, files)
@@ -486,14 +523,13 @@ func (s *Store) publish(ctx context.Context, st *state, fs []string) error {
 			}
 			r := s.repo(s.DestinationRepository(f))
 			data, desc, layer := s.expected(st, f)
-			content := layer.Data
-			if content == nil {
-				var err error
-				if content, err = s.layerBytes(gctx, layer); err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
+			var err error
+			if layer.Data != nil {
+				err = s.ensureBlob(gctx, r, layer, layer.Data)
+			} else {
+				err = s.mountBlob(gctx, r, layer)
 			}
-			if err := s.ensureBlob(gctx, r, layer, content); err != nil {
+			if err != nil {
 				return fmt.Errorf("%s: %w", f, err)
 			}
 			if err := s.ensureBlob(gctx, r, fluxConfig, fluxConfigData); err != nil {
@@ -518,8 +554,8 @@ func (s *Store) layerBytes(ctx context.Context, desc ocispec.Descriptor) ([]byte
 	s.mu.Lock()
 	files, ok := s.layers[desc.Digest]
 	s.mu.Unlock()
-	if ok {
-		if data, err := pack(files); err == nil && digest.FromBytes(data) == desc.Digest {
+	if mem, small := files.(*memFiles); ok && small {
+		if data, err := packFolder(desc.Annotations[ocispec.AnnotationTitle], mem.m); err == nil && digest.FromBytes(data) == desc.Digest {
 			return data, nil
 		}
 	}
@@ -542,6 +578,67 @@ func (s *Store) ensureBlob(ctx context.Context, r *remote.Repository, desc ocisp
 			return err
 		}
 		return r.Blobs().Push(ctx, desc, bytes.NewReader(data))
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.pushed[key] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// mountBlob makes r hold the state layer desc, which the base repository
+// holds: mounted from there (one request, no upload; a drain that moves
+// 1,000 workloads publishes 100 destinations), or, where the registry does
+// not mount, uploaded as ensureBlob does.
+func (s *Store) mountBlob(ctx context.Context, r *remote.Repository, desc ocispec.Descriptor) error {
+	key := r.Reference.Repository + "@" + desc.Digest.String()
+	s.mu.Lock()
+	known := s.pushed[key]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	desc = ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, Annotations: desc.Annotations}
+	err := s.retry(ctx, func() error {
+		ok, err := r.Blobs().Exists(ctx, desc)
+		if err != nil || ok {
+			return err
+		}
+		return r.Mount(ctx, desc, s.cfg.Repository, func() (io.ReadCloser, error) {
+			data, err := s.layerBytes(ctx, desc)
+			if err != nil {
+				return nil, err
+			}
+			return io.NopCloser(bytes.NewReader(data)), nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.pushed[key] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// ensureBlobFrom is ensureBlob for a blob waiting in file f.
+func (s *Store) ensureBlobFrom(ctx context.Context, r *remote.Repository, desc ocispec.Descriptor, f *os.File) error {
+	key := r.Reference.Repository + "@" + desc.Digest.String()
+	s.mu.Lock()
+	known := s.pushed[key]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	desc = ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}
+	err := s.retry(ctx, func() error {
+		ok, err := r.Blobs().Exists(ctx, desc)
+		if err != nil || ok {
+			return err
+		}
+		return r.Blobs().Push(ctx, desc, io.NewSectionReader(f, 0, desc.Size))
 	})
 	if err != nil {
 		return err

@@ -4,9 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"testing"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // The same files give the same bytes, whatever the map's order, with no
@@ -86,5 +91,64 @@ func TestLockTags(t *testing.T) {
 		if _, ok := parseLockTag(bad); ok {
 			t.Errorf("%s parsed as a lock tag", bad)
 		}
+	}
+}
+
+// A spilled layer (read into a temporary file) answers as the layer in
+// memory does, and a commit's changes laid over it pack into exactly the
+// bytes the same files give when packed in memory: the layer's digest
+// does not depend on whether this process spilled it.
+func TestSpilledLayerPacksAsInMemory(t *testing.T) {
+	files := map[string][]byte{}
+	for i := range 500 {
+		files[fmt.Sprintf("workloads/p%d/w%03d.json", i%7, i)] = fmt.Appendf(nil, "{\"n\": %d}\n", i)
+	}
+	files["index.json"] = []byte("{}\n")
+	files["empty"] = []byte{}
+	for _, level := range []int{gzip.BestSpeed, gzip.BestCompression} {
+		packed, err := packLevel(files, level)
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc := ocispec.Descriptor{MediaType: LayerMediaType, Digest: digest.FromBytes(packed), Size: int64(len(packed))}
+		sp, err := unspill(bytes.NewReader(packed), desc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sp.names(); len(got) != len(files) || !slices.IsSorted(got) {
+			t.Fatalf("spilled names: %d, sorted %v", len(got), slices.IsSorted(got))
+		}
+		for n, want := range files {
+			if got, ok, err := sp.get(n); err != nil || !ok || !bytes.Equal(got, want) {
+				t.Fatalf("spilled %s: %q, %v, %v", n, got, ok, err)
+			}
+		}
+		// A damaged blob is refused.
+		bad := bytes.Clone(packed)
+		bad[len(bad)/2] ^= 0xff
+		if _, err := unspill(bytes.NewReader(bad), desc); err == nil {
+			t.Fatal("a damaged layer was spilled")
+		}
+		// Changes laid over it pack as the same files in memory do.
+		set := map[string][]byte{"workloads/p1/new.json": []byte("new\n"), "index.json": []byte("{\"format\": 1}\n")}
+		del := map[string]bool{"workloads/p0/w000.json": true, "workloads/p3/w010.json": true}
+		o := newOverlayFiles(sp, set, del)
+		want := maps.Clone(files)
+		for n := range del {
+			delete(want, n)
+		}
+		maps.Copy(want, set)
+		blob, err := packSpilled(o, level)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := packLevel(want, level)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if blob.desc.Digest != digest.FromBytes(mem) || blob.desc.Size != int64(len(mem)) {
+			t.Fatalf("level %d: the overlay packed to %s (%d bytes), the same files in memory to %s (%d)", level, blob.desc.Digest, blob.desc.Size, digest.FromBytes(mem), len(mem))
+		}
+		blob.file.Close()
 	}
 }

@@ -27,6 +27,11 @@
 // state: the next write takes the lock to move them, even when its own plan
 // changes nothing (its Result says Updated).
 //
+// A large layer (render's own folder in a store of 100,000 workloads) is
+// spilled to a temporary file as it is read, and a commit that changes it
+// packs the changes laid over it into another (layerFiles), so a write's
+// memory follows what it reads and changes, not the store.
+//
 // docs/design.md, section "OCI", has the protocol's details and limits.
 package ocistore
 
@@ -134,7 +139,7 @@ type Store struct {
 	base   *remote.Repository
 
 	mu     sync.Mutex
-	layers map[digest.Digest]map[string][]byte // unpacked layers, by digest
+	layers map[digest.Digest]layerFiles // unpacked layers, by digest (see layerFiles)
 	repos  map[string]*remote.Repository
 	pushed map[string]bool // repo + "@" + digest known to exist
 	// deletesOK is set once the registry showed it deletes tags (see
@@ -250,7 +255,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, name: name, client: client,
-		layers: map[digest.Digest]map[string][]byte{},
+		layers: map[digest.Digest]layerFiles{},
 		repos:  map[string]*remote.Repository{},
 		pushed: map[string]bool{},
 	}

@@ -47,6 +47,30 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceSpilled runs the suite with every layer a Store reads
+// from the registry spilled to a temporary file, and every commit that
+// changes one packed from the changes laid over it (see layerFiles), the
+// way a store of 100,000 workloads is read and written.
+// Eight concurrent writers, not 64: the suite's writers already ran
+// against the registry in TestConformance, and this run is about layers.
+func TestConformanceSpilled(t *testing.T) {
+	defer func(v int64) { *ocistore.SpillAbove = v }(*ocistore.SpillAbove)
+	*ocistore.SpillAbove = 0
+	r := testenv.Registry(t)
+	storetest.Run(t, storetest.Harness{
+		Writers: 8,
+		Fresh: func(t *testing.T) func() statestore.Store {
+			cfg := config(r, repoName(t.Name()))
+			return func() statestore.Store { return open(t, cfg) }
+		},
+		Missing: func(t *testing.T) statestore.Store {
+			cfg := config(r, repoName("missing"))
+			cfg.Create = false
+			return open(t, cfg)
+		},
+	})
+}
+
 // TestPullWithORAS pulls every destination artifact render wrote with the
 // oras CLI, a client render shares no code with, and checks the files.
 func TestPullWithORAS(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"golang.org/x/sync/errgroup"
@@ -21,8 +20,12 @@ import (
 )
 
 // backend is the Store's side of statestore.Write: each write of one
-// update gets a committer of its own.
-type backend struct{ s *Store }
+// update gets a committer of its own. Writes of a batch (ApplyAll) share
+// batch.
+type backend struct {
+	s     *Store
+	batch *batch
+}
 
 func (b backend) String() string { return b.s.String() }
 
@@ -38,7 +41,11 @@ func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.
 	if err != nil {
 		return nil, statestore.InOp("plan", err)
 	}
-	return &write{s: b.s, u: us[0], dests: dests, nonce: nonce()}, nil
+	w := &write{s: b.s, u: us[0], dests: dests, load: newLoadState()}
+	if b.batch != nil {
+		w.load, w.batch = b.batch.load, b.batch
+	}
+	return w, nil
 }
 
 // write is one write of one update, from attempt to attempt: a snapshot
@@ -53,15 +60,13 @@ type write struct {
 	// dirty is set once anything was written: from then on the write ends
 	// only with a successful commit of the record (see docs/design.md, "S3").
 	dirty bool
-	// nonce names this write's pending changes in load summaries, and
-	// announced holds them, by destination and workload (see announce).
-	nonce     string
-	announced map[string]map[string][]string
-	sums      map[string]writtenSummary // as announce wrote them
-	// committed is set once a commit succeeded, and done is the record
-	// it wrote (nil for a removal).
+	// load is what this write announced in load summaries: its own, or
+	// its batch's (see loadState).
+	load *loadState
+	// batch is the batch (ApplyAll) this write is one update of, if any.
+	batch *batch
+	// committed is set once a commit succeeded.
 	committed bool
-	done      *statestore.Record
 	// undo is the intent to take back when the write fails having
 	// uploaded nothing (see takeBack); kept is set once an attempt may
 	// have uploaded something, which its intent must go on naming.
@@ -90,9 +95,16 @@ var (
 func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
 	s, u := w.s, w.u
 	var snap *snapshot
-	if attempt == 1 {
+	switch {
+	case attempt > 1:
+	case w.batch != nil:
+		if w.batch.view != nil && !w.batch.after[u.Workload] {
+			snap = w.batch.view.fork(ctx)
+		}
+	default:
 		snap = s.keptView(ctx)
 	}
+	kept := snap != nil
 	if snap == nil {
 		snap = s.newSnapshot(ctx)
 	}
@@ -108,6 +120,20 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 	}
 	if err != nil {
 		return nil, failed("read", err)
+	}
+	if !u.DryRun {
+		wrote, err := s.ensureIndexed(ctx, snap, kept)
+		if err != nil {
+			return nil, failed("write index marker", err)
+		}
+		if wrote {
+			// It migrated other workloads' entries and claims, which
+			// snap does not show: plan on a fresh listing.
+			snap = s.newSnapshot(ctx)
+			if pr, err = s.prepare(snap, u, w.dests); err != nil {
+				return nil, failed("read", err)
+			}
+		}
 	}
 	w.snap, w.pr = snap, pr
 	return snap, nil
@@ -156,7 +182,7 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	defer cancel()
 	if commit {
 		w.dirty = true
-		if err := s.announce(ctx, w, loadChanges(u.Workload, pr.rec, plan)); err != nil {
+		if err := s.announce(ctx, w.load, loadChanges(u.Workload, pr.rec, plan)); err != nil {
 			return out, failed("write load summary", err)
 		}
 		op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr)
@@ -174,7 +200,8 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 		}
 		committed = wr.etags[recPath]
 		out.Revision = committed
-		w.committed, w.done = true, plan.Record
+		w.committed = true
+		w.load.committed(u.Workload, plan.Record)
 	}
 	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, wr); err != nil {
 		return out, failed("write marker", err)
@@ -201,9 +228,20 @@ func (w *write) Unfinished() bool { return w.dirty && !w.committed }
 // Finish settles the load summaries this write announced changes in,
 // whatever the outcome, and a write that wrote anything creates the
 // summaries its reads lacked.
+// A write of a batch leaves the summaries to its batch, which settles
+// them once its last write ended (see Store.ApplyAll). It is not cut off
+// by a cancellation: a change left pending costs every later reader.
 func (w *write) Finish(ctx context.Context) {
+	ctx, cancel := statestore.Finishing(ctx)
+	defer cancel()
 	w.takeBack(ctx)
-	w.s.settle(ctx, w)
+	if w.batch != nil {
+		if w.dirty {
+			w.batch.dirty.Store(true)
+		}
+		return
+	}
+	w.s.settle(ctx, w.load)
 	if w.dirty {
 		w.s.createSummaries(ctx)
 	}
@@ -225,8 +263,6 @@ func (w *write) takeBack(ctx context.Context) {
 		data = tombstone()
 	}
 	recPath := statestore.RecordPath(w.u.Workload)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	if _, err := w.s.put(ctx, recPath, data, cond{exists: true, etag: w.undo.intent}); err != nil && w.s.cfg.Debug != nil {
 		w.s.cfg.Debug("could not take back a write's intent; the workload's next write will", "record", recPath, "error", err.Error())
 	}
@@ -262,7 +298,7 @@ func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (pr
 		return prior{}, err
 	}
 	recPath := statestore.RecordPath(u.Workload)
-	paths := []string{recPath}
+	paths := []string{recPath, statestore.IndexMarker}
 	var dirs []string
 	for p := range u.Files {
 		paths = append(paths, p)
@@ -477,10 +513,15 @@ type written struct {
 // tried notes the outcome of an upload (see uploaded).
 func (w *written) tried(err error) {
 	if err == nil || !errors.Is(err, errChanged) {
-		w.mu.Lock()
-		w.uploaded = true
-		w.mu.Unlock()
+		w.sent()
 	}
+}
+
+// sent notes that a change of the store may have reached the server.
+func (w *written) sent() {
+	w.mu.Lock()
+	w.uploaded = true
+	w.mu.Unlock()
 }
 
 func (w *written) set(p, etag string) {
@@ -597,24 +638,38 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		recCond = cond{exists: true, etag: etag}
 		w.intent, w.prior = etag, prior
 	}
-	// A removal names what it is about to delete first, the same way: a
-	// removal cut off half-way (SIGKILL) then leaves a record that says
-	// its write did not finish, for the workload's next write, rather than
-	// one that looks committed while its files are gone. Nothing to take
-	// back afterwards (see takeBack): deletes cannot be undone.
-	if plan.Record == nil && rec.canonical != nil && len(pending) == 0 && len(deletes)+len(targetDeletes) > 0 {
-		gone := setOf(deletes)
-		for _, t := range targetDeletes {
-			gone[t] = true
+	// A write that creates nothing new but changes or deletes what the
+	// record owns (a removal too) names those paths first, the same way:
+	// cut off half-way (SIGKILL, its deadline, a connection that broke),
+	// it leaves a record that says its write did not finish, for the
+	// workload's next write, rather than one that looks committed while
+	// its files are changed or gone (the campaign's s3 seed 70015). A
+	// record that names an intent already says so.
+	if len(pending) == 0 && rec.canonical != nil {
+		touched := map[string]bool{}
+		for _, op := range slices.Concat(claims, puts) {
+			touched[op.Path] = true
 		}
-		etag, err := s.put(ctx, recPath, withPending(sealRecord(rec.canonical, rec.markers), sortedSet(gone)), recCond)
-		if err != nil {
-			return "write", err
+		for _, p := range deletes {
+			touched[p] = true
 		}
-		recCond = cond{exists: true, etag: etag}
-		w.mu.Lock()
-		w.uploaded = true
-		w.mu.Unlock()
+		if plan.Record == nil {
+			for _, t := range targetDeletes {
+				touched[t] = true
+			}
+		}
+		if len(touched) > 0 {
+			prior, err := snap.readRaw(recPath)
+			if err != nil {
+				return "read", err
+			}
+			etag, err := s.put(ctx, recPath, withPending(sealRecord(rec.canonical, rec.markers), sortedSet(touched)), recCond)
+			if err != nil {
+				return "write", err
+			}
+			recCond = cond{exists: true, etag: etag}
+			w.intent, w.prior = etag, prior
+		}
 	}
 
 	// 0. Claims on the workload's objects, before anything a reader (Flux)
@@ -667,6 +722,9 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	// 2. Files the workload no longer wants, and its markers in
 	// destinations it left (before the commit, which forgets them).
 	deletes = append(deletes, staleMarkers...)
+	if len(deletes) > 0 {
+		w.sent() // a delete cannot be taken back, whatever its answer
+	}
 	if err := s.remove(ctx, deletes); err != nil {
 		return "delete", err
 	}
@@ -688,6 +746,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		return "write", err
 	}
 	for _, t := range targetDeletes {
+		w.sent()
 		if err := s.remove(ctx, []string{t}); err != nil {
 			return "delete", err
 		}

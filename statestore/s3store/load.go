@@ -334,23 +334,50 @@ func loadChanges(workload string, old *statestore.Record, plan statestore.Plan) 
 	return out
 }
 
-// announce adds (or widens) this Apply's pending change in the summary of
+// loadState is what one write, or one batch of writes (ApplyAll),
+// announced in load summaries, and what its writes committed. A batch
+// announces the changes of all its updates at once, before any of them
+// writes, and settles them at once after the last: its writes of different
+// workloads then do not take turns on the summaries they all change.
+type loadState struct {
+	// nonce names the pending changes in summaries.
+	nonce string
+	// mu guards what follows; announcing holds it throughout, so that
+	// the writes of a batch widen one announcement in turn.
+	mu        sync.Mutex
+	announced map[string]map[string][]string // by destination and workload (see announce)
+	sums      map[string]writtenSummary      // as announce wrote them
+	// done holds, by workload, the record a write committed (nil: the
+	// workload was removed).
+	done map[string]*statestore.Record
+}
+
+func newLoadState() *loadState {
+	return &loadState{nonce: nonce(), announced: map[string]map[string][]string{}, sums: map[string]writtenSummary{}, done: map[string]*statestore.Record{}}
+}
+
+// committed notes that workload's write committed rec.
+func (ls *loadState) committed(workload string, rec *statestore.Record) {
+	ls.mu.Lock()
+	ls.done[workload] = rec
+	ls.mu.Unlock()
+}
+
+// announce adds (or widens) the pending change of ls in the summary of
 // each destination of changes, before any index entry is written: from
 // then until settle, readers count the names it gives from the records. A
 // missing summary is created from a listing of the destination's entries,
 // conditionally on its still being missing (a writer that keeps summaries
 // creates one before it changes an entry, so the listing misses none of
 // theirs).
-func (s *Store) announce(ctx context.Context, st *write, changes map[string]map[string][]string) error {
-	if st.announced == nil {
-		st.announced = map[string]map[string][]string{}
-		st.sums = map[string]writtenSummary{}
-	}
+func (s *Store) announce(ctx context.Context, ls *loadState, changes map[string]map[string][]string) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	want := map[string]map[string][]string{}
 	for d, byW := range changes {
 		merged := map[string][]string{}
 		grew := false
-		for w, names := range st.announced[d] {
+		for w, names := range ls.announced[d] {
 			merged[w] = names
 		}
 		for w, names := range byW {
@@ -371,13 +398,13 @@ func (s *Store) announce(ctx context.Context, st *write, changes map[string]map[
 	for d, change := range want {
 		jobs = append(jobs, func(ctx context.Context) error {
 			l, etag, err := s.updateLoad(ctx, d, func(l *loadSummary) error {
-				l.Pending[st.nonce] = change
+				l.Pending[ls.nonce] = change
 				return nil
 			})
 			if err == nil {
 				mu.Lock()
-				st.announced[d] = change
-				st.sums[d] = writtenSummary{l, etag}
+				ls.announced[d] = change
+				ls.sums[d] = writtenSummary{l, etag}
 				mu.Unlock()
 			}
 			return err
@@ -386,20 +413,22 @@ func (s *Store) announce(ctx context.Context, st *write, changes map[string]map[
 	return writeAll(ctx, s.cfg.Concurrency, jobs)
 }
 
-// settle folds this Apply's pending changes into the summaries: each
+// settle folds the pending changes of ls into the summaries: each
 // announced name is set from its workload's record as it is now (read
 // after the summary, whoever committed it), and the announcement is
-// removed. When the summary is still the version the announcement wrote
-// and the change is the workload's own, and it committed, its own record
-// is the one there: any later commit that changes the workload's entries
-// there announces first, which would have changed the summary; so the
-// fold is then written without reading anything. It is best effort: a
-// change left pending (this writer died, or the summary kept changing) is
-// still counted right, from the records, by every reader; it costs each
-// reader one GET of the record, and stays, since only the Apply that made
-// an announcement settles it.
-func (s *Store) settle(ctx context.Context, st *write) {
-	if len(st.announced) == 0 {
+// removed. When the summary is still the version the announcement wrote,
+// and every workload of the change had its write committed, their records
+// are the ones committed: any later commit that changes those entries
+// announces first, which would have changed the summary; so the fold is
+// then written without reading anything. It is best effort: a change left
+// pending (this writer died, or the summary kept changing) is still
+// counted right, from the records, by every reader; it costs each reader
+// one GET per workload of the change, and stays, since only the write that
+// made an announcement settles it.
+func (s *Store) settle(ctx context.Context, ls *loadState) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if len(ls.announced) == 0 {
 		return
 	}
 	fold := func(l *loadSummary, d string, change map[string][]string, rec func(w string) (*statestore.Record, error)) error {
@@ -417,29 +446,46 @@ func (s *Store) settle(ctx context.Context, st *write) {
 				}
 			}
 		}
-		delete(l.Pending, st.nonce)
+		delete(l.Pending, ls.nonce)
 		return nil
 	}
-	jobs := make([]func(context.Context) error, 0, len(st.announced))
-	for d, change := range st.announced {
+	allDone := func(change map[string][]string) bool {
+		for w := range change {
+			if _, ok := ls.done[w]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	var mu sync.Mutex
+	jobs := make([]func(context.Context) error, 0, len(ls.announced))
+	for d, change := range ls.announced {
 		jobs = append(jobs, func(ctx context.Context) error {
-			if a, ok := st.sums[d]; ok && st.committed && len(change) == 1 && change[st.u.Workload] != nil {
+			if a, ok := ls.sums[d]; ok && allDone(change) {
 				l := a.l.clone()
-				_ = fold(l, d, change, func(string) (*statestore.Record, error) { return st.done, nil })
+				_ = fold(l, d, change, func(w string) (*statestore.Record, error) { return ls.done[w], nil })
 				_, err := s.put(ctx, loadPath(d), l.encode(), cond{exists: true, etag: a.etag})
 				if !errors.Is(err, errChanged) {
+					if err == nil {
+						mu.Lock()
+						delete(ls.announced, d)
+						mu.Unlock()
+					}
 					return err
 				}
 			}
 			_, _, err := s.updateLoad(ctx, d, func(l *loadSummary) error {
 				return fold(l, d, change, func(w string) (*statestore.Record, error) { return s.currentRecord(ctx, w) })
 			})
+			if err == nil {
+				mu.Lock()
+				delete(ls.announced, d)
+				mu.Unlock()
+			}
 			return err
 		})
 	}
-	if writeAll(ctx, s.cfg.Concurrency, jobs) == nil {
-		st.announced = nil
-	}
+	_ = writeAll(ctx, s.cfg.Concurrency, jobs)
 }
 
 // writtenSummary is a summary as an Apply wrote it, with its new ETag.

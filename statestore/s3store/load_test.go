@@ -233,3 +233,70 @@ func TestLoadSummariesMigrate(t *testing.T) {
 		t.Fatalf("counting from summaries: requests %v, want one GET per destination and no listing", n)
 	}
 }
+
+// A batch (ApplyAll, as render drain writes one) that moves 24 resources
+// from one destination to two others announces its changes in each load
+// summary once before its writes and settles them once after: each of the
+// three summaries is written twice, not twice per resource; the writes
+// land side by side, the load read from the summaries equals the index,
+// and nothing is left pending.
+func TestBatchAnnouncesOnce(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "batchload"))
+	s := open(t, cfg)
+	var moves []statestore.Update
+	for i := range 24 {
+		u := flavouredUpdate("team", fmt.Sprintf("r%02d", i), "dev", "", 1)
+		applyOK(t, s, u)
+		recs, err := open(t, cfg).Snapshot(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := recs.ReadFile(statestore.RecordPath(u.Workload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		basis, err := statestore.DecodeRecord(statestore.RecordPath(u.Workload), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mv := flavouredUpdate("team", fmt.Sprintf("r%02d", i), loadDests[1+i%2], "", 1)
+		mv.Basis = &statestore.Basis{Record: &basis}
+		moves = append(moves, mv)
+	}
+	cnt := newCounter()
+	wcfg := cfg
+	wcfg.Transport = cnt
+	w := open(t, wcfg)
+	if _, err := w.Snapshot(testCtx(t)); err != nil { // a drain's view
+		t.Fatal(err)
+	}
+	res, err := w.ApplyAll(testCtx(t), moves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts != len(moves) {
+		t.Errorf("%d attempts for %d moves: some lost a race", res.Attempts, len(moves))
+	}
+	_, puts := cnt.take()
+	summaries := map[string]int{}
+	for _, p := range puts {
+		if strings.HasPrefix(p, loadDir+"/") {
+			summaries[p]++
+		}
+	}
+	if want := map[string]int{loadPath("dev"): 2, loadPath("dest-1"): 2, loadPath("dest-2"): 2}; !maps.Equal(summaries, want) {
+		t.Errorf("load summary writes %v, want %v", summaries, want)
+	}
+	s = open(t, cfg)
+	want := indexLoad(t, s)
+	if len(want["dev"]) > 0 || want["dest-1"]["_"] != 12 || want["dest-2"]["_"] != 12 {
+		t.Fatalf("after the moves the index holds %v", want)
+	}
+	sameLoad(t, "after the batch", summaryLoad(t, s), want)
+	for _, d := range loadDests {
+		if p := pendingIn(t, s, d); len(p) > 0 {
+			t.Errorf("summary of %s: changes left pending: %v", d, p)
+		}
+	}
+}

@@ -229,13 +229,15 @@ func TestRequestCounts(t *testing.T) {
 	run := func(u statestore.Update) statestore.Result { return applyOK(t, open(t, cfg), u) }
 
 	// First render: four LISTs (the folders of the record, the files, the
-	// marker and the placement index's marker, all empty) and one of the
-	// records (a store without the index is migrated to it by its first
-	// write: here there is nothing to migrate), then 50 files, the index
-	// marker, the record (twice: first its intent, naming the files the
-	// write is about to create, then the commit) and the workload's marker,
-	// and one DELETE of the destination's old-format marker (no record said
-	// it is gone). No GET: there is no record and the marker is new.
+	// marker and the placement index's marker, all empty), then, the index
+	// marker missing, one of the records folder (a store without the index
+	// is migrated to it before its first write plans: here there is no
+	// record, nothing to migrate, and the index marker is written), then
+	// 50 files, the record (twice: first its intent, naming
+	// the files the write is about to create, then the commit) and the
+	// workload's marker, and one DELETE of the destination's old-format
+	// marker (no record said it is gone). No GET: there is no record and
+	// the marker is new.
 	markerPath := MarkerPath("dev", "promise/p/configure")
 	res := run(render(50, nil))
 	n, puts := cnt.take()
@@ -269,12 +271,13 @@ func TestRequestCounts(t *testing.T) {
 	wantCounts(t, "unchanged render, no region", n, map[string]int{"LOCATION": 1, "LIST": 4, "GET": 2})
 
 	// One file changed (same size: ETag, not size, tells): exactly one PUT
-	// for it, one for the record (the commit, which always moves) and one
-	// for the marker. The marker is not read: the destination changed.
+	// for it, two for the record (the intent, naming the file about to
+	// change, and the commit, which always moves) and one for the marker.
+	// The marker is not read: the destination changed.
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "kind: ConfigMap\nmetadata:\n  name: F07\n"}))
 	n, puts = cnt.take()
-	wantCounts(t, "one changed file", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 3})
-	if want := []string{".render/workloads/promise/p/configure.json", markerPath, "dev/p/f07.yaml"}; !reflect.DeepEqual(puts, want) {
+	wantCounts(t, "one changed file", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 4})
+	if want := []string{".render/workloads/promise/p/configure.json", ".render/workloads/promise/p/configure.json", markerPath, "dev/p/f07.yaml"}; !reflect.DeepEqual(puts, want) {
 		t.Fatalf("one changed file: puts %v, want %v", puts, want)
 	}
 	if !reflect.DeepEqual(res.Changed, []string{"dev/p/f07.yaml"}) || len(res.Added)+len(res.Deleted) != 0 {
@@ -282,11 +285,12 @@ func TestRequestCounts(t *testing.T) {
 	}
 	checkMarker(t, m, bucket, "dev")
 
-	// One file removed: one batch DELETE, the record and the marker.
+	// Two files removed: the record's intent naming them, one batch
+	// DELETE, the record and the marker.
 	res = run(render(50, map[string]string{"dev/p/f07.yaml": "", "dev/p/f08.yaml": ""}))
 	n, puts = cnt.take()
-	wantCounts(t, "two removed files", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 2, "DELETE": 1})
-	if want := []string{".render/workloads/promise/p/configure.json", markerPath}; !reflect.DeepEqual(puts, want) {
+	wantCounts(t, "two removed files", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 3, "DELETE": 1})
+	if want := []string{".render/workloads/promise/p/configure.json", ".render/workloads/promise/p/configure.json", markerPath}; !reflect.DeepEqual(puts, want) {
 		t.Fatalf("removed file: puts %v", puts)
 	}
 	if !reflect.DeepEqual(res.Deleted, []string{"dev/p/f07.yaml", "dev/p/f08.yaml"}) {
@@ -343,13 +347,15 @@ func TestWriteStartsFromSnapshot(t *testing.T) {
 		statestore.Prefetch(snap, statestore.UpdateHint(u))
 	}
 
-	// Unchanged: the write lists only the marker's folder, which the
+	// Unchanged: the snapshot lists the folders of the files and of the
+	// index marker and reads the record, alone in its folder, with one GET
+	// (no listing); the write lists only the marker's folder, which the
 	// snapshot did not look at, and reads the marker (is it current?).
 	s := open(t, cfg)
 	cnt.take()
 	read(s, render(50, nil))
 	n, _ := cnt.take()
-	wantCounts(t, "snapshot", n, map[string]int{"HEAD": 1, "LIST": 3, "GET": 1})
+	wantCounts(t, "snapshot", n, map[string]int{"HEAD": 1, "LIST": 2, "GET": 1})
 	if res := applyOK(t, s, render(50, nil)); res.Updated {
 		t.Fatalf("unchanged render reported an update: %+v", res)
 	}
@@ -439,7 +445,7 @@ func TestMultipartNotReuploaded(t *testing.T) {
 	// A different size is a change, known without reading.
 	run(render(5, map[string]string{"dev/p/f03.yaml": "kind: ConfigMap\n"}))
 	n, puts = cnt.take()
-	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 3})
+	wantCounts(t, "multipart object changed", n, map[string]int{"LIST": 4, "GET": 1, "PUT": 4})
 	if !slices.Contains(puts, "dev/p/f03.yaml") {
 		t.Fatalf("puts %v", puts)
 	}

@@ -89,7 +89,9 @@ func storedPending(stored []byte) []string {
 	if json.Unmarshal(stored, &probe) != nil {
 		return nil
 	}
-	return probe.Pending
+	// A write before the index marker was made apart from plans could
+	// name it (see ensureIndexed): it is nobody's.
+	return slices.DeleteFunc(probe.Pending, func(p string) bool { return p == statestore.IndexMarker })
 }
 
 // absorbPending returns a stored record with its pending paths among its
@@ -104,6 +106,7 @@ func absorbPending(stored []byte) []byte {
 	if json.Unmarshal(probe[pendingField], &pending) != nil {
 		return stored
 	}
+	pending = slices.DeleteFunc(pending, func(p string) bool { return p == statestore.IndexMarker })
 	_ = json.Unmarshal(probe["files"], &files)
 	set := setOf(files)
 	for _, p := range pending {

@@ -14,15 +14,17 @@
 // it touches, never with the bucket.
 //
 // S3 has no transactions: each workload's record object is its lock. A
-// commit first names in the record what it is about to create that the
-// record does not own yet (its intent, conditioned on the record's ETag:
-// a write that dies leaves those files owned, for the workload's next
-// write to delete), writes again any such file listed already with the
-// wanted bytes (never trusting a write that did not commit), then uploads
-// claims, files and parts, each conditioned on the ETag it was listed with, deletes what the workload no longer wants, rebuilds
-// aggregated files, then writes the record conditioned on the ETag it was
-// planned against (a random revision in it makes every commit move the
-// ETag; a removed workload's record becomes a tombstone). A failed
+// commit first names in the record what it is about to create, change or
+// delete (its intent, conditioned on the record's ETag: a write that dies
+// leaves a record that says so, and the files it created owned, for the
+// workload's next write to finish), writes again any file the record does
+// not own yet that is listed already with the wanted bytes (never trusting
+// a write that did not commit), then uploads claims, files and parts, each
+// conditioned on the ETag it was listed with, deletes what the workload no
+// longer wants, rebuilds aggregated files, then writes the record
+// conditioned on the ETag it was planned against (a random revision in it
+// makes every commit move the ETag; a removed workload's record becomes a
+// tombstone). A failed
 // precondition is a lost race, which statestore.Write answers by planning
 // again on a fresh listing; a write that has written anything ends only
 // with a successful commit of the record, or fails. Last, the workload's
@@ -31,7 +33,12 @@
 // whole render from one under way (VerifyDestination). A load summary per
 // destination (.render/load/) counts its placed resources for the spread
 // strategy, kept exact by announcing a change before making it and
-// settling it after, whatever the outcome.
+// settling it after, whatever the outcome. The placement index's marker is
+// made by a step of its own before a write plans (ensureIndexed), never by
+// a plan: writers of different workloads share no object whose newest
+// version they need, but the load summaries. ApplyAll writes a batch's
+// updates side by side, with one announcement in the load summaries for
+// all of them.
 //
 // Errors are *statestore.StoreError naming the store and its bucket. An
 // unreachable endpoint (connection errors, 5xx, throttling) is retried with
@@ -205,7 +212,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s.client, s.owned = client, owned
 	s.Writer = statestore.Writer{
-		Backend: backend{s},
+		Backend: backend{s: s},
 		Policy:  statestore.RetryPolicy{Limit: retryLimit, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline},
 	}
 	return s, nil

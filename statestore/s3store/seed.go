@@ -22,8 +22,8 @@ import (
 func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 	ctx = s.Policy.Context(ctx)
 	s.keepView(nil)
-	files := map[string][]byte{}              // shared files (canaries, the index marker) once
-	entries := map[string]map[string]string{} // resource index entries, by destination
+	files := map[string][]byte{statestore.IndexMarker: statestore.IndexMarkerData()} // shared files (canaries, the index marker) once
+	entries := map[string]map[string]string{}                                        // resource index entries, by destination
 	put := func(p string, data []byte) { files[p] = data }
 	for _, u := range us {
 		err := statestore.ValidateUpdate(u)

@@ -45,7 +45,12 @@ type snapshot struct {
 	objs  map[string]object // every object a listing showed, by path relative to the store
 	deep  []string          // folders listed recursively in full ("" is the whole store)
 	spans map[string][]span // per folder ("" is the store's root): name ranges listed in full
-	cache map[string][]byte
+	// points are paths a GET alone answered about (see readPoints).
+	points map[string]bool
+	// verdict is what the snapshot found out about the placement index
+	// (see indexVerdict).
+	verdict int
+	cache   map[string][]byte
 	// load holds the counts of the destinations whose load was read, by
 	// flavour folder (see SummaryLoad).
 	load map[string]map[string]int
@@ -65,7 +70,7 @@ func (sp span) holds(name string) bool {
 var _ statestore.Snapshot = (*snapshot)(nil)
 
 func (s *Store) newSnapshot(ctx context.Context) *snapshot {
-	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, cache: map[string][]byte{}, load: map[string]map[string]int{}}
+	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, points: map[string]bool{}, cache: map[string][]byte{}, load: map[string]map[string]int{}}
 }
 
 func (s *Store) emptySnapshot(ctx context.Context) *snapshot {
@@ -91,6 +96,7 @@ func (sn *snapshot) fork(ctx context.Context) *snapshot {
 		return nil
 	}
 	out := sn.s.newSnapshot(ctx)
+	out.verdict = sn.verdict
 	for _, d := range sn.deep {
 		if !strings.HasPrefix(d+"/", aggregatePrefix) && !strings.HasPrefix(aggregatePrefix, d+"/") && d != "" {
 			out.deep = append(out.deep, d)
@@ -99,6 +105,11 @@ func (sn *snapshot) fork(ctx context.Context) *snapshot {
 	for dir, sps := range sn.spans {
 		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
 			out.spans[dir] = slices.Clone(sps)
+		}
+	}
+	for p := range sn.points {
+		if !strings.HasPrefix(p, aggregatePrefix) {
+			out.points[p] = true
 		}
 	}
 	for p, o := range sn.objs {
@@ -165,6 +176,9 @@ func (sn *snapshot) covered(p string) bool {
 			return true
 		}
 	}
+	if sn.points[p] {
+		return true
+	}
 	dir, name := folder(p)
 	for _, sp := range sn.spans[dir] {
 		if sp.holds(name) {
@@ -172,6 +186,68 @@ func (sn *snapshot) covered(p string) bool {
 		}
 	}
 	return false
+}
+
+// pointReads splits h's reads into those read by a GET alone (see
+// Prefetch) and the others.
+func (sn *snapshot) pointReads(h statestore.Hint) (points, rest []string) {
+	if sn.empty {
+		return nil, h.Reads
+	}
+	perDir := map[string]int{}
+	for _, list := range [][]string{h.Paths, h.Reads} {
+		for _, p := range list {
+			d, _ := folder(p)
+			perDir[d]++
+		}
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	for _, p := range h.Reads {
+		d, _ := folder(p)
+		under := strings.HasPrefix(p, aggregatePrefix) // parts: only after their file (see lookAll)
+		for _, dir := range h.Dirs {
+			under = under || underDir(p, strings.Trim(dir, "/"))
+		}
+		if perDir[d] == 1 && !under && !sn.covered(p) {
+			points = append(points, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	return points, rest
+}
+
+// readPoints reads each of paths with one GET, in parallel: what the
+// snapshot then knows of each (it exists in the version read, with that
+// content, or it does not exist) is its answer about the path, as a
+// listing's would be.
+func (sn *snapshot) readPoints(ctx context.Context, paths []string) error {
+	jobs := make([]func(context.Context) error, 0, len(paths))
+	for _, p := range paths {
+		jobs = append(jobs, func(ctx context.Context) error {
+			data, etag, err := sn.s.getObject(ctx, p)
+			exists := err == nil
+			if errors.Is(err, errNoKey) {
+				err = nil
+			}
+			if err != nil {
+				return err
+			}
+			sn.mu.Lock()
+			defer sn.mu.Unlock()
+			if sn.covered(p) {
+				return nil // a listing answered first
+			}
+			if exists {
+				o := object{etag: etag, size: int64(len(data)), tomb: isTombstone(p, int64(len(data)))}
+				sn.objs[p], sn.cache[p] = o, data
+			}
+			sn.points[p] = true
+			return nil
+		})
+	}
+	return parallel(ctx, sn.s.cfg.Concurrency, jobs)
 }
 
 // lookup returns p's listed object, listing first if no listing has shown
@@ -213,19 +289,28 @@ func (sn *snapshot) need(paths []string) error {
 
 // listRange lists folder dir, delimited, from just before names[0] until
 // it has seen every name of names (sorted) or the folder's end: one request
-// unless more than 1,000 other names lie between the first and the last.
+// while the names are close together (a workload's own folder), which
+// render's own layouts make the common case. In a folder where the names
+// asked for lie far apart among other workloads' (the claims of a
+// workload's 20 objects among the claims of 10,000 workloads), listing
+// the whole range between them would list the folder, about 90 µs of
+// MinIO's CPU per key: once a page of the listing showed far more other
+// names than wanted ones, the rest are looked up by short listings that
+// each start just before a wanted name (skipScan).
 func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) error {
-	base := sn.s.listPrefix()
-	pre := base
-	if dir != "" {
-		pre += dir + "/"
-	}
+	pre := sn.folderPrefix(dir)
 	last := names[len(names)-1]
 	fetchOwner := false
-	return sn.s.retry(ctx, func() error {
-		opts := minio.ListObjectsOptions{Prefix: pre, StartAfter: before(pre, names[0]), FetchOwner: &fetchOwner}
+	var rest []string
+	err := sn.s.retry(ctx, func() error {
+		rest = nil
+		// A page of a few names more than asked for: the server lists a
+		// whole page however early the client stops reading it.
+		page := min(listPage, sparse*len(names)+skipPage)
+		opts := minio.ListObjectsOptions{Prefix: pre, StartAfter: before(pre, names[0]), MaxKeys: page, FetchOwner: &fetchOwner}
 		found := map[string]object{}
 		sp := span{after: strings.TrimPrefix(opts.StartAfter, pre), toEnd: true}
+		keys, wanted := 0, 0
 		for o := range sn.s.client.ListObjectsIter(ctx, sn.s.cfg.Bucket, opts) {
 			if o.Err != nil {
 				return o.Err
@@ -241,22 +326,125 @@ func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) e
 				sp = span{after: sp.after, last: name}
 				break
 			}
+			keys++
+			for wanted < len(names) && names[wanted] <= name {
+				wanted++
+			}
+			if keys%page == 0 && wanted*sparse < keys {
+				// A full page, and most of it other workloads' names.
+				sp = span{after: sp.after, last: name}
+				rest = names[wanted:]
+				break
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return err // the listing stopped early: it proves nothing
 		}
-		sn.mu.Lock()
-		defer sn.mu.Unlock()
-		for name, o := range found {
-			p := name
-			if dir != "" {
-				p = dir + "/" + name
-			}
-			sn.add(p, o)
-		}
-		sn.spans[dir] = append(sn.spans[dir], sp)
+		sn.addSpan(dir, found, sp)
 		return nil
 	})
+	if err != nil || len(rest) == 0 {
+		return err
+	}
+	return sn.skipScan(ctx, dir, rest)
+}
+
+// listPage is the largest page of a listing (S3's default and maximum),
+// and sparse how many other names per wanted one make a folder's names
+// sparse.
+const (
+	listPage = 1000
+	sparse   = 8
+)
+
+// skipPage is the size of skipScan's listings: a few names past the one
+// wanted, in case the next wanted name is among them.
+const skipPage = 32
+
+// skipScan looks up names (sorted) in folder dir by short listings, each
+// from just before the first name no listing has covered yet, in a few
+// runs side by side.
+func (sn *snapshot) skipScan(ctx context.Context, dir string, names []string) error {
+	runs := min(len(names), max(sn.s.cfg.Concurrency/2, 1))
+	jobs := make([]func(context.Context) error, 0, runs)
+	for i := range runs {
+		part := names[i*len(names)/runs : (i+1)*len(names)/runs]
+		jobs = append(jobs, func(ctx context.Context) error {
+			for len(part) > 0 {
+				last, err := sn.listShort(ctx, dir, part[0])
+				if err != nil {
+					return err
+				}
+				if last == "" {
+					return nil // the folder's end
+				}
+				for len(part) > 0 && part[0] <= last {
+					part = part[1:]
+				}
+			}
+			return nil
+		})
+	}
+	return parallel(ctx, sn.s.cfg.Concurrency, jobs)
+}
+
+// listShort lists at most skipPage names of folder dir from just before
+// name, and returns the last name it saw ("" when it reached the folder's
+// end).
+func (sn *snapshot) listShort(ctx context.Context, dir, name string) (string, error) {
+	pre := sn.folderPrefix(dir)
+	fetchOwner := false
+	var last string
+	err := sn.s.retry(ctx, func() error {
+		opts := minio.ListObjectsOptions{Prefix: pre, StartAfter: before(pre, name), MaxKeys: skipPage, FetchOwner: &fetchOwner}
+		found := map[string]object{}
+		sp := span{after: strings.TrimPrefix(opts.StartAfter, pre), toEnd: true}
+		n := 0
+		last = ""
+		for o := range sn.s.client.ListObjectsIter(ctx, sn.s.cfg.Bucket, opts) {
+			if o.Err != nil {
+				return o.Err
+			}
+			k := strings.TrimPrefix(o.Key, pre)
+			if k != "" && !strings.HasSuffix(k, "/") {
+				found[k] = object{etag: trimETag(o.ETag), size: o.Size}
+			}
+			if n++; n == skipPage {
+				sp, last = span{after: sp.after, last: k}, k
+				break
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sn.addSpan(dir, found, sp)
+		return nil
+	})
+	return last, err
+}
+
+// folderPrefix is the key prefix of folder dir's objects.
+func (sn *snapshot) folderPrefix(dir string) string {
+	pre := sn.s.listPrefix()
+	if dir != "" {
+		pre += dir + "/"
+	}
+	return pre
+}
+
+// addSpan records what a listing of folder dir showed: found, by name,
+// and the range sp it covered.
+func (sn *snapshot) addSpan(dir string, found map[string]object, sp span) {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	for name, o := range found {
+		p := name
+		if dir != "" {
+			p = dir + "/" + name
+		}
+		sn.add(p, o)
+	}
+	sn.spans[dir] = append(sn.spans[dir], sp)
 }
 
 // before returns a key that sorts just before key, for a listing's
@@ -437,13 +625,22 @@ func (sn *snapshot) prefetch(paths []string) error {
 // (see statestore.Hint), reads h.Reads, and counts the load on h.Load
 // (see SummaryLoad), all at once, so that the lookups that follow cost
 // nothing more.
+//
+// A read that is the only path h names in its folder (a workload's
+// record, in a folder of its own) is not listed: one GET says whether it
+// exists and what it holds, where a listing and a GET would be two
+// requests (see readPoints).
 func (sn *snapshot) Prefetch(h statestore.Hint) error {
-	paths := append(append([]string(nil), h.Paths...), h.Reads...)
-	jobs := []func(context.Context) error{func(context.Context) error {
+	points, reads := sn.pointReads(h)
+	paths := append(append([]string(nil), h.Paths...), reads...)
+	jobs := []func(context.Context) error{func(ctx context.Context) error {
+		if err := sn.readPoints(ctx, points); err != nil {
+			return err
+		}
 		if err := sn.lookAll(paths, h.Dirs); err != nil {
 			return err
 		}
-		return sn.prefetch(h.Reads)
+		return sn.prefetch(reads)
 	}}
 	if len(h.Load) > 0 && !sn.empty {
 		jobs = append(jobs, func(context.Context) error { return sn.fetchLoad(h.Load) })

@@ -1,0 +1,263 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// twoStores is a world with destination near in store default (w.repo)
+// and far in store far, and resource r1 placed on near.
+func twoStores(t *testing.T) (w *world, far string, r1 *workflow) {
+	t.Helper()
+	w = newWorld(t)
+	far = filepath.Join(w.root, "far.git")
+	w.file("platform/far.yaml", gitStore("far", "file://"+far))
+	w.file("platform/destinations.yaml", docs(dest("near", map[string]string{"pool": "a"}), dest("far", map[string]string{"pool": "a"}, "store=far", "unschedulable: true")))
+	r1 = w.workflow("r1").setOutput(map[string]string{"db.yaml": objNamed("ConfigMap", "r1"), "svc/svc.yaml": objNamed("Service", "r1")})
+	r1.setSelectors("- matchLabels: {pool: a}\n")
+	r1.mustRun(0, resourceEnv("pg", "team", "r1", "configure"))
+	// near is cordoned now, far open.
+	w.file("platform/destinations.yaml", docs(dest("near", map[string]string{"pool": "a"}, "unschedulable: true"), dest("far", map[string]string{"pool": "a"}, "store=far")))
+	return w, far, r1
+}
+
+// where lists the stores and destinations holding r1's files.
+func where(t *testing.T, repos map[string]string) []string {
+	t.Helper()
+	var out []string
+	for name, repo := range repos {
+		if branchTip(t, repo) == "" {
+			continue
+		}
+		for _, d := range placedOn(t, repoTree(t, repo), "team", "pg", "r1") {
+			out = append(out, name+":"+d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// placementsIn is what the store's record of r1 says, "" without one.
+func placementsIn(t *testing.T, repo string) string {
+	t.Helper()
+	if branchTip(t, repo) == "" {
+		return ""
+	}
+	data, ok := repoTree(t, repo)["clusters/.render/workloads/resource/team/pg/r1/configure.json"]
+	if !ok {
+		return ""
+	}
+	var rec struct {
+		Placements []struct {
+			Group        string
+			Destinations []string
+		}
+	}
+	if err := json.Unmarshal([]byte(data), &rec); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(rec.Placements)
+}
+
+// lockBranch holds the branch of a local repository with a lock file
+// whose owner render cannot check (git's own kind), so its writes fail
+// within a short retry deadline; the returned func lets go.
+func lockBranch(t *testing.T, repo string) func() {
+	t.Helper()
+	if _, err := os.Stat(repo); os.IsNotExist(err) {
+		if out, err := exec.Command("git", "init", "--bare", "--quiet", "--initial-branch=main", repo).CombinedOutput(); err != nil {
+			t.Fatalf("git init --bare: %v\n%s", err, out)
+		}
+	}
+	lock := filepath.Join(repo, "refs", "heads", "main.lock")
+	if err := os.WriteFile(lock, []byte("0123456789012345678901234567890123456789\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func() { os.Remove(lock) }
+}
+
+// A drain from a destination of one store to a destination of another
+// ends with the workload in exactly one place, its records in both
+// stores agreeing, and later renders keeping it there. Before, the first
+// attempt's copy of the record shared its objects with the drained
+// store's basis, so the drained store's write was refused as stale; the
+// retry then picked one of the workload's two records at random and
+// could find nothing to move ("0 groups moved", files in both stores),
+// and the report called the store it had written "up to date".
+func TestDrainAcrossStores(t *testing.T) {
+	w, far, r1 := twoStores(t)
+	repos := map[string]string{"default": w.repo, "far": far}
+	r := run(t, nil, "drain", "near", "--platform", w.platform, "--allow-mass-deletion")
+	if r.code != 0 || !strings.Contains(r.out, "drain near: 1 groups moved") || !strings.Contains(r.out, "moved resource/team/pg/r1/configure group .: near -> far (2 files)") {
+		t.Fatalf("want exit 0 and the move reported, got %s", r)
+	}
+	for _, s := range []string{"GitStateStore/default: wrote", "GitStateStore/far: wrote"} {
+		if !strings.Contains(r.out, s) {
+			t.Errorf("report lacks %q:\n%s", s, r.out)
+		}
+	}
+	if got := where(t, repos); fmt.Sprint(got) != "[far:far]" {
+		t.Fatalf("r1 is on %v after the drain, want [far:far]", got)
+	}
+	if p := placementsIn(t, w.repo); p != "" {
+		t.Errorf("the drained store keeps a record of r1: %s", p)
+	}
+	if p := placementsIn(t, far); p != "[{. [far]}]" {
+		t.Errorf("far's record of r1: %s", p)
+	}
+	if n := len(underPrefix(repoTree(t, far), "clusters/.render/objects/")); n != 2 {
+		t.Errorf("far holds %d claims, want r1's 2 objects", n)
+	}
+	// Renders keep it where it went, and a second drain has nothing to do.
+	r1.mustRun(0, resourceEnv("pg", "team", "r1", "configure"))
+	if got := where(t, repos); fmt.Sprint(got) != "[far:far]" {
+		t.Fatalf("r1 is on %v after a render, want [far:far]", got)
+	}
+	if again := run(t, nil, "drain", "near", "--platform", w.platform); again.code != 0 || !strings.Contains(again.out, "0 groups moved") {
+		t.Errorf("second drain: %s", again)
+	}
+}
+
+// The move's two writes come in an order that never leaves the workload
+// nowhere: the store it moves into first, then the drained one. When the
+// first fails, nothing is removed (before, both stores were written at
+// once, and the drained one lost the files the other never got).
+func TestDrainAcrossStoresWritesTheCopyFirst(t *testing.T) {
+	w, far, _ := twoStores(t)
+	repos := map[string]string{"default": w.repo, "far": far}
+	before := branchTip(t, w.repo)
+	unlock := lockBranch(t, far)
+	r := run(t, nil, "drain", "near", "--platform", w.platform, "--allow-mass-deletion", "--retry-deadline", "1s")
+	unlock()
+	if r.code != 1 {
+		t.Fatalf("want exit 1 (far cannot be written), got %s", r)
+	}
+	if branchTip(t, w.repo) != before {
+		t.Error("the drained store was written although the copy failed")
+	}
+	if got := where(t, repos); fmt.Sprint(got) != "[default:near]" {
+		t.Fatalf("r1 is on %v, want [default:near]: nothing moved", got)
+	}
+	for _, s := range []string{"nothing was removed from near", "nothing was moved off near"} {
+		if !strings.Contains(r.errout, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, r.errout)
+		}
+	}
+	if !strings.Contains(r.out, "1 groups to move, none moved (a store failed)") {
+		t.Errorf("the report says something moved:\n%s", r.out)
+	}
+}
+
+// When the removal fails after the copy landed, the drain says it is
+// unfinished (exit 1), and running it again finishes the move: to where
+// the copy is, with nothing written twice.
+func TestDrainAcrossStoresFinishesOnARerun(t *testing.T) {
+	w, far, r1 := twoStores(t)
+	repos := map[string]string{"default": w.repo, "far": far}
+	unlock := lockBranch(t, w.repo)
+	r := run(t, nil, "drain", "near", "--platform", w.platform, "--allow-mass-deletion", "--retry-deadline", "1s")
+	unlock()
+	if r.code != 1 || !strings.Contains(r.errout, "drain near is unfinished") || !strings.Contains(r.errout, "run render drain near again") {
+		t.Fatalf("want exit 1 saying the drain is unfinished, got %s", r)
+	}
+	if got := where(t, repos); fmt.Sprint(got) != "[default:near far:far]" {
+		t.Fatalf("r1 is on %v, want both (copied, not removed)", got)
+	}
+	farTip := branchTip(t, far)
+	// A destination far makes more attractive meanwhile: the re-run still
+	// finishes the move to far, where the copy is.
+	w.file("platform/destinations.yaml", docs(dest("near", map[string]string{"pool": "a"}, "unschedulable: true"), dest("far", map[string]string{"pool": "a"}, "store=far"), dest("aaa", map[string]string{"pool": "a"})))
+	r = run(t, nil, "drain", "near", "--platform", w.platform, "--allow-mass-deletion")
+	if r.code != 0 || !strings.Contains(r.out, "near -> far") {
+		t.Fatalf("the re-run should finish the move to far: %s", r)
+	}
+	if got := where(t, repos); fmt.Sprint(got) != "[far:far]" {
+		t.Fatalf("r1 is on %v after the re-run, want [far:far]", got)
+	}
+	if branchTip(t, far) != farTip {
+		t.Error("the re-run wrote far again, which held the copy already")
+	}
+	r1.mustRun(0, resourceEnv("pg", "team", "r1", "configure"))
+	if got := where(t, repos); fmt.Sprint(got) != "[far:far]" {
+		t.Fatalf("r1 is on %v after a render, want [far:far]", got)
+	}
+}
+
+// "Drained" means empty: a resource Kratix wrote (no render record) on
+// the drained destination is reported as staying, with why and what to do
+// (exit 3), never passed over in silence. Rendered once, it is adopted
+// with its place, and the next drain moves it.
+func TestDrainReportsWhatKratixWrote(t *testing.T) {
+	w := newWorld(t)
+	w.file("platform/promise.yaml", pgPromise)
+	kratixRepo(t, w, map[string]string{
+		"old/dependencies/kratix-canary-namespace.yaml":          kNamespace,
+		"old/resources/kratix-canary-configmap.yaml":             kConfigMap,
+		"old/resources/ns/pg/legacy/configure/5058f/legacy.yaml": objNamed("ConfigMap", "legacy"),
+	})
+	w.file("platform/destinations.yaml", docs(dest("old", map[string]string{"env": "dev", "pool": "a"}, "unschedulable: true"), dest("new", map[string]string{"env": "dev", "pool": "a"})))
+	before := branchTip(t, w.repo)
+	r := run(t, nil, "drain", "old", "--platform", w.platform, "--allow-mass-deletion")
+	if r.code != 3 {
+		t.Fatalf("want exit 3 (what Kratix wrote stays), got %s", r)
+	}
+	for _, want := range []string{"resource/ns/pg/legacy/configure group 5058f could not move", "no render record owns", "render its workflow once", "then drain again"} {
+		if !strings.Contains(r.errout, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.errout)
+		}
+	}
+	if branchTip(t, w.repo) != before {
+		t.Error("the drain wrote although nothing could move")
+	}
+	// Rendered by render, it keeps Kratix's place, with a record...
+	legacy := w.workflow("legacy").setOutput(map[string]string{"legacy.yaml": objNamed("ConfigMap", "legacy")})
+	legacy.setSelectors("- matchLabels: {pool: a}\n")
+	legacy.mustRun(0, resourceEnv("pg", "ns", "legacy", "configure"))
+	if on := placedOn(t, repoTree(t, w.repo), "ns", "pg", "legacy"); fmt.Sprint(on) != "[old]" {
+		t.Fatalf("the adopted resource is on %v, want [old]", on)
+	}
+	// ...and the drain moves it: old is empty.
+	r = run(t, nil, "drain", "old", "--platform", w.platform, "--allow-mass-deletion")
+	if r.code != 0 || !strings.Contains(r.out, "old -> new") {
+		t.Fatalf("want the adopted resource moved, got %s", r)
+	}
+	if left := underPrefix(repoTree(t, w.repo), "clusters/old/resources/"); fmt.Sprint(left) != "[clusters/old/resources/kratix-canary-configmap.yaml]" {
+		t.Errorf("old still holds %v", left)
+	}
+}
+
+// A group whose files would not fit in the destination chosen for it (a
+// path too long for a store) is not moved, and the drain says so, exit 3
+// as for any resource that cannot move. Before, it reported "1 groups
+// moved", then the store's write FAILED (exit 1).
+func TestDrainToAPathTooLong(t *testing.T) {
+	w := newWorld(t)
+	long := strings.Repeat("a", 220) + "/" + strings.Repeat("b", 220) + "/" + strings.Repeat("c", 220) + "/" + strings.Repeat("d", 220) // 883 bytes
+	w.file("platform/destinations.yaml", docs(dest("dev", map[string]string{"pool": "a"}), dest("longpath", map[string]string{"pool": "a"}, "unschedulable: true", "path: "+long)))
+	r1 := w.workflow("r1").setOutput(map[string]string{strings.Repeat("deep/", 20) + "db.yaml": objNamed("ConfigMap", "r1")})
+	r1.setSelectors("- matchLabels: {pool: a}\n")
+	r1.mustRun(0, resourceEnv("pg", "team", "r1", "configure"))
+	w.file("platform/destinations.yaml", docs(dest("dev", map[string]string{"pool": "a"}, "unschedulable: true"), dest("longpath", map[string]string{"pool": "a"}, "path: "+long)))
+	before := branchTip(t, w.repo)
+	r := run(t, nil, "drain", "dev", "--platform", w.platform, "--allow-mass-deletion")
+	if r.code != 3 {
+		t.Fatalf("want exit 3 (r1 cannot move), got %s", r)
+	}
+	if !strings.Contains(r.out, "drain dev: 0 groups moved") || strings.Contains(r.out, "FAILED") {
+		t.Errorf("the report should say nothing moved:\n%s", r.out)
+	}
+	for _, want := range []string{"could not move: its files would not fit in destination longpath", "a whole path, with its folders, holds at most 1024 bytes", "nothing of it was moved"} {
+		if !strings.Contains(r.errout, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.errout)
+		}
+	}
+	if branchTip(t, w.repo) != before {
+		t.Error("the drain wrote")
+	}
+}
