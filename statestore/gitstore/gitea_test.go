@@ -9,8 +9,10 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
@@ -24,7 +26,8 @@ func giteaStore(t *testing.T, g *testenv.GiteaServer, cloneURL, user, password s
 	t.Helper()
 	s, err := gitstore.New(gitstore.Config{
 		Name: "GitStateStore/gitea", URL: cloneURL, Path: "clusters",
-		Auth: &githttp.BasicAuth{Username: user, Password: password},
+		Auth:  &githttp.BasicAuth{Username: user, Password: password},
+		Debug: testDebug(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -139,5 +142,16 @@ func foldHook(t *testing.T, s statestore.Store) {
 	t.Helper()
 	if err := gitstore.FoldPending(context.Background(), s.(*gitstore.Store)); err != nil {
 		t.Fatalf("fold: %v", err)
+	}
+}
+
+// testDebug is a store's debug log for a test: with RENDER_TEST_DEBUG set,
+// every line goes to the test's log (where a slow test spent its time).
+func testDebug(t *testing.T) func(string, ...any) {
+	if os.Getenv("RENDER_TEST_DEBUG") == "" {
+		return nil
+	}
+	return func(msg string, args ...any) {
+		t.Log(append([]any{time.Now().Format("15:04:05.000"), msg}, args...)...)
 	}
 }

@@ -26,16 +26,30 @@ import (
 // request it sees, the stalled leader's too.
 //
 // A turn is what a leader's push may take on this server now: at least
-// stagger, and turnPushes times the slowest push this writer has timed
-// itself. On a loaded server a push takes seconds or minutes (Gitea runs
-// a hook process per ref a push changes), and a waiter that took over while
-// the leader's push was still on its way would only race it: every waiter
-// of a burst did, once, when turns were a fixed second. A turn is at most
-// an eighth of the render's retry budget, so that a request whose writer
-// is gone (killed, or it gave up while the server could not be reached to
-// withdraw it) ahead in the line costs the others a few turns, not their
-// deadline; and a waiter whose deadline is near leads itself rather than
-// give up without a try.
+// stagger, and turnPushes times what the leader's push costs, counted from
+// the slowest push this writer has timed itself (its own first push, or
+// the push of its request). A leader's push carries the deletion of every
+// request it folds, and a server such as Gitea runs a hook process for
+// each ref a push changes (its own push changed one, with a hook run before
+// and after it): so a push that carries n requests counts as 1 + n/turnRefs
+// of this writer's own. On a loaded server a push takes seconds or
+// minutes, and a waiter that took over while the leader's push was still on
+// its way would only race it and double the server's work: at a load
+// average of 40-60, with turns capped by an eighth of the retry budget and
+// counted from a one-ref push, a leader's push carrying 12 requests took
+// 4.5 minutes while its waiters took over at 75s, 150s, ... A turn is at
+// most a quarter of the render's retry budget, so that a request whose
+// writer is gone (killed, or it gave up while the server could not be
+// reached to withdraw it) at the head of the line costs the others one
+// turn, not their deadline: the next in line leads after it and carries
+// every request, the dead writer's too.
+//
+// A waiter never leads only because its own deadline is near: writers of a
+// burst share one deadline, and leading together they would all race the
+// leader's push with pushes as big as its own (at a load average of 50,
+// eight did, and each push then took four minutes). At its deadline a
+// waiter gives up and withdraws its request (see Abandon); if a leader
+// carried it meanwhile, its update landed and it says so.
 //
 // Polls read the server's refs only (no objects), from about 80ms after a
 // lost race, backing off to pollLimit: a writer carried by another's push
@@ -45,13 +59,16 @@ const (
 	patience   = 3 * time.Second
 	stagger    = time.Second
 	turnPushes = 3
+	turnRefs   = 3
 	pollLimit  = 800 * time.Millisecond
 )
 
 // turnTime is how long a waiter gives each leader ahead of it, when the
-// slowest push it timed took slowest and its retry budget is budget.
-func turnTime(slowest, budget time.Duration) time.Duration {
-	return max(stagger, min(turnPushes*slowest, budget/8))
+// slowest push it timed took slowest, waiting requests are in the line
+// (what the leader's push may carry) and its retry budget is budget.
+func turnTime(slowest time.Duration, waiting int, budget time.Duration) time.Duration {
+	push := slowest + slowest*time.Duration(max(waiting, 0))/turnRefs
+	return max(stagger, min(turnPushes*push, budget/4))
 }
 
 // await waits, with cheap reads of the server's refs only, until this
@@ -64,11 +81,8 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 	var seen plumbing.Hash
 	moved := began
 	waiting := -1 // requests seen at the previous poll
-	at, budget := statestore.RetryDeadline(ctx)
-	turn := turnTime(slowest, budget)
-	// Time for one more push of its own: a waiter leads before its
-	// deadline rather than give up without a try.
-	last := at.Add(-max(2*slowest, patience))
+	_, budget := statestore.RetryDeadline(ctx)
+	turn := turnTime(slowest, 0, budget)
 	done := func(gone bool, why string, polls int) {
 		s.debug("wait", "workload", workload, "for", "its request to be carried, or its turn to lead",
 			"outcome", why, "polls", polls, "turn", turn.Round(time.Millisecond).String(),
@@ -97,15 +111,13 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 		}
 		settled := all == waiting || poll >= 4
 		waiting = all
+		turn = turnTime(slowest, all, budget)
 		switch {
 		case ahead == 0 && settled:
 			done(false, "first in line: leads", poll)
 			return false, nil
 		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*turn:
 			done(false, fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
-			return false, nil
-		case statestore.Now(ctx).After(last):
-			done(false, fmt.Sprintf("its retry deadline is near, %d requests ahead: leads", ahead), poll)
 			return false, nil
 		}
 	}

@@ -348,7 +348,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 		t0 := statestore.Now(ctx)
 		h, err := g.s.request(ctx, g.r, g.u, g.mine, g.base)
 		g.slowest = max(g.slowest, statestore.Since(ctx, t0))
-		g.s.debug("push", "workload", g.u.Workload, "attempt", attempt, "refs", "request "+shortRef(g.mine)+" created",
+		g.s.debug("push", "workload", g.u.Workload, "attempt", attempt, "refs", shortRef(g.mine)+" created",
 			"outcome", requestOutcome(err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
 		switch {
 		case err == nil:
@@ -407,7 +407,7 @@ func (g *groupCommitter) Abandon(ctx context.Context, c *statestore.Change, err 
 func describeTurn(t turn, res turnResult) string {
 	var parts []string
 	if res.outcome == turnPublished && res.request != nil {
-		return "request " + shortRef(res.request.Name) + " created"
+		return shortRef(res.request.Name) + " created"
 	}
 	for _, c := range t.main {
 		parts = append(parts, describeCommand(c))
