@@ -52,15 +52,17 @@ import (
 // carried it meanwhile, its update landed and it says so.
 //
 // Polls read the server's refs only (no objects), from about 80ms after a
-// lost race, backing off to pollLimit: a writer carried by another's push
-// sees its request gone within one poll, and N waiters poll the server
-// about N / pollLimit times a second at most.
+// lost race, backing off to pollLimit (and to twice the time the last
+// listing took, on a loaded server: pollPause): a writer carried by
+// another's push sees its request gone within one poll, and N waiters
+// poll the server about N / pollLimit times a second at most.
 const (
-	patience   = 3 * time.Second
-	stagger    = time.Second
-	turnPushes = 3
-	turnRefs   = 3
-	pollLimit  = 800 * time.Millisecond
+	patience    = 3 * time.Second
+	stagger     = time.Second
+	turnPushes  = 3
+	turnRefs    = 3
+	pollLimit   = 800 * time.Millisecond
+	pollSpacing = 2
 )
 
 // turnTime is how long a waiter gives each leader ahead of it, when the
@@ -88,12 +90,15 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 			"outcome", why, "polls", polls, "turn", turn.Round(time.Millisecond).String(),
 			"took", statestore.Since(ctx, began).Round(time.Millisecond).String())
 	}
+	var listed time.Duration // how long the last listing took
 	for poll := 1; ; poll++ {
-		if err := statestore.Pause(ctx, min(poll+1, 6), pollLimit, lost); err != nil {
+		if err := pollPause(ctx, poll, listed, lost); err != nil {
 			done(false, "gave up", poll-1)
 			return false, err
 		}
+		t0 := statestore.Now(ctx)
 		refs, err := r.list(ctx)
+		listed = statestore.Since(ctx, t0)
 		if err != nil {
 			done(false, "error", poll)
 			return false, err
@@ -121,6 +126,24 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 			return false, nil
 		}
 	}
+}
+
+// pollPause waits before poll number poll of a waiter whose last listing
+// of the server's refs took listed: the backoff (see await), and at least
+// pollSpacing times listed, so that a waiter on a loaded server has a
+// listing on its way at most a third of the time (at a load average of 50
+// a listing took 3s, and 14 waiters polling every 800ms kept 14 of them
+// on the server's two cores beside the leader's push). It fails, wrapping
+// cause, when the retry deadline would pass meanwhile.
+func pollPause(ctx context.Context, poll int, listed time.Duration, cause error) error {
+	wait := max(statestore.Backoff(min(poll+1, 6), pollLimit), pollSpacing*listed)
+	if at, budget := statestore.RetryDeadline(ctx); statestore.Now(ctx).Add(wait).After(at) {
+		return fmt.Errorf("%w (%w: gave up after %s, %d polls)", cause, statestore.ErrDeadline, budget, poll-1)
+	}
+	if err := statestore.Sleep(ctx, wait); err != nil {
+		return fmt.Errorf("%w (%w)", cause, err)
+	}
+	return nil
 }
 
 // rank is how many requests in space sort before mine, and how many there
