@@ -47,9 +47,10 @@ func TestGiteaConformance(t *testing.T) {
 		Missing: func(t *testing.T) statestore.Store {
 			return giteaStore(t, g, g.URL()+"/"+g.AdminUser()+"/"+testenv.UniqueName("never-created")+".git", g.AdminUser(), g.AdminPassword())
 		},
-		// The same backend races 64 writers over the SSH transport (real
-		// git receive-pack, no hooks) in the benchmark, and 16 render
-		// processes with every core busy in internal/chaos's
+		// The same backend races 64 writers over the file and SSH
+		// transports (the SSH one with group commit, through real git
+		// receive-pack without hooks), the benchmark 16 and 64 render
+		// processes on Gitea, and 16 render processes with every core busy in internal/chaos's
 		// TestManySidecars/git-http. Here 8 (more writers than cores, so
 		// group commit folds several requests in one push) keep the
 		// suite's time down: Gitea runs three hook processes per push and
