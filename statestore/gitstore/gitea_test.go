@@ -160,3 +160,47 @@ func testDebug(t *testing.T) func(string, ...any) {
 		t.Log(append([]any{time.Now().Format("15:04:05.000"), msg}, args...)...)
 	}
 }
+
+// earlyClock reads the time behind the real one by behind: a retry deadline
+// of a few seconds on it passes, on the real clock, behind earlier, which
+// shortens statestore.Finishing's grace (what a sent push may outlast the
+// deadline by) for a test.
+type earlyClock struct{ behind time.Duration }
+
+func (c earlyClock) Now() time.Time { return time.Now().Add(-c.behind) }
+func (c earlyClock) Sleep(ctx context.Context, d time.Duration) error {
+	return statestore.RealClock{}.Sleep(ctx, d)
+}
+
+// TestSlowPushIsNotARefusal: a request's push that the server has not
+// answered when the retry deadline passes (a loaded server: at a load
+// average of 55 pushes took minutes) fails with the deadline, not as a
+// refusal; called a refusal, it turned group commit off for the store
+// ("group commit is off for this store ... write rejected: unexpected
+// client error ... context deadline exceeded", in the benchmark).
+func TestSlowPushIsNotARefusal(t *testing.T) {
+	g := testenv.Gitea(t)
+	repo := g.CreateRepoInfo(t, "slow-push")
+	seed := giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminPassword())
+	if _, err := seed.Apply(context.Background(), groupUpdate("w/seed", map[string]string{"d1/seed/a.yaml": "seed\n"})); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(g.URL())
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			<-r.Context().Done() // a server that does not answer in time
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	u, _ := url.Parse(repo.CloneURL)
+	s := giteaStore(t, g, proxy.URL+u.Path, g.AdminUser(), g.AdminPassword())
+	ctx := statestore.WithClock(context.Background(), earlyClock{behind: 27 * time.Second})
+	ctx = statestore.WithRetryDeadline(ctx, 2*time.Second)
+	err := gitstore.PublishRequest(ctx, s, groupUpdate("w/slow", map[string]string{"d1/slow/a.yaml": "slow\n"}))
+	if err == nil || errors.Is(err, statestore.ErrRejected) || !errors.Is(err, statestore.ErrDeadline) {
+		t.Fatalf("a push still on its way at the deadline: got %v, want the retry deadline, not a refusal", err)
+	}
+}

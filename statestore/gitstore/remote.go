@@ -259,6 +259,14 @@ func (r *remoteRepo) publishCommands(ctx context.Context, ov *overlay, cmds []*p
 		errors.Is(err, errStale) || errors.Is(err, errNoGroup) || ctx.Err() != nil {
 		return err
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The push was still on its way when the retry deadline (past
+		// which a sent push may not run: statestore.Finishing) passed: the
+		// server was too slow, it did not refuse. Called a refusal, a
+		// request's push cut off so turned group commit off for the
+		// store (at a load average of 55, with pushes taking minutes).
+		return fmt.Errorf("%w (%w: the push was still on its way)", err, statestore.ErrDeadline)
+	}
 	if ferr := r.fetch(ctx); ferr != nil {
 		return fmt.Errorf("%w (and fetching again failed: %v)", err, ferr)
 	}
