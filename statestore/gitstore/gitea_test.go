@@ -187,14 +187,20 @@ func TestSlowPushIsNotARefusal(t *testing.T) {
 	}
 	target, _ := url.Parse(g.URL())
 	rp := httputil.NewSingleHostReverseProxy(target)
+	done := make(chan struct{})
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
-			<-r.Context().Done() // a server that does not answer in time
+			// A server that does not answer in time.
+			select {
+			case <-r.Context().Done():
+			case <-done:
+			}
 			return
 		}
 		rp.ServeHTTP(w, r)
 	}))
 	defer proxy.Close()
+	defer close(done)
 	u, _ := url.Parse(repo.CloneURL)
 	s := giteaStore(t, g, proxy.URL+u.Path, g.AdminUser(), g.AdminPassword())
 	ctx := statestore.WithClock(context.Background(), earlyClock{behind: 27 * time.Second})
