@@ -54,14 +54,16 @@ func fanout(ctx context.Context, b *bench) ([]*Row, error) {
 			}
 		}
 		// Kratix
-		r2, err := b.createRepo("fanout-kratix", true)
-		if err != nil {
-			return nil, err
-		}
-		b.quiesce()
-		dk, err := b.kratixReplay(ctx, r2, tree, filepath.Join(root, fmt.Sprint(run), "kratix"))
-		if err != nil {
-			return nil, err
+		var dk time.Duration
+		if !b.noKratix {
+			r2, err := b.createRepo("fanout-kratix", true)
+			if err != nil {
+				return nil, err
+			}
+			b.quiesce()
+			if dk, err = b.kratixReplay(ctx, r2, tree, filepath.Join(root, fmt.Sprint(run), "kratix")); err != nil {
+				return nil, err
+			}
 		}
 		// floor
 		r3, err := b.createRepo("fanout-floor", true)
@@ -75,19 +77,26 @@ func fanout(ctx context.Context, b *bench) ([]*Row, error) {
 		}
 		b.log("fan-out run %d: render %v, kratix replay %v, floor %v", run+1, p.Wall.Round(time.Millisecond), dk.Round(time.Millisecond), df.Round(time.Millisecond))
 		tRender = append(tRender, ms(p.Wall))
-		tKratix = append(tKratix, ms(dk))
 		tFloor = append(tFloor, ms(df))
-		rKratix = append(rKratix, ms(dk)/ms(p.Wall))
 		rFloor = append(rFloor, ms(p.Wall)/ms(df))
+		if !b.noKratix {
+			tKratix = append(tKratix, ms(dk))
+			rKratix = append(rKratix, ms(dk)/ms(p.Wall))
+		}
 	}
 	rows := []*Row{
 		newRow("", "render (binary, 1 commit)", "ms", tRender),
-		newRow("", "Kratix sequence, git CLI (20 commits+pushes)", "ms", tKratix),
 		newRow("", "floor, git CLI (1 clone+commit+push)", "ms", tFloor),
 	}
-	kr := newRow("", "Kratix / render", "x", rKratix)
+	// Issue 39: a lone render at most half the floor (the group's
+	// machinery costs nothing without a competitor); the first wave's
+	// target was 1.3x.
 	fr := newRow("", "render / floor", "x", rFloor)
-	rows = append(rows, kr.target(">= 10x", kr.Median >= 10), fr.target("<= 1.3x", fr.Median <= 1.3))
+	rows = append(rows, fr.target("<= 0.5x", fr.Median <= 0.5))
+	if !b.noKratix {
+		kr := newRow("", "Kratix / render", "x", rKratix)
+		rows = append(rows, newRow("", "Kratix sequence, git CLI (20 commits+pushes)", "ms", tKratix), kr.target(">= 10x", kr.Median >= 10))
+	}
 	rows[0].Note = fmt.Sprintf("%d documents x %d destinations = %d files in one commit; built binary, process start to exit", docs, dests, docs*dests)
 	return rows, nil
 }

@@ -66,7 +66,10 @@ type bench struct {
 	// stores, when set, are the only store kinds scenarios 5 and 10
 	// measure ("git", "s3", "oci").
 	stores map[string]bool
-	log    func(format string, args ...any)
+	// noKratix leaves Kratix's write sequence out of scenario 1 (render
+	// and the floor only: the lone render's figure, on a busy machine).
+	noKratix bool
+	log      func(format string, args ...any)
 }
 
 func main() {
@@ -80,6 +83,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the scratch folder")
 	sizesFlag := flag.String("sizes", "", "comma-separated store sizes for scenarios 7, 8 and 10 (default 0,10000,100000), renders at once for scenario 5 (default 1,4,16,64)")
 	binFlag := flag.String("bin", "", "a render binary to measure instead of building cmd/render")
+	noKratix := flag.Bool("no-kratix", false, "scenario 1 without Kratix's write sequence (render against the floor only)")
 	storesFlag := flag.String("stores", "", "comma-separated store kinds for scenarios 5 and 10 (git, s3, oci; default all)")
 	flag.Parse()
 
@@ -111,7 +115,7 @@ func main() {
 			fatal(err)
 		}
 	}
-	b := &bench{env: e, runs: max(1, *runs), quick: *quick, log: logf}
+	b := &bench{env: e, runs: max(1, *runs), quick: *quick, noKratix: *noKratix, log: logf}
 	for _, k := range strings.Split(*storesFlag, ",") {
 		if k = strings.TrimSpace(k); k != "" {
 			if b.stores == nil {

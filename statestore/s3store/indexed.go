@@ -150,9 +150,18 @@ func (sn *snapshot) indexVerdict() (int, error) {
 	case sn.empty:
 		v = verdictEmpty
 	default:
-		any, err := sn.s.anyRecord(sn.ctx)
-		if err != nil {
-			return v, err
+		// The listing that looked the marker up went on, in the same
+		// page, past the records folder's place (the marker's name sorts
+		// before it): it tells whether the folder holds a record, and
+		// no request of its own is needed. Both answers come from one
+		// response, of a listing made in key order: the marker's
+		// absence is seen first, as below.
+		any, known := sn.folderKnown(statestore.RecordsDir, statestore.IndexMarker)
+		if !known {
+			any, err = sn.s.anyRecord(sn.ctx)
+			if err != nil {
+				return v, err
+			}
 		}
 		v = verdictEmpty
 		if any {

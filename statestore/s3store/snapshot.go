@@ -54,6 +54,17 @@ type snapshot struct {
 	// load holds the counts of the destinations whose load was read, by
 	// flavour folder (see SummaryLoad).
 	load map[string]map[string]int
+	// subs are, per folder, listings that ran to the folder's end: each
+	// saw every sub-folder named after its start (see folderKnown).
+	subs map[string][]subList
+}
+
+// subList is what a delimited listing of a folder that reached the
+// folder's end showed about its sub-folders: every one whose name (with
+// its trailing slash) sorts after after is in names.
+type subList struct {
+	after string
+	names map[string]bool
 }
 
 // span is a range of names in one folder that a listing showed in full:
@@ -70,7 +81,7 @@ func (sp span) holds(name string) bool {
 var _ statestore.Snapshot = (*snapshot)(nil)
 
 func (s *Store) newSnapshot(ctx context.Context) *snapshot {
-	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, points: map[string]bool{}, cache: map[string][]byte{}, load: map[string]map[string]int{}}
+	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, points: map[string]bool{}, cache: map[string][]byte{}, load: map[string]map[string]int{}, subs: map[string][]subList{}}
 }
 
 func (s *Store) emptySnapshot(ctx context.Context) *snapshot {
@@ -112,8 +123,14 @@ func (sn *snapshot) fork(ctx context.Context) *snapshot {
 			out.points[p] = true
 		}
 	}
+	for dir, ls := range sn.subs {
+		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
+			out.subs[dir] = slices.Clone(ls)
+		}
+	}
+	covered := out.coverage()
 	for p, o := range sn.objs {
-		if out.covered(p) {
+		if covered(p) {
 			out.objs[p] = o
 			if data, ok := sn.cache[p]; ok {
 				out.cache[p] = data
@@ -163,7 +180,11 @@ func folder(p string) (string, string) {
 }
 
 // underDir reports whether p is below dir ("" holds everything).
-func underDir(p, dir string) bool { return dir == "" || strings.HasPrefix(p, dir+"/") }
+func underDir(p, dir string) bool {
+	// Without building dir+"/": a fork asks this of every object its
+	// parent showed (a drain's 1,000 writes each fork a view of 10,000s).
+	return dir == "" || len(p) > len(dir) && p[len(dir)] == '/' && strings.HasPrefix(p, dir)
+}
 
 // covered reports whether a listing already showed whether p exists.
 // The caller holds sn.mu.
@@ -186,6 +207,60 @@ func (sn *snapshot) covered(p string) bool {
 		}
 	}
 	return false
+}
+
+// coverage returns covered as a function for many paths at once: each
+// folder's spans sorted once by their start, with the farthest end among
+// those that start before each, so that a path is answered by a binary
+// search instead of a walk through its folder's spans. A fork asks it of
+// every object its parent showed, and a drain's writes each fork a view
+// that holds a span per workload in the folders they share (1,000 writes
+// of 1,000 spans each made fork most of a drain's CPU). The caller holds
+// sn.mu, or owns sn alone.
+func (sn *snapshot) coverage() func(p string) bool {
+	type reach struct {
+		afters []string // sorted
+		far    []string // far[i]: the farthest last among spans 0..i
+		toEnd  []bool   // toEnd[i]: one of spans 0..i runs to the end
+	}
+	byDir := map[string]*reach{}
+	build := func(dir string) *reach {
+		sps := slices.Clone(sn.spans[dir])
+		slices.SortFunc(sps, func(a, b span) int { return strings.Compare(a.after, b.after) })
+		r := &reach{afters: make([]string, len(sps)), far: make([]string, len(sps)), toEnd: make([]bool, len(sps))}
+		for i, sp := range sps {
+			r.afters[i] = sp.after
+			r.far[i], r.toEnd[i] = sp.last, sp.toEnd
+			if i > 0 {
+				r.far[i] = max(r.far[i], r.far[i-1])
+				r.toEnd[i] = r.toEnd[i] || r.toEnd[i-1]
+			}
+		}
+		return r
+	}
+	return func(p string) bool {
+		if sn.empty {
+			return true
+		}
+		for _, d := range sn.deep {
+			if underDir(p, d) {
+				return true
+			}
+		}
+		if sn.points[p] {
+			return true
+		}
+		dir, name := folder(p)
+		r := byDir[dir]
+		if r == nil {
+			r = build(dir)
+			byDir[dir] = r
+		}
+		// The spans that start before name are the first i; one of
+		// them holds name when it runs to the end or past name.
+		i := sort.SearchStrings(r.afters, name)
+		return i > 0 && (r.toEnd[i-1] || r.far[i-1] >= name)
+	}
 }
 
 // pointReads splits h's reads into those read by a GET alone (see
@@ -310,12 +385,32 @@ func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) e
 		opts := minio.ListObjectsOptions{Prefix: pre, StartAfter: before(pre, names[0]), MaxKeys: page, FetchOwner: &fetchOwner}
 		found := map[string]object{}
 		sp := span{after: strings.TrimPrefix(opts.StartAfter, pre), toEnd: true}
-		keys, wanted := 0, 0
+		// subs are the sub-folders the listing showed; toEnd says it
+		// reached the folder's end, so that they are all of them after
+		// its start (the records folder's, looked at with the index
+		// marker: see indexVerdict).
+		subs, toEnd := map[string]bool{}, true
+		keys, wanted, past := 0, 0, false
 		for o := range sn.s.client.ListObjectsIter(ctx, sn.s.cfg.Bucket, opts) {
 			if o.Err != nil {
 				return o.Err
 			}
 			name := strings.TrimPrefix(o.Key, pre)
+			keys++
+			if strings.HasSuffix(name, "/") {
+				subs[name] = true
+			}
+			if past {
+				// The rest of a page that already has every wanted
+				// name, read for its sub-folders only: the page is
+				// here, and reading it costs no request; the next
+				// page would.
+				if keys%page == 0 {
+					toEnd = false
+					break
+				}
+				continue
+			}
 			if name != "" && !strings.HasSuffix(name, "/") {
 				found[name] = object{etag: trimETag(o.ETag), size: o.Size}
 			} // else a sub-folder, or a folder placeholder some tools create
@@ -324,9 +419,13 @@ func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) e
 				// then sub-folders, each sorted: every file up to this
 				// name is known.
 				sp = span{after: sp.after, last: name}
-				break
+				past = true
+				if keys%page == 0 {
+					toEnd = false
+					break
+				}
+				continue
 			}
-			keys++
 			for wanted < len(names) && names[wanted] <= name {
 				wanted++
 			}
@@ -334,6 +433,7 @@ func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) e
 				// A full page, and most of it other workloads' names.
 				sp = span{after: sp.after, last: name}
 				rest = names[wanted:]
+				toEnd = false
 				break
 			}
 		}
@@ -341,6 +441,11 @@ func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) e
 			return err // the listing stopped early: it proves nothing
 		}
 		sn.addSpan(dir, found, sp)
+		if toEnd {
+			sn.mu.Lock()
+			sn.subs[dir] = append(sn.subs[dir], subList{after: sp.after, names: subs})
+			sn.mu.Unlock()
+		}
 		return nil
 	})
 	if err != nil || len(rest) == 0 {
@@ -421,6 +526,30 @@ func (sn *snapshot) listShort(ctx context.Context, dir, name string) (string, er
 		return nil
 	})
 	return last, err
+}
+
+// folderKnown tells, when a listing of dir's parent already showed it,
+// whether folder dir holds any object: a delimited listing that reached
+// its folder's end from before dir's name on showed every sub-folder
+// there, and dir among them exactly when some object is below it. Only a
+// listing that also covered the name from of the same parent folder
+// counts: it is the one that answered about from, or a later one (the
+// first answer about a path is kept, see add).
+func (sn *snapshot) folderKnown(dir, from string) (any, known bool) {
+	parent, name := folder(dir)
+	name += "/"
+	fromDir, fromName := folder(from)
+	if fromDir != parent {
+		return false, false
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	for _, l := range sn.subs[parent] {
+		if name > l.after && fromName > l.after {
+			return l.names[name], true
+		}
+	}
+	return false, false
 }
 
 // folderPrefix is the key prefix of folder dir's objects.

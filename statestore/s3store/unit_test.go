@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -526,6 +527,38 @@ func TestWriteFailureCancelsNoWrite(t *testing.T) {
 	for i, ctx := range ctxs {
 		if ctx != nil && ctx.Err() != nil {
 			t.Errorf("write %d's context was cancelled: %v", i, ctx.Err())
+		}
+	}
+}
+
+// TestCoverageAgreesWithCovered: the coverage a fork uses (spans sorted
+// once, a binary search per path) answers as covered does, path by path,
+// for random spans, points and deep listings.
+func TestCoverageAgreesWithCovered(t *testing.T) {
+	rng := rand.New(rand.NewPCG(39, 1))
+	letter := func() string { return string(rune('a' + rng.IntN(8))) }
+	name := func() string { return letter() + letter() }
+	for trial := range 200 {
+		sn := unitStore(t, Config{}).newSnapshot(context.Background())
+		for _, dir := range []string{"d", "d/e", ".render/x"} {
+			for range rng.IntN(6) {
+				a, b := name(), name()
+				if b < a {
+					a, b = b, a
+				}
+				sn.spans[dir] = append(sn.spans[dir], span{after: a, last: b, toEnd: rng.IntN(5) == 0})
+			}
+		}
+		if rng.IntN(4) == 0 {
+			sn.deep = append(sn.deep, "d/e")
+		}
+		sn.points["d/"+name()] = true
+		covered := sn.coverage()
+		for range 100 {
+			p := []string{"d", "d/e", ".render/x", "f"}[rng.IntN(4)] + "/" + name()
+			if got, want := covered(p), sn.covered(p); got != want {
+				t.Fatalf("trial %d: %s: coverage says %v, covered %v (spans %v, deep %v)", trial, p, got, want, sn.spans, sn.deep)
+			}
 		}
 	}
 }
