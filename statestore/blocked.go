@@ -12,9 +12,11 @@ import (
 // folder or nothing, so a file cannot be written where a folder is, nor
 // below a file. Looking a path's folders up and listing it are cheap
 // there, and the planner checks every path it adds (see BlockedError). A
-// flat store (S3) needs no such check: a key and a prefix never clash,
-// though a server that keeps objects as files (MinIO) refuses the write,
-// which its backend reports as a BlockedError.
+// flat store (S3) is not checked: a key and the keys below it are
+// different objects there. MinIO accepts both but lists only the upper one,
+// so a file written below another's file is hidden from readers that list
+// the bucket (Flux's Bucket source): not refused yet (docs/design.md,
+// "Trust boundary").
 type TreeShaped interface {
 	Snapshot
 	TreeShaped()
