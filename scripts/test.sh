@@ -32,12 +32,15 @@ log() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 t_start=$SECONDS
 
 # gotest NAME ARGS...: go test -json ARGS, reported by testreport into
-# .test/NAME.json; its exit code is go test's.
+# .test/NAME.json; its exit code is go test's (it runs in a `bash -c` of its
+# own, where set -o pipefail does not hold: without PIPESTATUS the exit code
+# was testreport's, always 0, and a failing test passed the run).
 gotest() {
 	local name=$1
 	shift
-	go build -o .test/testreport ./scripts/testreport
+	go build -o .test/testreport ./scripts/testreport || return
 	go test -json "$@" | .test/testreport -out ".test/${name}.json"
+	return "${PIPESTATUS[0]}"
 }
 
 mapfile -t pkgs < <(go list ./... | grep -vxF -e "$flux" -e "$argocd" -e "$containers")
