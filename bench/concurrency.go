@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,8 +35,17 @@ import (
 // servers included), and the load average when it started: on a machine
 // whose cores the serial run already keeps busy, concurrency cannot gain
 // much. A failed run is reported, and the scenario goes on with the next.
+//
+// Every N runs twice: quiet, and under load, with a busy-loop process per
+// core beside the renders (both the renders at once and the serial run),
+// as on a busy node or a CI runner (issue 34). On git, each run also
+// measures "landing to exit": for each render, the time from the moment
+// the push that put its commit on the branch was answered (seen by the
+// counting proxy, which reads each push's commands) to the moment its
+// process exited; a render whose update was carried by another writer's
+// push must see it and exit at once (target: at most 1s).
 func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
-	gitAddr, gitc, stopGit, err := countingProxy(strings.TrimPrefix(strings.TrimPrefix(b.giteaURL, "http://"), "https://"))
+	gitAddr, gitc, pushes, stopGit, err := gitCountingProxy(strings.TrimPrefix(strings.TrimPrefix(b.giteaURL, "http://"), "https://"))
 	if err != nil {
 		return nil, err
 	}
@@ -68,26 +79,57 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 			continue
 		}
 		for _, n := range sizes {
-			var rs []concurrencyRun
-			for run := range min(b.runs, 2) {
-				r, err := b.concurrencyRun(ctx, kind, n, run, addrs[kind], counters[kind])
-				if err != nil {
-					err = fmt.Errorf("%s, N=%d, run %d: %w", kind, n, run+1, err)
-					b.log("concurrency %v", err)
-					failures = append(failures, err)
-					break
+			for _, busy := range []bool{false, true} {
+				var rs []concurrencyRun
+				for run := range min(b.runs, 2) {
+					r, err := b.concurrencyRun(ctx, kind, n, run, busy, addrs[kind], counters[kind], pushes)
+					if err != nil {
+						err = fmt.Errorf("%s, N=%d%s, run %d: %w", kind, n, loadName(busy), run+1, err)
+						b.log("concurrency %v", err)
+						failures = append(failures, err)
+						break
+					}
+					rs = append(rs, r)
 				}
-				rs = append(rs, r)
-			}
-			if len(rs) > 0 {
-				rows = append(rows, concurrencyRows(kind, n, rs)...)
-			}
-			if ctx.Err() != nil {
-				return rows, errors.Join(append(failures, ctx.Err())...)
+				if len(rs) > 0 {
+					rows = append(rows, concurrencyRows(kind, n, busy, rs)...)
+				}
+				if ctx.Err() != nil {
+					return rows, errors.Join(append(failures, ctx.Err())...)
+				}
 			}
 		}
 	}
 	return rows, errors.Join(failures...)
+}
+
+// loadName says, in a row's name, whether the run was under load.
+func loadName(busy bool) string {
+	if busy {
+		return " (busy)"
+	}
+	return ""
+}
+
+// busyLoad starts a busy-loop process per core and returns what stops
+// them: the load of issue 34's scenarios, other work on the node.
+func busyLoad() (func(), error) {
+	var cmds []*exec.Cmd
+	stop := func() {
+		for _, c := range cmds {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}
+	for range runtime.NumCPU() {
+		c := exec.Command("sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			stop()
+			return nil, err
+		}
+		cmds = append(cmds, c)
+	}
+	return stop, nil
 }
 
 // concurrencyRun is one run of scenario 5: N renders at once, then the
@@ -100,16 +142,19 @@ type concurrencyRun struct {
 	loadTogether, loadSerial string
 	attempts                 []int // per render, sorted
 	reqTogether, reqSerial   map[string]int
+	// landToExit is, per render (git), the time from its commit's landing
+	// to its exit.
+	landToExit []time.Duration
 }
 
-func (b *bench) concurrencyRun(ctx context.Context, kind string, n, run int, via string, cnt *counter) (concurrencyRun, error) {
+func (b *bench) concurrencyRun(ctx context.Context, kind string, n, run int, busy bool, via string, cnt *counter, pushes *pushLog) (concurrencyRun, error) {
 	const docs = 20
 	var r concurrencyRun
-	plat, check, err := b.concurrencyTarget(ctx, kind, "concurrency", via)
+	plat, check, target, err := b.concurrencyTarget(ctx, kind, "concurrency", via)
 	if err != nil {
 		return r, err
 	}
-	dir := filepath.Join(b.work, "conc", fmt.Sprintf("%s-%d-%d", kind, n, run))
+	dir := filepath.Join(b.work, "conc", fmt.Sprintf("%s-%d-%d-%t", kind, n, run, busy))
 	var ws []*workflow
 	for i := range n {
 		w, err := newWorkflow(dir, fmt.Sprintf("conc-%02d", i), docs, plat)
@@ -119,8 +164,10 @@ func (b *bench) concurrencyRun(ctx context.Context, kind string, n, run int, via
 		ws = append(ws, w)
 	}
 	cnt.take()
+	pushes.take()
 	var cpu cpuMeter
-	r.together, r.attempts, err = b.together(ctx, ws, &cpu)
+	var exits []time.Time
+	r.together, r.attempts, exits, err = b.together(ctx, ws, &cpu, busy)
 	r.busyTogether, r.loadTogether = cpu.busy, cpu.load
 	r.reqTogether = cnt.take()
 	if err != nil {
@@ -129,14 +176,19 @@ func (b *bench) concurrencyRun(ctx context.Context, kind string, n, run int, via
 	if err := check(ws, filepath.Join(dir, "check")); err != nil {
 		return r, err
 	}
+	if kind == "git" {
+		if r.landToExit, err = b.landingToExit(ctx, target, ws, exits, pushes.take(), filepath.Join(dir, "history")); err != nil {
+			return r, err
+		}
+	}
 	// The same N renders one after another, into a new branch or bucket.
-	splat, scheck, err := b.concurrencyTarget(ctx, kind, "serial", via)
+	splat, scheck, _, err := b.concurrencyTarget(ctx, kind, "serial", via)
 	if err != nil {
 		return r, err
 	}
 	cnt.take()
 	cpu = cpuMeter{}
-	r.serial, err = b.serialBaseline(ctx, ws, splat, &cpu)
+	r.serial, err = b.serialBaseline(ctx, ws, splat, &cpu, busy)
 	r.busySerial, r.loadSerial = cpu.busy, cpu.load
 	r.reqSerial = cnt.take()
 	if err != nil {
@@ -146,8 +198,13 @@ func (b *bench) concurrencyRun(ctx context.Context, kind string, n, run int, via
 		return r, err
 	}
 	slices.Sort(r.attempts)
-	b.log("concurrency %s N=%d run %d: together %v (%.2f cores busy, load %s), one after another %v (%.2f cores busy, load %s): %.2fx; attempts p50 %d, max %d; requests together %v (%.1f per render), one after another %v (%.1f per render)",
-		kind, n, run+1, r.together.Round(time.Millisecond), r.busyTogether, r.loadTogether,
+	if len(r.landToExit) > 0 {
+		slices.Sort(r.landToExit)
+		b.log("concurrency %s N=%d%s run %d: landing to exit p50 %v, max %v", kind, n, loadName(busy), run+1,
+			r.landToExit[len(r.landToExit)/2].Round(time.Millisecond), r.landToExit[len(r.landToExit)-1].Round(time.Millisecond))
+	}
+	b.log("concurrency %s N=%d%s run %d: together %v (%.2f cores busy, load %s), one after another %v (%.2f cores busy, load %s): %.2fx; attempts p50 %d, max %d; requests together %v (%.1f per render), one after another %v (%.1f per render)",
+		kind, n, loadName(busy), run+1, r.together.Round(time.Millisecond), r.busyTogether, r.loadTogether,
 		r.serial.Round(time.Millisecond), r.busySerial, r.loadSerial, ms(r.together)/ms(r.serial),
 		r.attempts[len(r.attempts)/2], r.attempts[len(r.attempts)-1],
 		describeCounts(r.reqTogether), float64(total(r.reqTogether))/float64(n),
@@ -156,9 +213,15 @@ func (b *bench) concurrencyRun(ctx context.Context, kind string, n, run int, via
 }
 
 // concurrencyRows are the table's rows for runs rs of kind at N = n.
-func concurrencyRows(kind string, n int, rs []concurrencyRun) []*Row {
-	var ratios, together, serial, busyT, busyS, p50s, maxes, pushT, pushS, reqT, reqS []float64
+func concurrencyRows(kind string, n int, busy bool, rs []concurrencyRun) []*Row {
+	var ratios, together, serial, busyT, busyS, p50s, maxes, pushT, pushS, reqT, reqS, refsT, refsS, landP50, landMax []float64
 	for _, r := range rs {
+		refsT = append(refsT, float64(r.reqTogether["refs"])/float64(n))
+		refsS = append(refsS, float64(r.reqSerial["refs"])/float64(n))
+		if len(r.landToExit) > 0 {
+			landP50 = append(landP50, ms(r.landToExit[len(r.landToExit)/2]))
+			landMax = append(landMax, ms(r.landToExit[len(r.landToExit)-1]))
+		}
 		ratios = append(ratios, ms(r.together)/ms(r.serial))
 		together, serial = append(together, ms(r.together)), append(serial, ms(r.serial))
 		busyT, busyS = append(busyT, r.busyTogether), append(busyS, r.busySerial)
@@ -172,26 +235,36 @@ func concurrencyRows(kind string, n int, rs []concurrencyRun) []*Row {
 	if kind != "git" {
 		what = "one MinIO bucket"
 	}
-	ratio := newRow("", fmt.Sprintf("%s: %d renders at once / one after another", kind, n), "x", ratios)
+	at := fmt.Sprintf("N=%d%s", n, loadName(busy))
+	ratio := newRow("", fmt.Sprintf("%s: %d renders at once / one after another%s", kind, n, loadName(busy)), "x", ratios)
 	ratio.Note = fmt.Sprintf("%d processes, each a workload of 20 documents, into %s; every workload checked", n, what)
+	if busy {
+		ratio.Note += "; a busy-loop process per core beside both runs"
+	}
 	if n > 1 {
 		ratio.target("<= 0.7", ratio.Median <= 0.7)
 	}
 	rows := []*Row{ratio,
-		newRow("", fmt.Sprintf("%s: %d renders at once, all landed", kind, n), "ms", together),
-		newRow("", fmt.Sprintf("%s: the same %d one after another", kind, n), "ms", serial),
-		newRow("", fmt.Sprintf("%s: cores busy at N=%d, all at once", kind, n), "n", busyT),
-		newRow("", fmt.Sprintf("%s: cores busy at N=%d, one after another", kind, n), "n", busyS),
-		newRow("", fmt.Sprintf("%s: attempts per render at N=%d, p50", kind, n), "n", p50s),
-		newRow("", fmt.Sprintf("%s: attempts per render at N=%d, max", kind, n), "n", maxes),
+		newRow("", fmt.Sprintf("%s: %d renders at once, all landed%s", kind, n, loadName(busy)), "ms", together),
+		newRow("", fmt.Sprintf("%s: the same %d one after another%s", kind, n, loadName(busy)), "ms", serial),
+		newRow("", fmt.Sprintf("%s: cores busy at %s, all at once", kind, at), "n", busyT),
+		newRow("", fmt.Sprintf("%s: cores busy at %s, one after another", kind, at), "n", busyS),
+		newRow("", fmt.Sprintf("%s: attempts per render at %s, p50", kind, at), "n", p50s),
+		newRow("", fmt.Sprintf("%s: attempts per render at %s, max", kind, at), "n", maxes),
 	}
 	if kind == "git" {
-		p := newRow("", fmt.Sprintf("git: pushes at N=%d, all at once", n), "n", pushT)
+		p := newRow("", fmt.Sprintf("git: pushes at %s, all at once", at), "n", pushT)
+		rs := newRow("", fmt.Sprintf("git: ref listings per render at %s, one after another", at), "n", refsS)
+		rt := newRow("", fmt.Sprintf("git: ref listings per render at %s, all at once", at), "n", refsT)
+		lp := newRow("", fmt.Sprintf("git: landing to exit at %s, p50", at), "ms", landP50)
+		lm := newRow("", fmt.Sprintf("git: landing to exit at %s, max", at), "ms", landMax)
 		rows = append(rows, p.target(fmt.Sprintf("<= %d", n+2), p.Median <= float64(n+2)),
-			newRow("", fmt.Sprintf("git: pushes at N=%d, one after another", n), "n", pushS))
+			newRow("", fmt.Sprintf("git: pushes at %s, one after another", at), "n", pushS),
+			rt.target(fmt.Sprintf("<= 2 x serial (%.1f)", 2*rs.Median), rt.Median <= 2*rs.Median), rs,
+			lp, lm.target("<= 1000ms", lm.Median <= 1000))
 	} else {
-		s := newRow("", fmt.Sprintf("%s: requests per render at N=%d, one after another", kind, n), "n", reqS)
-		t := newRow("", fmt.Sprintf("%s: requests per render at N=%d, all at once", kind, n), "n", reqT)
+		s := newRow("", fmt.Sprintf("%s: requests per render at %s, one after another", kind, at), "n", reqS)
+		t := newRow("", fmt.Sprintf("%s: requests per render at %s, all at once", kind, at), "n", reqT)
 		rows = append(rows, t.target(fmt.Sprintf("<= serial (%.1f)", s.Median), t.Median <= s.Median), s)
 	}
 	return rows
@@ -250,15 +323,15 @@ func busyTicks() int64 {
 // returns a platform config with one destination on it, and a check that
 // every workload landed there.
 // via is the address (host:port) of the counting proxy render talks to.
-func (b *bench) concurrencyTarget(ctx context.Context, kind, prefix, via string) (string, func([]*workflow, string) error, error) {
+func (b *bench) concurrencyTarget(ctx context.Context, kind, prefix, via string) (string, func([]*workflow, string) error, repo, error) {
 	if kind == "git" {
 		r, err := b.createRepo(prefix, true)
 		if err != nil {
-			return "", nil, err
+			return "", nil, repo{}, err
 		}
 		u, err := url.Parse(r.CloneURL)
 		if err != nil {
-			return "", nil, err
+			return "", nil, repo{}, err
 		}
 		u.Host = via
 		plat := b.gitStore("gitea", u.String()) + fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
@@ -266,27 +339,30 @@ kind: Destination
 metadata: {name: worker-git, labels: {env: bench}}
 spec: {stateStoreRef: %s}
 `, gitRef("gitea"))
-		return plat, func(ws []*workflow, dir string) error { return b.checkGitLanded(ctx, r, ws, dir) }, nil
+		return plat, func(ws []*workflow, dir string) error { return b.checkGitLanded(ctx, r, ws, dir) }, r, nil
 	}
 	bucket, err := b.createBucket(ctx, prefix)
 	if err != nil {
-		return "", nil, err
+		return "", nil, repo{}, err
 	}
 	plat := b.bucketStoreAt("minio", via, bucket) + fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
 kind: Destination
 metadata: {name: worker-s3, labels: {env: bench}}
 spec: {stateStoreRef: %s}
 `, bucketRef("minio"))
-	return plat, func(ws []*workflow, _ string) error { return b.checkS3Landed(ctx, bucket, ws) }, nil
+	return plat, func(ws []*workflow, _ string) error { return b.checkS3Landed(ctx, bucket, ws) }, repo{}, nil
 }
 
 // together starts every workflow's render at once and waits for all of
-// them; it returns the wall time and each render's store attempts, and
-// measures the cores busy meanwhile with cpu.
-func (b *bench) together(ctx context.Context, ws []*workflow, cpu *cpuMeter) (time.Duration, []int, error) {
+// them; it returns the wall time, each render's store attempts and when
+// each exited, and measures the cores busy meanwhile with cpu. With busy,
+// a busy loop runs on every core meanwhile (started once the servers are
+// idle).
+func (b *bench) together(ctx context.Context, ws []*workflow, cpu *cpuMeter, busy bool) (time.Duration, []int, []time.Time, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(ws))
 	procs := make([]proc, len(ws))
+	exits := make([]time.Time, len(ws))
 	start := make(chan struct{})
 	for i, w := range ws {
 		wg.Add(1)
@@ -294,9 +370,19 @@ func (b *bench) together(ctx context.Context, ws []*workflow, cpu *cpuMeter) (ti
 			defer wg.Done()
 			<-start
 			procs[i], errs[i] = b.render(ctx, w, "-o", "json")
+			exits[i] = time.Now()
 		}()
 	}
 	b.quiesce()
+	if busy {
+		stop, err := busyLoad()
+		if err != nil {
+			close(start)
+			wg.Wait()
+			return 0, nil, nil, err
+		}
+		defer stop()
+	}
 	cpu.start()
 	t0 := time.Now()
 	close(start)
@@ -306,7 +392,7 @@ func (b *bench) together(ctx context.Context, ws []*workflow, cpu *cpuMeter) (ti
 	var attempts []int
 	for i, err := range errs {
 		if err != nil {
-			return 0, nil, fmt.Errorf("writer %d: %w", i, err)
+			return 0, nil, nil, fmt.Errorf("writer %d: %w", i, err)
 		}
 		var rep struct {
 			Stores []struct {
@@ -314,16 +400,16 @@ func (b *bench) together(ctx context.Context, ws []*workflow, cpu *cpuMeter) (ti
 			} `json:"stores"`
 		}
 		if err := json.Unmarshal([]byte(procs[i].Stdout), &rep); err != nil {
-			return 0, nil, fmt.Errorf("writer %d: report: %v", i, err)
+			return 0, nil, nil, fmt.Errorf("writer %d: report: %v", i, err)
 		}
 		for _, s := range rep.Stores {
 			attempts = append(attempts, s.Attempts)
 		}
 	}
 	if len(attempts) == 0 {
-		return 0, nil, fmt.Errorf("no store in any report")
+		return 0, nil, nil, fmt.Errorf("no store in any report")
 	}
-	return elapsed, attempts, nil
+	return elapsed, attempts, exits, nil
 }
 
 // checkGitLanded checks that the branch holds every workflow's documents
@@ -375,8 +461,15 @@ func (b *bench) checkS3Landed(ctx context.Context, bucket string, ws []*workflow
 
 // serialBaseline runs the workflows one after another with platform plat
 // (a fresh branch or bucket), measuring the cores busy meanwhile with cpu.
-func (b *bench) serialBaseline(ctx context.Context, ws []*workflow, plat string, cpu *cpuMeter) (time.Duration, error) {
+func (b *bench) serialBaseline(ctx context.Context, ws []*workflow, plat string, cpu *cpuMeter, busy bool) (time.Duration, error) {
 	b.quiesce()
+	if busy {
+		stop, err := busyLoad()
+		if err != nil {
+			return 0, err
+		}
+		defer stop()
+	}
 	cpu.start()
 	defer cpu.stop()
 	t0 := time.Now()

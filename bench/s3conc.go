@@ -59,7 +59,7 @@ func (b *bench) s3Concurrency(ctx context.Context, sizes []int, fresh s3ConcTarg
 				for run := range min(b.runs, 2) {
 					r, err := b.s3ConcurrencyRun(ctx, t, busy, n, run)
 					if err != nil {
-						err = fmt.Errorf("s3, %s, %s, N=%d, run %d: %w", t.name, loadName(busy), n, run+1, err)
+						err = fmt.Errorf("s3, %s, %s, N=%d, run %d: %w", t.name, s3LoadName(busy), n, run+1, err)
 						b.log("concurrency %v", err)
 						failures = append(failures, err)
 						break
@@ -67,7 +67,7 @@ func (b *bench) s3Concurrency(ctx context.Context, sizes []int, fresh s3ConcTarg
 					rs = append(rs, r)
 				}
 				if len(rs) > 0 {
-					rows = append(rows, concurrencyRows(fmt.Sprintf("s3 (%s, %s)", t.name, loadName(busy)), n, rs)...)
+					rows = append(rows, concurrencyRows(fmt.Sprintf("s3 (%s)", t.name), n, busy, rs)...)
 				}
 				if ctx.Err() != nil {
 					return rows, ctx.Err()
@@ -78,7 +78,7 @@ func (b *bench) s3Concurrency(ctx context.Context, sizes []int, fresh s3ConcTarg
 	return rows, errors.Join(failures...)
 }
 
-func loadName(busy bool) string {
+func s3LoadName(busy bool) string {
 	if busy {
 		return "a busy loop per core"
 	}
@@ -231,7 +231,7 @@ spec: {stateStoreRef: %s}
 	}
 	t.cnt.take()
 	var cpu cpuMeter
-	r.together, r.attempts, err = b.together(ctx, ws, &cpu)
+	r.together, r.attempts, _, err = b.together(ctx, ws, &cpu, false) // the busy loop is already running
 	r.busyTogether, r.loadTogether = cpu.busy, cpu.load
 	r.reqTogether = t.cnt.take()
 	if err != nil {
@@ -258,7 +258,7 @@ spec: {stateStoreRef: %s}
 	}
 	t.cnt.take()
 	cpu = cpuMeter{}
-	r.serial, err = b.serialBaseline(ctx, sws, platform(sbucket), &cpu)
+	r.serial, err = b.serialBaseline(ctx, sws, platform(sbucket), &cpu, false)
 	r.busySerial, r.loadSerial = cpu.busy, cpu.load
 	r.reqSerial = t.cnt.take()
 	if err != nil {
@@ -274,7 +274,7 @@ spec: {stateStoreRef: %s}
 	}
 	slices.Sort(r.attempts)
 	b.log("concurrency s3 (%s, %s) N=%d run %d: together %v (%.2f cores busy, load %s), one after another %v (%.2f cores busy, load %s): %.2fx; attempts p50 %d, max %d; requests together %v (%.1f per render), one after another %v (%.1f per render)",
-		t.name, loadName(busy), n, run+1, r.together.Round(time.Millisecond), r.busyTogether, r.loadTogether,
+		t.name, s3LoadName(busy), n, run+1, r.together.Round(time.Millisecond), r.busyTogether, r.loadTogether,
 		r.serial.Round(time.Millisecond), r.busySerial, r.loadSerial, ms(r.together)/ms(r.serial),
 		r.attempts[len(r.attempts)/2], r.attempts[len(r.attempts)-1],
 		describeCounts(r.reqTogether), float64(total(r.reqTogether))/float64(n),

@@ -145,6 +145,12 @@ func Transient(err error) bool {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return true
 	}
+	// net/http's "server closed idle connection" has no exported type: a
+	// kept-alive connection the server had closed (a restarting server
+	// does), so the request never reached it. Matched by its text.
+	if strings.Contains(err.Error(), "server closed idle connection") {
+		return true
+	}
 	// A response cut off in the middle of its headers ("malformed MIME
 	// header"): the connection broke after the request was sent.
 	var cut textproto.ProtocolError

@@ -32,6 +32,9 @@ func TestTransientIsDecidedByType(t *testing.T) {
 		{"resolver timed out", &net.DNSError{Err: "timeout", Name: "x", IsTimeout: true}, true},
 		{"unknown certificate authority", &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, false},
 		{"cancelled", fmt.Errorf("push: %w", context.Canceled), false},
+		// net/http's own error for a kept-alive connection the server
+		// closed, which it does not export: the one message matched.
+		{"server closed an idle connection", &url.Error{Op: "Get", URL: "http://x", Err: errors.New("http: server closed idle connection")}, true},
 		// The old classifier matched words; a message is not a type.
 		{"words only", errors.New("EOF timeout connection refused no such host"), false},
 		{"nil", nil, false},

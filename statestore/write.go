@@ -241,7 +241,7 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 		if err := run.Err(); err != nil {
 			return fail("write", err)
 		}
-		ch, out, op, err := attemptWrite(run, c, us, attempt)
+		ch, out, op, err := attemptWrite(run, c, us, attempt, debugOf(b))
 		if ch != nil {
 			last = ch
 			res.Diff, res.Updated = ch.Plan.Diff, ch.Plan.Changed()
@@ -274,8 +274,14 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 			}
 			continue
 		}
-		if err := policy.Wait(run, attempt, LostWhat(err), err); err != nil {
-			return fail(op, err)
+		t0 := Now(run)
+		werr := policy.Wait(run, attempt, LostWhat(err), err)
+		if d := debugOf(b); d != nil {
+			d("wait", "workload", us[0].Workload, "attempt", attempt, "for", "a pause after a lost race: "+LostWhat(err),
+				"took", Since(run, t0).Round(time.Millisecond).String())
+		}
+		if werr != nil {
+			return fail(op, werr)
 		}
 	}
 }
@@ -303,12 +309,16 @@ func landed(res *Result, out Outcome) {
 
 // attemptWrite is one attempt: a snapshot, a plan, a commit. op names
 // the step that failed.
-func attemptWrite(ctx context.Context, c Committer, us []Update, attempt int) (*Change, Outcome, string, error) {
+func attemptWrite(ctx context.Context, c Committer, us []Update, attempt int, debug func(string, ...any)) (*Change, Outcome, string, error) {
 	snap, err := c.Snapshot(ctx, attempt)
 	if err != nil {
 		return nil, Outcome{}, opOf(err, "read"), err
 	}
+	t0 := Now(ctx)
 	ch, err := PlanBatch(snap, us)
+	if debug != nil {
+		debug("plan", planLog(us, ch, err, attempt, Since(ctx, t0))...)
+	}
 	if err != nil {
 		return nil, Outcome{}, opOf(err, "plan"), err
 	}
@@ -320,6 +330,53 @@ func attemptWrite(ctx context.Context, c Committer, us []Update, attempt int) (*
 	}
 	out, err := c.Commit(ctx, ch)
 	return ch, out, opOf(err, "write"), err
+}
+
+// debugOf is b's debug logger, when it has one (a Debugger).
+func debugOf(b Backend) func(string, ...any) {
+	if d, ok := b.(Debugger); ok {
+		return d.Debug
+	}
+	return nil
+}
+
+// planLog is the debug line of one attempt's plan: what it was planned
+// on (the update's basis: the record the render read, or none), whether
+// the store's record was another by then (stale), and what it changes.
+func planLog(us []Update, ch *Change, err error, attempt int, took time.Duration) []any {
+	basis := "unchecked"
+	if b := us[0].Basis; b != nil {
+		basis = "no record"
+		if b.Record != nil {
+			basis = "record"
+		}
+	}
+	args := []any{"workload", us[0].Workload, "attempt", attempt, "basis", basis, "stale", errors.Is(err, ErrStale)}
+	if len(us) > 1 {
+		args = append(args, "updates", len(us))
+	}
+	if r, ok := snapRevision(ch); ok {
+		args = append(args, "revision", r)
+	}
+	if ch != nil {
+		d := ch.Plan.Diff
+		args = append(args, "added", len(d.Added), "changed", len(d.Changed), "deleted", len(d.Deleted))
+	}
+	if err != nil {
+		args = append(args, "error", err.Error())
+	}
+	return append(args, "took", took.Round(time.Millisecond).String())
+}
+
+func snapRevision(ch *Change) (string, bool) {
+	if ch == nil {
+		return "", false
+	}
+	r, ok := ch.Snapshot.(Revisioned)
+	if !ok {
+		return "", false
+	}
+	return r.Revision(), true
 }
 
 // ConflictError is a lost race that says what moved, and during which

@@ -37,7 +37,7 @@ func (s *Stats) add(tr *Trial) {
 }
 
 // faultKinds are the columns of the table, in order.
-var faultKinds = []string{"reset_peer", "limit_data", "latency", "bandwidth", "timeout", string(Restart), "SIGKILL", "SIGTERM", "short deadline"}
+var faultKinds = []string{"reset_peer", "limit_data", "latency", "bandwidth", "timeout", string(Restart), "SIGKILL", "SIGTERM", "SIGSTOP", "busy", "short deadline"}
 
 // Table prints stats as the campaign's table.
 func Table(stats []*Stats) string {

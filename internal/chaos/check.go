@@ -65,10 +65,9 @@ var s3Tombstone = []byte(`{"s3Tombstone":"`)
 //  3. no file belongs to no workload (canaries and render's own files
 //     aside), and the records match the files (every file a record lists
 //     exists, no file has two owners, index entries follow the records);
-//  4. nothing a writer holds only while it works (a group-commit request
-//     still pending, a lock) is left; a request whose workload moved past
-//     the state it was planned on is not pending (no writer applies it
-//     again) and waits for the store's next write to delete it;
+//  4. nothing a writer holds only while it works (a group-commit request,
+//     pending or overtaken, a lock) is left, unless a render that did not
+//     land left it and no render wrote after that one ended;
 //  5. a render that exited non-zero left its whole update or nothing, and
 //     one that said nothing was written wrote nothing;
 //  6. every destination builds as Flux builds it, from what Flux reads.
@@ -351,7 +350,8 @@ func check(s Schedule, runs []*run, st *State) []string {
 
 	// Rule 4: a writer that landed lets go of what it held; one that did
 	// not may leave it, until its lease ends (a lock) or until the next
-	// write of the branch carries it (a request).
+	// write of the branch carries it or deletes it (a request, pending or
+	// overtaken: see gitstore's turn and overtaken).
 	var gone []*run // renders that did not land
 	for _, r := range runs {
 		if r.outcome != Landed {
@@ -359,9 +359,6 @@ func check(s Schedule, runs []*run, st *State) []string {
 		}
 	}
 	for _, l := range st.Leftovers {
-		if l.Landed {
-			continue
-		}
 		if len(gone) == 0 {
 			bad("rule 4: left behind, though every render landed: %s", l.Name)
 			continue

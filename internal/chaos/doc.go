@@ -16,7 +16,11 @@
 // restart of the server (stopped and started again while renders run).
 // Renders are killed with SIGKILL or stopped with SIGTERM at a drawn
 // moment, and some get a --retry-deadline that expires while the faults
-// last. The faults end, the servers are healthy again, and, as the seed
+// last. CPU starvation is drawn from a random stream of its own (so every
+// seed keeps its renders and faults): a busy-loop process on every core
+// while the renders run in half the trials, and about one render in four
+// paused (SIGSTOP) and resumed (SIGCONT) seconds later. The faults end, the
+// servers are healthy again, and, as the seed
 // says, every workload gets a last render without faults. Then the store
 // is read straight from the server (go-git, minio-go, oras-go; never with
 // render's own store code) and checked (see check for the rules): nothing

@@ -59,6 +59,16 @@ type Op struct {
 	Deadline time.Duration
 	// Signal, when set, is sent Signal.After the process started.
 	Signal *Signal
+	// Stall, when set, pauses the process (SIGSTOP) Stall.After it
+	// started and resumes it (SIGCONT) Stall.For later: a render the
+	// scheduler does not run for seconds, as on a busy node.
+	Stall *Stall
+}
+
+// Stall is a starvation fault on one render: stopped After its start,
+// resumed For later.
+type Stall struct {
+	After, For time.Duration
 }
 
 // Signal is a signal a trial sends to one of its renders.
@@ -92,6 +102,10 @@ type Schedule struct {
 	// Final says whether every workload gets a last render without faults
 	// before the check.
 	Final bool
+	// Busy says a busy loop runs on every core while the trial's renders
+	// run (not during the setup or the final renders): every render is
+	// starved of CPU, and there are more processes than cores.
+	Busy bool
 }
 
 // Generate draws the schedule of seed for store.
@@ -194,6 +208,17 @@ func Generate(seed uint64, store Kind) Schedule {
 		}
 		s.Faults = append(s.Faults, f)
 	}
+	// Starvation (issue 34), drawn from a stream of its own, so that every
+	// seed keeps the renders and faults it had before starvation was
+	// added: a busy loop per core in half the trials, and about one
+	// render in four paused for up to four seconds.
+	st := rand.New(rand.NewPCG(seed, uint64(len(store))^0x7374_6172_7665))
+	s.Busy = st.IntN(2) == 0
+	for i := range s.Ops {
+		if st.IntN(100) < 25 {
+			s.Ops[i].Stall = &Stall{After: ms(st.IntN(1500)), For: ms(200 + st.IntN(3800))}
+		}
+	}
 	return s
 }
 
@@ -205,7 +230,7 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 // String prints the schedule in full, as a failing trial reports it.
 func (s Schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d, store %s, final render: %t\n", s.Seed, s.Store, s.Final)
+	fmt.Fprintf(&b, "seed %d, store %s, final render: %t, busy loop on every core: %t\n", s.Seed, s.Store, s.Final, s.Busy)
 	for _, w := range s.Workloads {
 		kind := "promise"
 		if w.Resource {
@@ -231,6 +256,9 @@ func (s Schedule) String() string {
 		fmt.Fprintf(&b, " --retry-deadline %v", op.Deadline)
 		if op.Signal != nil {
 			fmt.Fprintf(&b, ", SIG%s after %v", op.Signal.Name, op.Signal.After)
+		}
+		if op.Stall != nil {
+			fmt.Fprintf(&b, ", stopped after %v for %v", op.Stall.After, op.Stall.For)
 		}
 		b.WriteByte('\n')
 	}

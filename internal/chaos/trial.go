@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -60,11 +61,13 @@ type run struct {
 	deadline time.Duration
 	at       time.Duration // when the trial meant to start it
 	signal   *Signal
+	stall    *Stall
 
 	start, end time.Duration // since the trial's clock started (setup: negative)
 	began      time.Time     // when it started, by the wall clock
 	code       int
 	signalled  string // the signal the trial sent, if it was sent
+	stalled    bool   // the trial stopped it for a while (SIGSTOP, SIGCONT)
 	hung       bool   // did not exit in time: killed by the trial
 	stdout     string
 	stderr     string
@@ -79,6 +82,9 @@ func (r *run) String() string {
 	s += fmt.Sprintf(") ran %v..%v, exit %d", r.start.Round(time.Millisecond), r.end.Round(time.Millisecond), r.code)
 	if r.signalled != "" {
 		s += ", sent SIG" + r.signalled
+	}
+	if r.stalled {
+		s += fmt.Sprintf(", stopped %v..%v", r.stall.After, r.stall.After+r.stall.For)
 	}
 	if r.hung {
 		s += ", HUNG"
@@ -200,6 +206,13 @@ func (w *world) command(r *run, platform string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// cleanDeadline is the retry deadline of the renders without faults (the
+// setup, the final renders): three to five writers at once that must all
+// land, on a machine that may be loaded (at a load average of 40, one push
+// to Gitea took 10s, and a burst needs three rounds of pushes: the first,
+// the requests of those who lost, the leader's).
+const cleanDeadline = 90 * time.Second
+
 // hangLimit is how long past its retry deadline a render may take before
 // the trial calls it hung (a violation) and kills it.
 const hangLimit = 90 * time.Second
@@ -235,6 +248,26 @@ func (w *world) exec(clock time.Time, r *run, platform string) error {
 					r.signalled = s.Name
 				}
 			}
+		}()
+	}
+	if st := r.stall; st != nil {
+		signalled.Add(1)
+		go func() {
+			defer signalled.Done()
+			select {
+			case <-done:
+				return
+			case <-time.After(st.After):
+			}
+			if cmd.Process.Signal(syscall.SIGSTOP) != nil {
+				return
+			}
+			r.stalled = true
+			select {
+			case <-done:
+			case <-time.After(st.For):
+			}
+			_ = cmd.Process.Signal(syscall.SIGCONT)
 		}()
 	}
 	hang := time.AfterFunc(r.deadline+hangLimit, func() {
@@ -320,7 +353,7 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 	for i, wl := range sched.Workloads {
 		if wl.Setup {
 			setup = append(setup, &run{label: "setup " + wl.Name, key: fmt.Sprintf("%d/setup-%s", sched.Seed, wl.Name),
-				kind: Configure, workload: i, files: setupFiles, pad: setupPad, deadline: 30 * time.Second})
+				kind: Configure, workload: i, files: setupFiles, pad: setupPad, deadline: cleanDeadline})
 		}
 	}
 	setupClock := time.Now()
@@ -337,7 +370,7 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 	var ops []*run
 	for _, op := range sched.Ops {
 		r := &run{label: fmt.Sprintf("op %d", op.ID), key: fmt.Sprintf("%d/op-%d", sched.Seed, op.ID), kind: op.Kind,
-			workload: op.Workload, files: op.Files, pad: op.Pad, deadline: op.Deadline, at: op.At, signal: op.Signal}
+			workload: op.Workload, files: op.Files, pad: op.Pad, deadline: op.Deadline, at: op.At, signal: op.Signal, stall: op.Stall}
 		switch op.Repeat {
 		case -1:
 		case -2:
@@ -377,12 +410,21 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 			p.Remove(name)
 		}()
 	}
+	stopBusy := func() {}
+	if sched.Busy {
+		stopBusy = busyLoops(t)
+		tr.Injected["busy"]++
+	}
 	runAll(clock, ops, chaosPlatform)
+	stopBusy()
 	faults.Wait()
 	p.Clear()
 	for _, r := range ops {
 		if r.signalled != "" {
 			tr.Injected["SIG"+r.signalled]++
+		}
+		if r.stalled {
+			tr.Injected["SIGSTOP"]++
 		}
 		if r.deadline < 20*time.Second {
 			tr.Injected["short deadline"]++
@@ -412,7 +454,7 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 				}
 				kind = Configure
 			}
-			r := &run{label: "final " + wl.Name, key: fmt.Sprintf("%d/final-%s", sched.Seed, wl.Name), kind: kind, workload: i, deadline: 90 * time.Second}
+			r := &run{label: "final " + wl.Name, key: fmt.Sprintf("%d/final-%s", sched.Seed, wl.Name), kind: kind, workload: i, deadline: cleanDeadline}
 			if kind == Configure {
 				r.files, r.pad = []string{"a", "c"}, 10
 			}
@@ -445,4 +487,29 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// busyLoops keeps every core busy (one busy-loop process per core) until
+// the function it returns is called.
+func busyLoops(t testing.TB) func() {
+	t.Helper()
+	var cmds []*exec.Cmd
+	for range runtime.NumCPU() {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("busy loop: %v", err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			for _, cmd := range cmds {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

@@ -59,16 +59,19 @@ func (e *Engine) Render(ctx context.Context) (*Report, error) {
 // redo reports whether a render that has published must compute its
 // updates again, and prepares it: a store refused them because another
 // writer changed a workload's record after this render read it (another
-// render of the workload, a drain; see statestore.Basis). The stores are
-// read again and the workload placed again from what they hold now, as
-// part of the publish: a stop asked meanwhile lets it finish. A render
-// stopped already, out of retry time, or that went stale maxRedos times
-// reports the stores' errors.
+// render of the workload, a drain; see statestore.Basis). That is a lost
+// race, and it is retried like one: after a jittered pause that grows with
+// each redo, the stores are read again and the workload placed again from
+// what they hold now, as part of the publish (a stop asked meanwhile lets
+// it finish), for as long as the render's retry deadline allows: N renders
+// of one workload at once each go stale up to N - 1 times, and every one
+// of them must land. A render stopped already, or whose retry deadline
+// would pass during the pause, reports the stores' errors.
 func (r *rendering) redo() bool {
-	if r.report == nil || !stale(r.report.Stores) || stopAsked(r.soft) || r.redos >= maxRedos {
+	if r.report == nil || !stale(r.report.Stores) || stopAsked(r.soft) {
 		return false
 	}
-	if at, _ := statestore.RetryDeadline(r.ctx); statestore.Now(r.ctx).After(at) {
+	if err := statestore.Pause(r.ctx, r.redos+1, redoLimit, statestore.ErrStale); err != nil {
 		return false
 	}
 	r.redos++
@@ -80,6 +83,11 @@ func (r *rendering) redo() bool {
 	r.in, r.done = r.ld.Input, false
 	return true
 }
+
+// redoLimit caps the pause before a redo (see redo): pauses grow from
+// 20ms, with jitter, so that renders of one workload that went stale
+// together do not read and publish again in lockstep.
+const redoLimit = time.Second
 
 // rendering is one render under way. The steps fill it in order; a step
 // that ends the render early (nothing to write, or a store that could not

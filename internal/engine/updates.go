@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"sort"
@@ -72,9 +73,12 @@ func stale(reports []StoreReport) bool {
 	return false
 }
 
-// maxRedos bounds how many times a render or a drain computes its updates
-// again because a workload changed under its publish (see stale).
-const maxRedos = 5
+// maxRedos bounds how many times a drain computes its updates again
+// because a workload changed under its publish (see stale). A stale basis
+// is a lost race: it is retried for as long as the retry deadline allows,
+// never given up after a count (a render's redo, too, is bounded by its
+// deadline alone), so this bound only keeps the loop finite.
+const maxRedos = math.MaxInt32
 
 // addPlan adds what plan writes for workload key, with its record (and the
 // objects of each store), and removes the workload from the stores in

@@ -214,6 +214,14 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 
 var _ statestore.BatchApplier = (*Store)(nil)
 
+// debug logs msg at debug level, when the store has a Debug logger: what
+// each attempt of a write did, and how long it took.
+func (s *Store) debug(msg string, args ...any) {
+	if s.cfg.Debug != nil {
+		s.cfg.Debug(msg, args...)
+	}
+}
+
 // signature is this store's author and committer, now.
 func (s *Store) signature() object.Signature {
 	return object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: s.cfg.Now()}

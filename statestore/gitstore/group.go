@@ -15,48 +15,135 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
-// patience is how long a waiting writer lets the branch stand still, per
-// request ahead of its own, before it stops waiting for the writers ahead
-// and leads itself: the first request's writer leads at once, the second
-// after one patience without progress (the first died), and so on, so a
-// dead writer delays the others once and never sets them all racing.
-const patience = 10 * time.Second
+// How waiting writers take turns to lead (await). The writer whose
+// request sorts first leads as soon as the line of requests stops growing
+// between two polls, so that writers who lost the same race are carried by
+// one push. Every other waiter leads itself only once the branch stood
+// still for patience plus one turn per request ahead of its own: a leader
+// that died or stalls (a process the scheduler has not run for seconds)
+// holds the others up once, never for a time that grows with the number of
+// writers; and when the second in line takes over, it carries every
+// request it sees, the stalled leader's too.
+//
+// A turn is what a leader's push may take on this server now: at least
+// stagger, and turnPushes times what the leader's push costs, counted from
+// the slowest push this writer has timed itself (its own first push, or
+// the push of its request). A leader's push carries the deletion of every
+// request it folds, and a server such as Gitea runs a hook process for
+// each ref a push changes (its own push changed one, with a hook run before
+// and after it): so a push that carries n requests counts as 1 + n/turnRefs
+// of this writer's own. On a loaded server a push takes seconds or
+// minutes, and a waiter that took over while the leader's push was still on
+// its way would only race it and double the server's work: at a load
+// average of 40-60, with turns capped by an eighth of the retry budget and
+// counted from a one-ref push, a leader's push carrying 12 requests took
+// 4.5 minutes while its waiters took over at 75s, 150s, ... A turn is at
+// most a quarter of the render's retry budget, so that a request whose
+// writer is gone (killed, or it gave up while the server could not be
+// reached to withdraw it) at the head of the line costs the others one
+// turn, not their deadline: the next in line leads after it and carries
+// every request, the dead writer's too.
+//
+// A waiter never leads only because its own deadline is near: writers of a
+// burst share one deadline, and leading together they would all race the
+// leader's push with pushes as big as its own (at a load average of 50,
+// eight did, and each push then took four minutes). At its deadline a
+// waiter gives up and withdraws its request (see Abandon); if a leader
+// carried it meanwhile, its update landed and it says so.
+//
+// Polls read the server's refs only (no objects), from about 80ms after a
+// lost race, backing off to pollLimit (and to twice the time the last
+// listing took, on a loaded server: pollPause): a writer carried by
+// another's push sees its request gone within one poll, and N waiters
+// poll the server about N / pollLimit times a second at most.
+const (
+	patience    = 3 * time.Second
+	stagger     = time.Second
+	turnPushes  = 3
+	turnRefs    = 3
+	pollLimit   = 800 * time.Millisecond
+	pollSpacing = 2
+)
+
+// turnTime is how long a waiter gives each leader ahead of it, when the
+// slowest push it timed took slowest, waiting requests are in the line
+// (what the leader's push may carry) and its retry budget is budget.
+func turnTime(slowest time.Duration, waiting int, budget time.Duration) time.Duration {
+	push := slowest + slowest*time.Duration(max(waiting, 0))/turnRefs
+	return max(stagger, min(turnPushes*push, budget/4))
+}
 
 // await waits, with cheap reads of the server's refs only, until this
-// writer's request was folded by another writer's push (true), or until it
-// is this writer's turn to lead (false). Leading one at a time keeps N
-// waiting writers from racing N pushes.
-func (s *Store) await(ctx context.Context, r *remoteRepo, mine plumbing.ReferenceName, h plumbing.Hash, lost error) (bool, plumbing.Hash, error) {
+// writer's request is gone (true: carried by another writer's push, which
+// deletes it in the push that lands it, or deleted as stale), or until it
+// is this writer's turn to lead (false). slowest is the slowest push this
+// writer has timed (see turnTime).
+func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, slowest time.Duration, lost error) (bool, error) {
+	began := statestore.Now(ctx)
 	var seen plumbing.Hash
-	moved := statestore.Now(ctx)
+	moved := began
 	waiting := -1 // requests seen at the previous poll
+	_, budget := statestore.RetryDeadline(ctx)
+	turn := turnTime(slowest, 0, budget)
+	done := func(gone bool, why string, polls int) {
+		s.debug("wait", "workload", workload, "for", "its request to be carried, or its turn to lead",
+			"outcome", why, "polls", polls, "turn", turn.Round(time.Millisecond).String(),
+			"took", statestore.Since(ctx, began).Round(time.Millisecond).String())
+	}
+	var listed time.Duration // how long the last listing took
 	for poll := 1; ; poll++ {
+		if err := pollPause(ctx, poll, listed, lost); err != nil {
+			done(false, "gave up", poll-1)
+			return false, err
+		}
+		t0 := statestore.Now(ctx)
 		refs, err := r.list(ctx)
+		listed = statestore.Since(ctx, t0)
 		if err != nil {
-			return false, plumbing.ZeroHash, err
+			done(false, "error", poll)
+			return false, err
 		}
 		tip := refs[r.branch]
+		ahead, all := rank(refs, r.space, mine)
+		s.debug("poll", "workload", workload, "poll", poll, "tip", tip.String(), "request_present", refs[mine] == h,
+			"ahead", ahead, "waiting", all)
 		if refs[mine] != h {
-			return true, tip, nil
+			done(true, "request gone", poll)
+			return true, nil
 		}
 		if tip != seen {
 			seen, moved = tip, statestore.Now(ctx)
 		}
-		ahead, all := rank(refs, r.space, mine)
-		// The first in line leads once the line stopped growing between
-		// two polls (or after a few), so that writers who lost the same
-		// race are carried by one push rather than one push each.
 		settled := all == waiting || poll >= 4
 		waiting = all
-		if ahead == 0 && settled || ahead > 0 && statestore.Since(ctx, moved) >= time.Duration(ahead)*patience {
-			return false, tip, nil
-		}
-		// Polls back off to about two seconds: N waiters must not keep
-		// the server busier than the leader's push.
-		if err := statestore.Pause(ctx, min(poll+2, 7), 2*time.Second, lost); err != nil {
-			return false, plumbing.ZeroHash, err
+		turn = turnTime(slowest, all, budget)
+		switch {
+		case ahead == 0 && settled:
+			done(false, "first in line: leads", poll)
+			return false, nil
+		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*turn:
+			done(false, fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
+			return false, nil
 		}
 	}
+}
+
+// pollPause waits before poll number poll of a waiter whose last listing
+// of the server's refs took listed: the backoff (see await), and at least
+// pollSpacing times listed, so that a waiter on a loaded server has a
+// listing on its way at most a third of the time (at a load average of 50
+// a listing took 3s, and 14 waiters polling every 800ms kept 14 of them
+// on the server's two cores beside the leader's push). It fails, wrapping
+// cause, when the retry deadline would pass meanwhile.
+func pollPause(ctx context.Context, poll int, listed time.Duration, cause error) error {
+	wait := max(statestore.Backoff(min(poll+1, 6), pollLimit), pollSpacing*listed)
+	if at, budget := statestore.RetryDeadline(ctx); statestore.Now(ctx).Add(wait).After(at) {
+		return fmt.Errorf("%w (%w: gave up after %s, %d polls)", cause, statestore.ErrDeadline, budget, poll-1)
+	}
+	if err := statestore.Sleep(ctx, wait); err != nil {
+		return fmt.Errorf("%w (%w)", cause, err)
+	}
+	return nil
 }
 
 // rank is how many requests in space sort before mine, and how many there
@@ -161,6 +248,10 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 			snap, head = next, c
 		}
 		folded = append(folded, &packp.Command{Name: q.ref, Old: q.commit})
+	}
+	if len(reqs) > 0 {
+		s.debug("fold", "workload", workload, "requests", len(reqs), "folded", len(folded), "stale", len(stale),
+			"left", len(reqs)-len(folded)-len(stale))
 	}
 	return head, folded, stale, nil
 }

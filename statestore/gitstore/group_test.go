@@ -129,11 +129,10 @@ func TestGroupCommitNeverFoldsAConflict(t *testing.T) {
 	if got, _ := snap.ReadFile("d1/x.yaml"); string(got) != "owner\n" {
 		t.Fatalf("d1/x.yaml = %q: a conflicting pending update was folded", got)
 	}
-	// The conflicting request stays for its owner. (The last writer's own
-	// request, which landed with its push, stays too, until the next
-	// write's sweep: see firstPush.)
-	if refs := pendingRefs(t, g, url); !slices.Contains(refs, gitstore.RequestRef(open(), "w/thief")) || len(refs) > 2 {
-		t.Fatalf("pending refs: %v, want the conflicting one left for its owner", refs)
+	// The conflicting request stays for its owner, and nothing else: a
+	// writer that wins the branch leaves no request of its own.
+	if refs := pendingRefs(t, g, url); !slices.Contains(refs, gitstore.RequestRef(open(), "w/thief")) || len(refs) != 1 {
+		t.Fatalf("pending refs: %v, want the conflicting one left for its owner, alone", refs)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -110,8 +111,12 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 			return err
 		}
 		tip, ok := all[r.branch]
-		if !ok || !r.partial || tip.Type() != plumbing.HashReference {
+		if !ok || tip.Type() != plumbing.HashReference {
 			return nil
+		}
+		if !r.partial {
+			// Whole, in this same session: one advertisement, not two.
+			return r.takeWhole(ctx, sess, adv)
 		}
 		scratch := memory.NewStorage()
 		req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
@@ -129,8 +134,14 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 			return err
 		}
 		size, err := r.judge(scratch, c)
-		if err != nil || size == sizeSmall {
+		if err != nil {
 			return err
+		}
+		if size == sizeSmall {
+			// Whole, in this same session: the advertisement above
+			// serves the whole fetch too (a request less than fetching
+			// anew, which every render into a small store would pay).
+			return r.takeWhole(ctx, sess, adv)
 		}
 		// A large store, or one of unknown size: what the probe fetched
 		// is the start of the partial clone, and the requests waiting
@@ -429,6 +440,13 @@ func (r *remoteRepo) receiveInto(ctx context.Context, sess transport.UploadPackS
 		return err
 	}
 	defer resp.Close()
+	if st == storer.Storer(r.st) && len(resp.Shallows) > 0 {
+		// A fetch at depth 1: the commits whose parents the clone lacks,
+		// which a later fetch tells the server (see fetchWhole).
+		if err := r.addShallow(resp.Shallows); err != nil {
+			return err
+		}
+	}
 	var rd io.Reader = resp
 	switch {
 	case req.Capabilities.Supports(capability.Sideband64k):
@@ -440,6 +458,20 @@ func (r *remoteRepo) receiveInto(ctx context.Context, sess transport.UploadPackS
 	err = packfile.UpdateObjectStorage(st, cr)
 	r.bytesFetched += cr.n
 	return err
+}
+
+// addShallow adds hs to the clone's shallow commits.
+func (r *remoteRepo) addShallow(hs []plumbing.Hash) error {
+	have, err := r.st.Shallow()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		if !slices.Contains(have, h) {
+			have = append(have, h)
+		}
+	}
+	return r.st.SetShallow(have)
 }
 
 type countingReader struct {
@@ -508,6 +540,24 @@ func (r *remoteRepo) advertise(ctx context.Context) (transport.UploadPackSession
 	return sess, adv, done, nil
 }
 
+// takeWhole is the whole fetch of a small store (see fetchWhole) in a
+// session whose advertisement the probe has read already: the tip at depth
+// 1, everything in it, and the requests waiting, in one request.
+func (r *remoteRepo) takeWhole(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs) error {
+	before := len(r.st.ObjectStorage.Objects)
+	r.whole = true
+	defer func() { r.whole = false }()
+	if err := r.takeAdvertised(ctx, sess, adv); err != nil {
+		return err
+	}
+	r.wholeFetched += len(r.st.ObjectStorage.Objects) - before
+	if len(r.st.ObjectStorage.Objects) > largeStore {
+		r.large = true
+	}
+	r.fetched = true
+	return nil
+}
+
 // takeAdvertised fetches what an advertisement shows that the clone lacks
 // (the tip's commit and top trees, the requests whole) and takes its refs.
 func (r *remoteRepo) takeAdvertised(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs) error {
@@ -539,7 +589,8 @@ func (r *remoteRepo) takeAdvertised(ctx context.Context, sess transport.UploadPa
 		}
 		// The tip alone (on a partial clone), then the requests whole:
 		// they are small, and whoever fetches them is about to fold them.
-		if !r.partial {
+		partial := r.partial && !r.whole
+		if !partial {
 			want, reqs = append(want, reqs...), nil
 		}
 		for i, w := range [][]plumbing.Hash{want, reqs} {
@@ -557,7 +608,7 @@ func (r *remoteRepo) takeAdvertised(ctx context.Context, sess transport.UploadPa
 			req.Wants = w
 			req.Depth = packp.DepthCommits(1)
 			_ = req.Capabilities.Set(capability.Shallow)
-			if r.partial && i == 0 {
+			if partial && i == 0 {
 				req.Filter = r.topFilter()
 				_ = req.Capabilities.Set(capability.Filter)
 			}

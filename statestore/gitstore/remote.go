@@ -47,6 +47,9 @@ type remoteRepo struct {
 	up      transport.UploadPackSession
 	mode    fetchMode
 	large   bool
+	// whole is set while takeWhole fetches a small store whole through
+	// takeAdvertised.
+	whole bool
 	// unknown is a store render had not written when the clone began
 	// (see isLarge).
 	unknown bool
@@ -103,13 +106,38 @@ func (r *remoteRepo) tip() plumbing.Hash {
 // (fetchTips) in a store its last commit marks as large, whole at depth 1
 // otherwise (fetchWhole). A clone decides once; a kept one keeps its way.
 func (r *remoteRepo) fetch(ctx context.Context) error {
+	if r.cfg.Debug == nil {
+		return r.fetchTip(ctx)
+	}
+	t0, reqs, objs, whole, bytes := statestore.Now(ctx), r.requests, r.objectsFetched, r.wholeFetched, r.bytesFetched
+	err := r.fetchTip(ctx)
+	pending := 0
+	if r.space != "" {
+		for name := range r.st.ReferenceStorage {
+			if strings.HasPrefix(name.String(), r.space) {
+				pending++
+			}
+		}
+	}
+	args := []any{"tip", r.tip().String(), "requests_waiting", pending, "fetches", r.requests - reqs,
+		"objects", r.objectsFetched - objs + r.wholeFetched - whole, "bytes", r.bytesFetched - bytes,
+		"took", statestore.Since(ctx, t0).Round(time.Millisecond).String()}
+	if err != nil {
+		args = append(args, "error", err.Error())
+	}
+	r.cfg.Debug("fetch", args...)
+	return err
+}
+
+// fetchTip is fetch, without its log line.
+func (r *remoteRepo) fetchTip(ctx context.Context) error {
 	if r.mode == modeUndecided {
 		m, err := r.probe(ctx)
 		if err != nil {
 			return err
 		}
 		r.mode = m
-		if m == modePartial {
+		if r.fetched {
 			return nil // the probe fetched the tip and the requests
 		}
 	}
@@ -231,6 +259,14 @@ func (r *remoteRepo) publishCommands(ctx context.Context, ov *overlay, cmds []*p
 		errors.Is(err, errStale) || errors.Is(err, errNoGroup) || ctx.Err() != nil {
 		return err
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The push was still on its way when the retry deadline (past
+		// which a sent push may not run: statestore.Finishing) passed: the
+		// server was too slow, it did not refuse. Called a refusal, a
+		// request's push cut off so turned group commit off for the
+		// store (at a load average of 55, with pushes taking minutes).
+		return fmt.Errorf("%w (%w: the push was still on its way)", err, statestore.ErrDeadline)
+	}
 	if ferr := r.fetch(ctx); ferr != nil {
 		return fmt.Errorf("%w (and fetching again failed: %v)", err, ferr)
 	}
@@ -271,47 +307,6 @@ func (r *remoteRepo) close() error { return nil }
 
 func (r *remoteRepo) server() *remoteRepo { return r }
 
-// send pushes commit over old with exactly the objects this render made.
-// go-git's own Push works out what to send by walking everything reachable
-// from the remote's tip, which costs as much as the repository is large;
-// the overlay already knows the new objects, so the cost follows the change.
-// A branch that moved since old is a lost race (errStale), found before
-// anything is sent when the advertisement already shows it.
-// publishEach pushes cmds without atomicity, in one push: the server
-// applies or refuses each on its own. It returns the refs that hold their
-// command's new value afterwards (applied by this push, or by an earlier
-// attempt of it that lost its answer); the rest were refused, a stale one
-// without being sent. The objects are kept and the local refs set as
-// publishCommands does.
-func (r *remoteRepo) publishEach(ctx context.Context, ov *overlay, cmds []*packp.Command) (map[plumbing.ReferenceName]bool, error) {
-	var applied map[plumbing.ReferenceName]bool
-	var delivered bool
-	var server strings.Builder
-	err := r.retry(ctx, func() error {
-		server.Reset()
-		var err error
-		applied, delivered, err = r.sendEach(ctx, ov, cmds, &server)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	// The clone keeps only objects the server is known to have: those of
-	// a pack that a ref this push moved points into. A command found done
-	// already (a request another writer deleted) sent nothing.
-	if delivered {
-		if err := ov.flush(); err != nil {
-			return nil, err
-		}
-	}
-	for _, c := range cmds {
-		if applied[c.Name] {
-			r.track(c)
-		}
-	}
-	return applied, nil
-}
-
 // track sets the clone's ref for c as the server now holds it (the branch
 // as its tracking ref).
 func (r *remoteRepo) track(c *packp.Command) {
@@ -326,106 +321,13 @@ func (r *remoteRepo) track(c *packp.Command) {
 	}
 }
 
-// sendEach is one non-atomic push of cmds (see publishEach).
-// It also reports whether the server took this push's pack for a ref it
-// moved to a new object (only then does it surely keep the objects).
-func (r *remoteRepo) sendEach(ctx context.Context, ov *overlay, cmds []*packp.Command, progress io.Writer) (map[plumbing.ReferenceName]bool, bool, error) {
-	ep, err := transport.NewEndpoint(r.cfg.URL)
-	if err != nil {
-		return nil, false, err
-	}
-	ep.CaBundle, ep.InsecureSkipTLS = r.cfg.CABundle, r.cfg.InsecureSkipTLS
-	cli, err := client.NewClient(ep)
-	if err != nil {
-		return nil, false, err
-	}
-	sess, err := cli.NewReceivePackSession(ep, r.cfg.Auth)
-	if err != nil {
-		return nil, false, err
-	}
-	defer sess.Close()
-	adv, err := sess.AdvertisedReferencesContext(ctx)
-	if errors.Is(err, transport.ErrEmptyRemoteRepository) && r.sawRefs() {
-		return nil, false, errNoAdvertisement
-	}
-	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return nil, false, err
-	}
-	if adv == nil || !adv.Capabilities.Supports(capability.ReportStatus) || !adv.Capabilities.Supports(capability.Atomic) || !adv.Capabilities.Supports(capability.DeleteRefs) {
-		return nil, false, errNoGroup
-	}
-	refs, _ := adv.AllReferences()
-	applied := map[plumbing.ReferenceName]bool{}
-	var send []*packp.Command
-	for _, c := range cmds {
-		cur := plumbing.ZeroHash
-		if ref, ok := refs[c.Name]; ok {
-			cur = ref.Hash()
-		}
-		switch {
-		case cur == c.New:
-			applied[c.Name] = true // already so (an earlier attempt of this push)
-		case cur == c.Old:
-			send = append(send, c)
-		}
-	}
-	if len(send) == 0 {
-		return applied, false, nil
-	}
-	req := packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
-	if adv.Capabilities.Supports(capability.Sideband64k) {
-		_ = req.Capabilities.Set(capability.Sideband64k)
-	} else if adv.Capabilities.Supports(capability.Sideband) {
-		_ = req.Capabilities.Set(capability.Sideband)
-	}
-	req.Progress = progress
-	req.Commands = send
-	// Once sent, the push is the server's (see send).
-	ctx, cancel := statestore.Finishing(ctx)
-	defer cancel()
-	var rs *packp.ReportStatus
-	if len(ov.added) == 0 && allDeletes(send) {
-		rs, err = sess.ReceivePack(ctx, req)
-	} else {
-		rd, wr := io.Pipe()
-		req.Packfile = rd
-		done := make(chan error, 1)
-		go func() {
-			_, err := packfile.NewEncoder(wr, ov.mem, false).Encode(ov.added, 0)
-			done <- wr.CloseWithError(err)
-		}()
-		rs, err = sess.ReceivePack(ctx, req)
-		if err != nil {
-			_ = rd.Close()
-		}
-		if derr := <-done; derr != nil && (rs == nil || err == nil) {
-			return nil, false, derr
-		}
-	}
-	// A refused command is in the report (and in err, which says no more).
-	if rs == nil || len(rs.CommandStatuses) == 0 {
-		if err == nil {
-			err = errors.New("the server sent no report of the push")
-		}
-		return nil, false, err
-	}
-	if rs.UnpackStatus != "ok" {
-		return nil, false, fmt.Errorf("%w: unpack: %s", statestore.ErrRejected, rs.UnpackStatus)
-	}
-	delivered := false
-	for _, st := range rs.CommandStatuses {
-		if st.Error() == nil {
-			applied[st.ReferenceName] = true
-			for _, c := range send {
-				if c.Name == st.ReferenceName && !c.New.IsZero() {
-					delivered = true
-				}
-			}
-		}
-	}
-	return applied, delivered, nil
-}
-
+// send pushes cmds with exactly the objects this render made (the
+// overlay's). go-git's own Push works out what to send by walking
+// everything reachable from the remote's tip, which costs as much as the
+// repository is large; the overlay already knows the new objects, so the
+// cost follows the change. A command whose ref moved since its Old is a
+// lost race (errStale), found before anything is sent when the
+// advertisement already shows it.
 func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Command, progress io.Writer) error {
 	ep, err := transport.NewEndpoint(r.cfg.URL)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -20,6 +21,10 @@ import (
 type backend struct{ s *Store }
 
 func (b backend) String() string { return b.s.String() }
+
+// Debug makes the write loop's own lines (each attempt's plan) go to the
+// store's debug log.
+func (b backend) Debug(msg string, args ...any) { b.s.debug(msg, args...) }
 
 // Begin picks how the write publishes: through the writers' group commit
 // for one update to a server that takes part in it, by moving the branch
@@ -99,7 +104,10 @@ func (b *branchCommitter) Commit(ctx context.Context, c *statestore.Change) (sta
 	if err != nil {
 		return statestore.Outcome{}, err
 	}
+	t0 := statestore.Now(ctx)
 	err = b.s.repo.publish(ctx, after.ov, after.tip, commit)
+	b.s.debug("push", "attempt", c.Attempt, "refs", "branch "+after.tip.String()[:7]+".."+commit.String()[:7],
+		"outcome", pushOutcome(err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
 	switch {
 	case errors.Is(err, errStale):
 		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
@@ -110,29 +118,44 @@ func (b *branchCommitter) Commit(ctx context.Context, c *statestore.Change) (sta
 }
 
 // groupCommitter writes one workload's update to a remote branch that many
-// writers share (see pending.go for the protocol):
+// writers share (see pending.go for the protocol). Each attempt:
 //
-//  1. Plan the update on the newest tip, fold every request waiting on the
-//     server into the same push (one commit each, chained after this
-//     writer's own), and push the branch and the deletion of the folded
-//     requests atomically.
-//  2. On a lost race, publish the update as a request of its own (once),
-//     wait a little, and go back to 1, unless the request is gone by then,
-//     which means another writer's push carried it: the update has landed.
+//  1. plans the update on the newest tip and folds every request waiting on
+//     the server into the same change (one commit each, after this
+//     writer's own);
+//  2. pushes its turn (see turn): the branch's move with the deletion of
+//     every request it carries, and of its own, atomically, so that a
+//     request is gone exactly when its update has landed. A writer whose
+//     push finds the branch moved already hands its update over in that
+//     same push instead: its request;
+//  3. after a lost race, with its request on the server, waits (await)
+//     until the request is gone (carried by another writer's push, or
+//     deleted as stale) or until it is its turn to lead, and plans again;
+//     without one (it lost in the moment between its push's advertisement
+//     and the update, or another render of its workload waits already),
+//     it plans again after a short pause.
+//
+// A writer whose update has landed returns at once: its own push says so,
+// or its next plan finds its request gone and its workload past the state
+// the request was planned on. It never waits for a ref another writer may
+// or may not delete. A writer with no competitor pushes its branch alone,
+// as a plain writer would.
 //
 // A write that gives up (deadline, a plan error, a cancelled context)
 // withdraws its request first, so nothing it reported as failed lands
-// later; if the request was already folded, the update landed and the
+// later; if the request was already carried, the update landed and the
 // write is a success.
 type groupCommitter struct {
 	s    *Store
 	r    *remoteRepo
 	u    statestore.Update
 	mine plumbing.ReferenceName
-	// published is this writer's request, once the server has it; alone
-	// is set when another render of this workload has one (then this
-	// writer publishes none).
+	// published is this writer's request, once the server has it, and
+	// pubBase the workload's state it was planned on; alone is set when
+	// another render of this workload has one waiting (then this writer
+	// publishes none, and plans again after a pause).
 	published plumbing.Hash
+	pubBase   string
 	alone     bool
 	// last is the change as last planned: what landed, if it lands by
 	// another writer's push.
@@ -140,22 +163,16 @@ type groupCommitter struct {
 	// regroup is set when the server turned group commit down: plan again
 	// at once, as a plain writer.
 	regroup bool
-	// tried is set once the write's first push went out (with its request,
-	// see Commit); base is the workload's state the last plan was made on.
-	tried bool
-	base  string
-	// pubBase is the state the published request was planned on.
-	pubBase string
+	// base is the workload's state the last plan was made on: a request
+	// published after a lost race is planned on it.
+	base string
+	// slowest is the slowest push this writer has timed: how long a
+	// leader's turn may take on this server now (see turnTime).
+	slowest time.Duration
 }
 
 func (g *groupCommitter) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
 	return g.s.readTip(ctx, attempt > 1)
-}
-
-// folded reports whether another writer's push carried this writer's
-// request (the last fetch no longer shows it).
-func (g *groupCommitter) folded() bool {
-	return !g.published.IsZero() && !g.r.holds(g.mine, g.published)
 }
 
 func (g *groupCommitter) landed(tip plumbing.Hash) statestore.Outcome {
@@ -165,22 +182,45 @@ func (g *groupCommitter) landed(tip plumbing.Hash) statestore.Outcome {
 
 func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (statestore.Outcome, error) {
 	a := c.Snapshot.(*attemptSnap)
-	if g.folded() {
-		return g.landed(a.tip), nil
+	// The workload's state in the tree planned on: what a request
+	// published now is planned on, and what tells a waiting writer that
+	// it was carried. A writer that never hands over never needs it.
+	var base string
+	baseOf := func() (string, error) {
+		if base != "" {
+			return base, nil
+		}
+		b, err := workloadState(a.treeSnap, g.u.Workload)
+		base = b
+		return b, err
 	}
-	base, err := workloadState(a.treeSnap, g.u.Workload)
-	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("read", err)
+	if !g.published.IsZero() {
+		now, err := baseOf()
+		if err != nil {
+			return statestore.Outcome{}, statestore.InOp("read", err)
+		}
+		held := g.r.holds(g.mine, g.published)
+		if now != g.pubBase || !c.Plan.Changed() {
+			// The workload moved past the state this writer's request
+			// was planned on: another writer carried the request (and
+			// deleted it in the same push), or a newer render of the
+			// workload overtook it. Done; a request still there is
+			// stale and goes now, so that none is left behind.
+			g.s.debug("landed by another writer's push", "workload", g.u.Workload, "attempt", c.Attempt, "tip", a.tip.String(), "request_left", held)
+			if held {
+				g.sweepOwn(ctx, a)
+			}
+			return g.landed(a.tip), nil
+		}
+		if !held {
+			// Gone, and the workload as it was: not carried. Hand the
+			// update over again.
+			g.published, g.pubBase = plumbing.ZeroHash, ""
+		}
 	}
-	if !g.published.IsZero() && base != g.pubBase {
-		// The workload moved past the state this writer's request was
-		// planned on: another writer carried the request (its ref goes
-		// with the next sweep), or a newer render of the workload
-		// overtook it.
-		return g.landed(a.tip), nil
+	if c.Plan.Changed() {
+		g.last = c.Plan.Diff
 	}
-	g.last = c.Plan.Diff
-	g.base = base
 	out := statestore.Outcome{}
 	head, after := a.tip, a
 	if c.Plan.Changed() {
@@ -198,63 +238,38 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	if err != nil {
 		return statestore.Outcome{}, statestore.InOp("read", err)
 	}
-	if c.Plan.Changed() && g.published.IsZero() && !g.alone && !g.tried && g.r.space != "" {
-		return g.firstPush(ctx, a, head, folded, stale, out)
+	var t turn
+	if head != a.tip {
+		out.Revision = head.String()
+		t.main = append(t.main, &packp.Command{Name: g.r.branch, Old: a.tip, New: head})
+		if !g.published.IsZero() {
+			t.main = append(t.main, &packp.Command{Name: g.mine, Old: g.published})
+		}
+		t.main = append(t.main, folded...)
+		t.sweep = append(stale, g.overtaken(a, after)...)
+	} else if !g.published.IsZero() {
+		t.main = append(t.main, &packp.Command{Name: g.mine, Old: g.published})
 	}
-	var deletes []*packp.Command
-	if !g.published.IsZero() {
-		deletes = append(deletes, &packp.Command{Name: g.mine, Old: g.published})
-	}
-	deletes = append(deletes, folded...)
-	deletes = append(deletes, stale...)
-	if head == a.tip && len(deletes) == 0 {
+	if len(t.main) == 0 {
 		return out, nil // the branch already holds this update
 	}
-	var cmds []*packp.Command
-	if head != a.tip {
-		cmds = append(cmds, &packp.Command{Name: g.r.branch, Old: a.tip, New: head})
+	if head != a.tip && g.published.IsZero() && !g.alone && g.r.space != "" {
+		t.request = func() (*packp.Command, error) {
+			base, err := baseOf()
+			if err != nil {
+				return nil, err
+			}
+			req, err := writeRequest(a.ov, g.u, g.s.author(g.u), base)
+			if err != nil {
+				return nil, err
+			}
+			return &packp.Command{Name: g.mine, Old: replaceable(a.ov, g.r.st, g.mine, base), New: req}, nil
+		}
 	}
-	cmds = append(cmds, deletes...)
-	err = g.r.publishCommands(ctx, a.ov, cmds)
-	switch {
-	case err == nil:
-		return out, nil
-	case errors.Is(err, errNoGroup):
-		g.s.noGroup(g.r, err)
-		g.regroup = true
-		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving", Err: err}
-	case !errors.Is(err, errStale):
-		return statestore.Outcome{}, statestore.InOp("push", err)
-	}
-	return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
-}
-
-// firstPush is a write's first push in group mode: the branch moved to
-// head, and this writer's request, in one push that is not atomic, so that
-// a writer who loses the branch has handed its update over with the same
-// push (N writers racing make N pushes, and the next leader one more).
-// When the branch moves, the request lands too and is left over: the next
-// write's fold finds the workload's state moved past the request's base
-// and deletes it.
-func (g *groupCommitter) firstPush(ctx context.Context, a *attemptSnap, head plumbing.Hash, folded, stale []*packp.Command, out statestore.Outcome) (statestore.Outcome, error) {
-	g.tried = true
-	req, err := writeRequest(a.ov, g.u, g.s.author(g.u), g.base)
-	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("write", err)
-	}
-	// An earlier render's request of this workload that landed or was
-	// overtaken is replaced; another render's, waiting, stays (and this
-	// writer waits its turn without a request).
-	cmds := []*packp.Command{
-		{Name: g.r.branch, Old: a.tip, New: head},
-		{Name: g.mine, Old: replaceable(a.ov, g.r.st, g.mine, g.base), New: req},
-	}
-	// Requests of other workloads that landed or were overtaken go with
-	// the same push (safe whether the branch moves or not: that is a fact
-	// of the tree this write read), so that no writer's leftover stays.
-	// Those folded into head stay until it lands: see below.
-	cmds = append(cmds, stale...)
-	applied, err := g.r.publishEach(ctx, a.ov, cmds)
+	t0 := statestore.Now(ctx)
+	res, err := g.r.pushTurn(ctx, a.ov, t)
+	g.slowest = max(g.slowest, statestore.Since(ctx, t0))
+	g.s.debug("push", "workload", g.u.Workload, "attempt", c.Attempt, "refs", describeTurn(t, res), "outcome", outcomeOf(res, err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
 	switch {
 	case errors.Is(err, errNoGroup):
 		g.s.noGroup(g.r, err)
@@ -262,66 +277,83 @@ func (g *groupCommitter) firstPush(ctx context.Context, a *attemptSnap, head plu
 		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving", Err: err}
 	case err != nil:
 		return statestore.Outcome{}, statestore.InOp("push", err)
-	case applied[g.r.branch] && len(folded) > 0:
-		// The requests this push carried landed with it: their refs,
-		// and this writer's own (landed too), go now, so that their
-		// writers, waiting for that, are done. (Only a push that
-		// carried others' requests makes this second push.)
-		done := folded
-		if applied[g.mine] {
-			done = append(done, &packp.Command{Name: g.mine, Old: req})
-		}
-		if _, err := g.r.publishEach(ctx, a.ov, done); err != nil && g.s.cfg.Warn != nil {
-			g.s.cfg.Warn("could not delete the pending updates this write carried; the next write will", "error", err.Error())
-		}
+	}
+	switch res.outcome {
+	case turnLanded:
+		g.published, g.pubBase = plumbing.ZeroHash, ""
 		return out, nil
-	case applied[g.r.branch]:
-		return out, nil
-	}
-	// The branch did not move: another writer was first, or the server
-	// refused the push for a reason of its own (a hook), which the refs
-	// tell apart.
-	refs, err := g.r.list(ctx)
-	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("push", err)
-	}
-	if refs[g.r.branch] == a.tip {
-		// Refused: perhaps for the request (a hook that allows no other
-		// refs). The branch alone, then: if it lands, group commit is
-		// off for this store; if not, the refusal is the server's word.
-		err := g.r.publishCommands(ctx, a.ov, []*packp.Command{{Name: g.r.branch, Old: a.tip, New: head}})
-		switch {
-		case err == nil:
-			g.s.noGroup(g.r, errors.New("the server refused a push with a pending-update ref"))
-			return out, nil
-		case errors.Is(err, errStale):
-			return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
+	case turnPublished:
+		g.published, g.pubBase = res.request.New, base // base: set by the request's builder
+		g.s.debug("request published", "workload", g.u.Workload, "attempt", c.Attempt, "ref", g.mine.String(), "request", g.published.String())
+	case turnLost:
+		g.alone = g.alone || res.taken
+		if g.base, err = baseOf(); err != nil {
+			return statestore.Outcome{}, statestore.InOp("read", err)
 		}
-		return statestore.Outcome{}, statestore.InOp("push", err)
-	}
-	switch {
-	case applied[g.mine]:
-		g.published, g.pubBase = req, g.base
-	case refs[g.mine].IsZero():
-		// The server took no request ref, and none waits: it refuses them.
-		g.s.noGroup(g.r, errors.New("the server refused the pending-update ref"))
-	default:
-		g.alone = true // another render of this workload is waiting
 	}
 	return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
 }
 
-// Lost hands the update over (a request on the server, once) and waits
-// for its turn to lead, or for another writer to carry it.
+// overtaken is the deletion of another render's request of this workload
+// (one that died, or waits) when this write makes it stale: planned on
+// a state of the workload other than the one this write leaves (after),
+// folded later it would bring the older render back, so no writer folds
+// it; its writer, if alive, finds it gone and its workload overtaken.
+// Deleting it here leaves nothing behind for a later write.
+func (g *groupCommitter) overtaken(a, after *attemptSnap) []*packp.Command {
+	ref, err := g.r.st.Reference(g.mine)
+	if err != nil || ref.Hash() == g.published {
+		return nil
+	}
+	_, _, was, err := readRequestBase(a.ov, ref.Hash())
+	if err != nil || was == "" {
+		return nil
+	}
+	now, err := workloadState(after.treeSnap, g.u.Workload)
+	if err != nil || now == was {
+		return nil
+	}
+	return []*packp.Command{{Name: g.mine, Old: ref.Hash()}}
+}
+
+// sweepOwn deletes this writer's request, which its workload has moved
+// past (the update landed, or was overtaken), if the server still holds
+// it. Failing that, the next write deletes it as stale.
+func (g *groupCommitter) sweepOwn(ctx context.Context, a *attemptSnap) {
+	own := &packp.Command{Name: g.mine, Old: g.published}
+	if _, err := g.r.pushTurn(ctx, a.ov, turn{sweep: []*packp.Command{own}}); err != nil && g.s.cfg.Warn != nil {
+		g.s.cfg.Warn("could not delete this render's pending update, which has landed; the next write will", "ref", g.mine.String(), "error", err.Error())
+	}
+	g.published, g.pubBase = plumbing.ZeroHash, ""
+}
+
+// Lost waits after a lost race: for the request this writer handed over
+// to be carried, or for its turn to lead; without a request, a short
+// pause.
 func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt int, cause error) (statestore.Outcome, error) {
 	if g.regroup {
 		g.regroup = false
 		return statestore.Outcome{}, nil
 	}
-	if g.published.IsZero() && !g.alone && !g.tried && g.r.space != "" {
-		switch h, err := g.s.request(ctx, g.r, g.u, g.mine, g.base); {
+	lost := fmt.Errorf("%w: the branch kept moving", statestore.ErrConflict)
+	if max := g.s.cfg.MaxAttempts; max > 0 && attempt >= max {
+		return statestore.Outcome{}, fmt.Errorf("%w; gave up after %d attempts", lost, attempt)
+	}
+	if g.published.IsZero() && !g.alone && g.r.space != "" {
+		// Lost between the push's advertisement and its update: another
+		// writer's push landed while this one was on its way (on a busy
+		// server, nearly every push of a burst). Hand the update over
+		// now, with a push of the request alone, and wait in line: racing
+		// again, the writers who lost together would lose together again.
+		t0 := statestore.Now(ctx)
+		h, err := g.s.request(ctx, g.r, g.u, g.mine, g.base)
+		g.slowest = max(g.slowest, statestore.Since(ctx, t0))
+		g.s.debug("push", "workload", g.u.Workload, "attempt", attempt, "refs", shortRef(g.mine)+" created",
+			"outcome", requestOutcome(err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+		switch {
 		case err == nil:
 			g.published, g.pubBase = h, g.base
+			g.s.debug("request published", "workload", g.u.Workload, "attempt", attempt, "ref", g.mine.String(), "request", h.String())
 		case errors.Is(err, errStale):
 			g.alone = true // another render of this workload is waiting
 		case errors.Is(err, errNoGroup), errors.Is(err, statestore.ErrRejected):
@@ -330,30 +362,32 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 			return statestore.Outcome{}, err
 		}
 	}
-	lost := fmt.Errorf("%w: the branch kept moving", statestore.ErrConflict)
-	if max := g.s.cfg.MaxAttempts; max > 0 && attempt >= max {
-		return statestore.Outcome{}, fmt.Errorf("%w; gave up after %d attempts", lost, attempt)
-	}
 	if g.published.IsZero() {
-		return statestore.Outcome{}, statestore.Pause(ctx, attempt, 500*time.Millisecond, lost)
+		// Behind another render of this workload, which is waiting, or
+		// with group commit off: plan again after a pause.
+		t0 := statestore.Now(ctx)
+		err := statestore.Pause(ctx, attempt, time.Second, lost)
+		g.s.debug("wait", "workload", g.u.Workload, "attempt", attempt, "for", "a pause before planning again", "alone", g.alone, "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+		return statestore.Outcome{}, err
 	}
-	// The request gone means it was folded into another writer's push, or
+	// The request gone means it was carried by another writer's push, or
 	// deleted as stale (see fold): either way, plan again, which finds
-	// nothing left to do (Commit then reports the landing) or the
-	// staleness.
-	_, _, err := g.s.await(ctx, g.r, g.mine, g.published, lost)
+	// the update landed (Commit reports it) or the staleness.
+	_, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, g.slowest, lost)
 	return statestore.Outcome{}, err
 }
 
 // Abandon withdraws this writer's request before the write gives up. A
-// request that is gone already was folded (the update landed) or deleted
+// request that is gone already was carried (the update landed) or deleted
 // as stale; the branch's newest tip says which: it holds the update when
 // a fresh plan finds nothing left to do.
 func (g *groupCommitter) Abandon(ctx context.Context, c *statestore.Change, err error) statestore.Outcome {
 	if g.published.IsZero() {
 		return statestore.Outcome{}
 	}
-	if !g.s.withdraw(ctx, g.r, g.mine, g.published) || errors.Is(err, statestore.ErrStale) {
+	withdrawn := !g.s.withdraw(ctx, g.r, g.mine, g.published)
+	g.s.debug("request withdrawn", "workload", g.u.Workload, "ref", g.mine.String(), "gone_already", !withdrawn, "cause", err.Error())
+	if withdrawn || errors.Is(err, statestore.ErrStale) {
 		return statestore.Outcome{}
 	}
 	vctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
@@ -367,4 +401,69 @@ func (g *groupCommitter) Abandon(ctx context.Context, c *statestore.Change, err 
 		return g.landed(snap.tip)
 	}
 	return statestore.Outcome{}
+}
+
+// describeTurn names, for the debug log, the refs a turn's push sent.
+func describeTurn(t turn, res turnResult) string {
+	var parts []string
+	if res.outcome == turnPublished && res.request != nil {
+		return shortRef(res.request.Name) + " created"
+	}
+	for _, c := range t.main {
+		parts = append(parts, describeCommand(c))
+	}
+	if len(t.sweep) > 0 {
+		parts = append(parts, fmt.Sprintf("%d stale requests deleted", len(t.sweep)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeCommand(c *packp.Command) string {
+	name := shortRef(c.Name)
+	switch {
+	case c.New.IsZero():
+		return name + " deleted"
+	case c.Old.IsZero():
+		return name + " created"
+	}
+	return name + " " + c.Old.String()[:7] + ".." + c.New.String()[:7]
+}
+
+// shortRef is a ref's name without the request folder's prefix.
+func shortRef(n plumbing.ReferenceName) string {
+	s := n.String()
+	if rest, ok := strings.CutPrefix(s, pendingRoot); ok {
+		return "request " + rest[strings.LastIndex(rest, "/")+1:]
+	}
+	return strings.TrimPrefix(s, "refs/heads/")
+}
+
+func requestOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "published"
+	case errors.Is(err, errStale):
+		return "taken: another render of the workload is waiting"
+	}
+	return "error: " + err.Error()
+}
+
+func outcomeOf(res turnResult, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if res.outcome == turnLost && res.taken {
+		return "lost; another render of the workload is waiting"
+	}
+	return res.outcome.String()
+}
+
+func pushOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "landed"
+	case errors.Is(err, errStale):
+		return "lost"
+	}
+	return "error: " + err.Error()
 }

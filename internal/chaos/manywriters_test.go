@@ -1,0 +1,442 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/statestore"
+)
+
+// The many-sidecars scenarios of issue 34, as tests: many render processes
+// at once on a machine whose cores are all busy (a busy loop per core
+// beside them, and more renders than cores), into a store that already
+// holds a large workload. Every render must exit 0 and land, nothing a
+// writer holds while it works may stay, and a writer whose update has
+// landed must not wait for anything more.
+
+// starve keeps every core busy until the test ends: one busy-loop process
+// per core, as other work on a busy node or a CI runner would.
+func starve(t testing.TB) { busyLoops(t) }
+
+// manyStore is a store the scenarios write: its platform document, and
+// how to read its branch's history and refs straight from the server.
+type manyStore struct {
+	docs string
+	open func(ctx context.Context) (*git.Repository, error)
+}
+
+func manyGitea(t *testing.T) manyStore {
+	g := testenv.Gitea(t)
+	repo := g.CreateRepoInfo(t, "many")
+	auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
+	return manyStore{
+		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+kind: GitStateStore
+metadata: {name: many}
+spec:
+  url: %s
+  branch: main
+  path: %s
+  authMethod: basicAuth
+  secretRef: {name: many-credentials, namespace: default}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: many-credentials, namespace: default}
+stringData:
+  username: %q
+  password: %q
+`, repo.CloneURL, storePath, g.AdminUser(), g.AdminPassword()),
+		open: func(ctx context.Context) (*git.Repository, error) {
+			r, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
+				URL: repo.CloneURL, Auth: auth, ReferenceName: plumbing.NewBranchReferenceName("main"), SingleBranch: true,
+			})
+			if err != nil {
+				return nil, err
+			}
+			err = r.FetchContext(ctx, &git.FetchOptions{Auth: auth, RefSpecs: []config.RefSpec{"+refs/render/*:refs/render/*"}})
+			if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !strings.Contains(err.Error(), "couldn't find remote ref") {
+				return nil, err
+			}
+			return r, nil
+		},
+	}
+}
+
+func manySSH(t *testing.T) manyStore {
+	s := testenv.SSHGit(t)
+	url := s.CreateRepo(t, "many")
+	dir := strings.TrimPrefix(url, "ssh://git@"+s.Addr)
+	return manyStore{
+		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+kind: GitStateStore
+metadata: {name: many}
+spec:
+  url: %s
+  branch: main
+  path: %s
+  authMethod: ssh
+  secretRef: {name: many-credentials, namespace: default}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: many-credentials, namespace: default}
+stringData:
+  sshPrivateKey: %q
+  knownHosts: %q
+`, url, storePath, s.ClientKeyPEM, s.KnownHosts),
+		open: func(context.Context) (*git.Repository, error) { return git.PlainOpen(filepath.FromSlash(dir)) },
+	}
+}
+
+// manyWorld is a folder of render inputs: a platform with one store and
+// the destinations dests (labelled env: many), and one folder per render.
+type manyWorld struct {
+	t    *testing.T
+	dir  string
+	bin  string
+	plat string
+}
+
+func newManyWorld(t *testing.T, st manyStore, dests ...string) *manyWorld {
+	w := &manyWorld{t: t, dir: t.TempDir(), bin: testenv.RenderBinary(t)}
+	docs := []string{st.docs}
+	for _, d := range dests {
+		docs = append(docs, fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+kind: Destination
+metadata:
+  name: %s
+  labels: {env: many}
+spec:
+  stateStoreRef: {kind: GitStateStore, name: many}
+`, d))
+	}
+	w.plat = filepath.Join(w.dir, "platform")
+	w.write("platform/platform.yaml", strings.Join(docs, "---\n"))
+	return w
+}
+
+func (w *manyWorld) write(rel, data string) {
+	w.t.Helper()
+	p := filepath.Join(w.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// manyRender is one render process of a scenario.
+type manyRender struct {
+	name     string // its folder
+	env      []string
+	code     int
+	stdout   string
+	stderr   string
+	workload string // its record's key
+	took     time.Duration
+}
+
+// promise prepares a promise workflow render of promise name whose output
+// is docs documents (ConfigMaps carrying key).
+func (w *manyWorld) promise(name, key string, docs int) *manyRender {
+	for i := range docs {
+		w.write(fmt.Sprintf("%s/output/doc-%05d.yaml", name, i), document(name, fmt.Sprintf("%05d", i), key, 40))
+	}
+	w.write(name+"/metadata/.keep", "")
+	w.write(name+"/input/object.yaml", fmt.Sprintf("apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nmetadata:\n  name: %s\n", name))
+	return &manyRender{name: name, workload: statestore.WorkloadKey("promise", name, "", "", "configure"), env: []string{
+		"KRATIX_WORKFLOW_TYPE=promise", "KRATIX_WORKFLOW_ACTION=configure", "KRATIX_PROMISE_NAME=" + name, "KRATIX_PIPELINE_NAME=configure"}}
+}
+
+// manyDeadline is the renders' retry deadline. The tests assert that
+// every render lands and what the protocol does, not how long it takes
+// (the benchmark does): on a shared 2-core machine under other work, one
+// trivial push to Gitea took 7-8 s, and 16 renders' pushes at once take
+// minutes whatever the protocol. A render that gives up still fails the
+// test.
+const manyDeadline = 10 * time.Minute
+
+// runAll runs rs at once, each with a debug log in JSON, and waits for
+// every one; a render still running after limit is killed (its exit code
+// then says so).
+func (w *manyWorld) runAll(rs []*manyRender, limit time.Duration) {
+	w.t.Helper()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, r := range rs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), limit)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, w.bin, "--platform", w.plat,
+				"--output", filepath.Join(w.dir, r.name, "output"), "--metadata", filepath.Join(w.dir, r.name, "metadata"),
+				"--input", filepath.Join(w.dir, r.name, "input"), "--log-format", "json", "--log-level", "debug",
+				"--retry-deadline", manyDeadline.String())
+			cmd.Dir = w.dir
+			for _, kv := range os.Environ() {
+				if !strings.HasPrefix(kv, "KRATIX_") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env, r.env...)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			<-start
+			t0 := time.Now()
+			_ = cmd.Run()
+			r.took = time.Since(t0)
+			r.code = cmd.ProcessState.ExitCode()
+			r.stdout, r.stderr = out.String(), errb.String()
+		})
+	}
+	close(start)
+	wg.Wait()
+	w.t.Cleanup(func() {
+		if !w.t.Failed() {
+			return
+		}
+		// Every render's whole log, for the post-mortem.
+		dir, err := os.MkdirTemp("", "many-sidecars-logs-")
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			_ = os.WriteFile(filepath.Join(dir, r.name+".log"), []byte(r.stderr+"\n--- stdout\n"+r.stdout), 0o644)
+		}
+		w.t.Logf("the renders' logs are in %s", dir)
+	})
+}
+
+// mustExit0 fails the test for every render that did not exit 0, with the
+// end of what it said.
+func mustExit0(t *testing.T, rs []*manyRender) {
+	t.Helper()
+	failed := 0
+	for _, r := range rs {
+		if r.code == 0 {
+			continue
+		}
+		failed++
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		t.Errorf("%s exited %d; the end of its log:\n  %s", r.name, r.code, strings.Join(lines[max(0, len(lines)-8):], "\n  "))
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d renders failed", failed, len(rs))
+	}
+}
+
+// summarize logs how long the renders took and what their pushes did,
+// from their debug logs: the figures to compare runs by (the test asserts
+// none of them).
+func summarize(t *testing.T, rs []*manyRender) {
+	t.Helper()
+	var slowest time.Duration
+	outcomes := map[string]int{}
+	for _, r := range rs {
+		slowest = max(slowest, r.took)
+		for _, l := range logLines(r.stderr) {
+			if l.str("msg") == "push" {
+				o, _, _ := strings.Cut(l.str("outcome"), ":")
+				outcomes[o]++
+			}
+		}
+	}
+	t.Logf("%d renders at once: the last exited after %v; pushes by outcome: %v", len(rs), slowest.Round(time.Millisecond), outcomes)
+}
+
+// logLine is one line of a render's JSON debug log.
+type logLine map[string]any
+
+func logLines(stderr string) []logLine {
+	var out []logLine
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l logLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (l logLine) str(k string) string { s, _ := l[k].(string); return s }
+
+// history is the branch's first-parent chain, oldest first.
+func history(t *testing.T, r *git.Repository) []*object.Commit {
+	t.Helper()
+	ref, err := r.Reference(plumbing.NewBranchReferenceName("main"), true)
+	if err != nil {
+		t.Fatalf("branch main: %v", err)
+	}
+	var chain []*object.Commit
+	for h := ref.Hash(); !h.IsZero(); {
+		c, err := r.CommitObject(h)
+		if err != nil {
+			t.Fatalf("commit %s: %v", h, err)
+		}
+		chain = append(chain, c)
+		h = plumbing.ZeroHash
+		if len(c.ParentHashes) > 0 {
+			h = c.ParentHashes[0]
+		}
+	}
+	slices.Reverse(chain)
+	return chain
+}
+
+// requestRefs are the group-commit requests left on the server.
+func requestRefs(t *testing.T, r *git.Repository) []string {
+	t.Helper()
+	refs, err := r.References()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	_ = refs.ForEach(func(ref *plumbing.Reference) error {
+		if strings.HasPrefix(ref.Name().String(), "refs/render/") {
+			out = append(out, ref.Name().String())
+		}
+		return nil
+	})
+	return out
+}
+
+// checkNoWaitAfterLanding checks, from the writers' debug logs, that no
+// writer waited once its update was on the branch: every poll of a
+// waiting writer that still saw its request saw a tip without its update
+// (landed[w] is the index in chain of the first commit holding w's
+// update). A writer carried by another's push finds its request gone at
+// its next poll, never a ref someone may or may not delete later.
+func checkNoWaitAfterLanding(t *testing.T, rs []*manyRender, chain []*object.Commit, landed map[string]int) {
+	t.Helper()
+	at := map[string]int{}
+	for i, c := range chain {
+		at[c.Hash.String()] = i
+	}
+	for _, r := range rs {
+		for _, l := range logLines(r.stderr) {
+			if l.str("msg") != "poll" || l["request_present"] != true {
+				continue
+			}
+			if i, ok := at[l.str("tip")]; ok && i >= landed[r.workload] {
+				t.Errorf("%s polled again with its update on the branch (tip %s, commit %d of %d, its update landed in %d) and its request still there",
+					r.name, l.str("tip")[:7], i, len(chain), landed[r.workload])
+			}
+		}
+	}
+}
+
+// The big workload every one-file scenario writes beside: a promise of
+// 3,000 documents, rendered once before the scenario's renders.
+const bigDocs = 3000
+
+// manyPromises is the scenario of N one-file promise renders at once into
+// st, on a starved machine, beside a 3,000-file workload.
+func manyPromises(t *testing.T, st manyStore, n int) {
+	w := newManyWorld(t, st, "worker")
+	big := w.promise("big", "big", bigDocs)
+	w.runAll([]*manyRender{big}, manyDeadline+5*time.Minute)
+	mustExit0(t, []*manyRender{big})
+
+	var rs []*manyRender
+	for i := range n {
+		rs = append(rs, w.promise(fmt.Sprintf("p%02d", i), fmt.Sprintf("key-%02d", i), 1))
+	}
+	starve(t)
+	w.runAll(rs, manyDeadline+5*time.Minute)
+	summarize(t, rs)
+	mustExit0(t, rs)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	repo, err := st.open(ctx)
+	if err != nil {
+		t.Fatalf("read the store: %v", err)
+	}
+	chain := history(t, repo)
+	landed := map[string]int{}
+	for i, r := range rs {
+		p := path.Join(storePath, "worker/dependencies", r.name, "configure/5058f/doc-00000.yaml")
+		landed[r.workload] = -1
+		for j, c := range chain {
+			if _, err := c.File(p); err == nil {
+				landed[r.workload] = j
+				break
+			}
+		}
+		if landed[r.workload] < 0 {
+			t.Errorf("%s exited 0 but its file %s is not on the branch", r.name, p)
+			continue
+		}
+		f, err := chain[len(chain)-1].File(p)
+		if err != nil {
+			t.Errorf("%s: %s is gone from the tip", r.name, p)
+			continue
+		}
+		if s, _ := f.Contents(); !strings.Contains(s, fmt.Sprintf("op: %q", fmt.Sprintf("key-%02d", i))) {
+			t.Errorf("%s: %s holds %q", r.name, p, s)
+		}
+	}
+	checkNoWaitAfterLanding(t, rs, chain, landed)
+
+	// Then one render alone, the many gone: it pushes its branch and
+	// nothing else (no request, no other writer's leftover to delete),
+	// and after it, as after the many, no request is left on the server.
+	lone := w.promise("p00", "key-lone", 1)
+	w.runAll([]*manyRender{lone}, manyDeadline+5*time.Minute)
+	mustExit0(t, []*manyRender{lone})
+	var pushes []string
+	for _, l := range logLines(lone.stderr) {
+		if l.str("msg") == "push" {
+			pushes = append(pushes, l.str("refs")+": "+l.str("outcome"))
+		}
+	}
+	if len(pushes) != 1 || !strings.HasPrefix(pushes[0], "main ") || strings.Contains(pushes[0], ",") || !strings.HasSuffix(pushes[0], ": landed") {
+		t.Errorf("a render with no competitor pushed %q; want one push of the branch alone", pushes)
+	}
+	repo, err = st.open(ctx)
+	if err != nil {
+		t.Fatalf("read the store: %v", err)
+	}
+	if left := requestRefs(t, repo); len(left) > 0 {
+		t.Errorf("requests left on the server after every render exited: %v", left)
+	}
+}
+
+// TestManySidecars runs issue 34's scenario on a machine with every core
+// busy: 16 one-file promise renders at once into a branch that holds a
+// 3,000-file workload, on Gitea (HTTP) and on the SSH git server, then one
+// render alone. Every render must exit 0 and land, no writer may poll on
+// once its update is on the branch, the lone render must push its branch
+// alone, and no request may be left on the server. Before the fix, 15 of
+// 16 git writes on Gitea gave up at the retry deadline (twice, at load
+// averages of about 20 and 47), and every render that won the branch left
+// its own request behind (a lone render always did). (The same scenario
+// for one resource is internal/engine's TestSameResourceAtOnceAllLand.)
+func TestManySidecars(t *testing.T) {
+	t.Run("git-http", func(t *testing.T) { manyPromises(t, manyGitea(t), 16) })
+	t.Run("git-ssh", func(t *testing.T) { manyPromises(t, manySSH(t), 16) })
+}
