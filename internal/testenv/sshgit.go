@@ -31,8 +31,12 @@ type SSHGitServer struct {
 	ClientKeyPEM []byte
 	// KnownHosts is a known_hosts line for the server's host key.
 	KnownHosts []byte
-	cfg        *ssh.ServerConfig
-	wg         sync.WaitGroup
+	// Partial makes CreateRepo allow partial clones (filters and wants of
+	// any reachable commit), as Gitea and GitHub do; git's own default
+	// allows neither.
+	Partial bool
+	cfg     *ssh.ServerConfig
+	wg      sync.WaitGroup
 
 	mu    sync.Mutex
 	ln    net.Listener // nil while stopped
@@ -154,6 +158,13 @@ func (s *SSHGitServer) CreateRepo(t testing.TB, name string) string {
 	dir := filepath.Join(s.Root, UniqueName(name)+".git")
 	if out, err := exec.Command("git", "init", "--bare", "-q", "-b", "main", dir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	if s.Partial {
+		for _, kv := range [][2]string{{"uploadpack.allowFilter", "true"}, {"uploadpack.allowReachableSHA1InWant", "true"}} {
+			if out, err := exec.Command("git", "-C", dir, "config", kv[0], kv[1]).CombinedOutput(); err != nil {
+				t.Fatalf("git config: %v\n%s", err, out)
+			}
+		}
 	}
 	return "ssh://git@" + s.Addr + dir
 }

@@ -116,7 +116,7 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 		}
 		if !r.partial {
 			// Whole, in this same session: one advertisement, not two.
-			return r.takeWhole(ctx, sess, adv)
+			return r.takeWhole(ctx, sess, adv, false)
 		}
 		scratch := memory.NewStorage()
 		req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
@@ -140,8 +140,10 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 		if size == sizeSmall {
 			// Whole, in this same session: the advertisement above
 			// serves the whole fetch too (a request less than fetching
-			// anew, which every render into a small store would pay).
-			return r.takeWhole(ctx, sess, adv)
+			// anew, which every render into a small store would pay). On
+			// ssh the probe's request ended the session: the fetch opens
+			// another.
+			return r.takeWhole(ctx, sess, adv, true)
 		}
 		// A large store, or one of unknown size: what the probe fetched
 		// is the start of the partial clone, and the requests waiting
@@ -155,7 +157,7 @@ func (r *remoteRepo) probe(ctx context.Context) (fetchMode, error) {
 				}
 			}
 		}
-		if err := r.takeAdvertised(ctx, sess, adv); err != nil {
+		if err := r.takeAdvertised(ctx, sess, adv, true); err != nil {
 			return err
 		}
 		r.fetched = true
@@ -511,7 +513,7 @@ func (r *remoteRepo) fetchTips(ctx context.Context) error {
 			return nil
 		}
 		defer done()
-		return r.takeAdvertised(ctx, sess, adv)
+		return r.takeAdvertised(ctx, sess, adv, false)
 	})
 }
 
@@ -542,12 +544,13 @@ func (r *remoteRepo) advertise(ctx context.Context) (transport.UploadPackSession
 
 // takeWhole is the whole fetch of a small store (see fetchWhole) in a
 // session whose advertisement the probe has read already: the tip at depth
-// 1, everything in it, and the requests waiting, in one request.
-func (r *remoteRepo) takeWhole(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs) error {
+// 1, everything in it, and the requests waiting, in one request. used says
+// the session has carried a request already (see takeAdvertised).
+func (r *remoteRepo) takeWhole(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, used bool) error {
 	before := len(r.st.ObjectStorage.Objects)
 	r.whole = true
 	defer func() { r.whole = false }()
-	if err := r.takeAdvertised(ctx, sess, adv); err != nil {
+	if err := r.takeAdvertised(ctx, sess, adv, used); err != nil {
 		return err
 	}
 	r.wholeFetched += len(r.st.ObjectStorage.Objects) - before
@@ -560,7 +563,11 @@ func (r *remoteRepo) takeWhole(ctx context.Context, sess transport.UploadPackSes
 
 // takeAdvertised fetches what an advertisement shows that the clone lacks
 // (the tip's commit and top trees, the requests whole) and takes its refs.
-func (r *remoteRepo) takeAdvertised(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs) error {
+// A session that is not http carries one request: used says sess has
+// carried one already, and each request after that opens a session of its
+// own (the server ends an ssh upload-pack after its first answer, and a
+// second request on it fails with EOF).
+func (r *remoteRepo) takeAdvertised(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, used bool) error {
 	{
 		var err error
 		r.caps = adv.Capabilities
@@ -597,13 +604,13 @@ func (r *remoteRepo) takeAdvertised(ctx context.Context, sess transport.UploadPa
 			if len(w) == 0 {
 				continue
 			}
-			if i > 0 && r.up == nil {
-				// A session that is not http carries one request.
+			if used && r.up == nil {
 				if sess, err = r.uploadSession(); err != nil {
 					return err
 				}
 				defer sess.Close()
 			}
+			used = true
 			req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
 			req.Wants = w
 			req.Depth = packp.DepthCommits(1)
