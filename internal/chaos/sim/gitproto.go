@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
@@ -180,10 +181,12 @@ func (s *gitSession) call(ctx context.Context, what string, do func() error) err
 		return err
 	}
 	end := s.l.part.Begin()
+	t0 := time.Now()
 	err = s.open()
 	if err == nil {
 		err = do()
 	}
+	r.Real = time.Since(t0)
 	end()
 	r.Sent = true
 	if err != nil {

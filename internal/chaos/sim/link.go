@@ -56,6 +56,9 @@ type Request struct {
 	Push *Push
 	// Deletes are the keys an S3 multi-object delete names.
 	Deletes []string
+	// Real is the real time the server took to answer (to its status, for
+	// HTTP; to the end of the call, for SSH).
+	Real time.Duration
 }
 
 // Unknown reports whether the request may have changed the store without
@@ -237,7 +240,9 @@ func (l *Link) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	end := l.part.Begin()
+	t0 := time.Now()
 	resp, err := l.tr.RoundTrip(req)
+	r.Real = time.Since(t0)
 	end()
 	r.Sent = true
 	if err != nil {
