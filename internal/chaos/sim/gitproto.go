@@ -165,6 +165,7 @@ func (s *gitSession) call(ctx context.Context, what string, do func() error) err
 		return do()
 	}
 	r, err := s.l.begin("git " + what)
+	defer s.l.end(r)
 	if err == nil && r.Fault.Kind == Cut && what != "upload-pack" {
 		// Only a fetch's pack can be cut short here: the others lose
 		// their answer.
