@@ -385,12 +385,20 @@ func TestDrainAcrossStoresFinishesOnARerunWhenTheUndoFails(t *testing.T) {
 }
 
 // The undo lands only on exactly what the drain wrote: a writer that
-// changed the copy after it landed keeps its change (the undo is refused
-// as stale), and the drain says the group is in two places and how to
-// finish the move.
+// changed the copy after it landed keeps its change (the undo of that
+// workload is refused as stale), and the drain says the group is in two
+// places and how to finish the move. The other workload copied into the
+// same store is taken out all the same.
 func TestDrainUndoKeepsAnotherWritersChange(t *testing.T) {
 	w, far, _ := twoStores(t)
 	repos := map[string]string{"default": w.repo, "far": far}
+	// r2 on near too.
+	pool := map[string]string{"pool": "a"}
+	w.file("platform/destinations.yaml", docs(dest("near", pool), dest("far", pool, "store=far", "unschedulable: true")))
+	r2 := w.workflow("r2").setOutput(map[string]string{"db.yaml": objNamed("ConfigMap", "r2")})
+	r2.setSelectors("- matchLabels: {pool: a}\n")
+	r2.mustRun(0, resourceEnv("pg", "team", "r2", "configure"))
+	w.file("platform/destinations.yaml", docs(dest("near", pool, "unschedulable: true"), dest("far", pool, "store=far")))
 	file := "clusters/far/resources/team/pg/r1/configure/5058f/db.yaml"
 	changed := objNamed("ConfigMap", "r1") + "# changed by another writer\n"
 	unlock := lockBranch(t, w.repo)
@@ -414,6 +422,12 @@ func TestDrainUndoKeepsAnotherWritersChange(t *testing.T) {
 	}
 	if got := where(t, repos); fmt.Sprint(got) != "[default:near far:far]" {
 		t.Fatalf("r1 is on %v, want both", got)
+	}
+	if got := whereIs(t, repos, "r2"); fmt.Sprint(got) != "[default:near]" {
+		t.Errorf("r2 is on %v, want [default:near]: its copy taken out", got)
+	}
+	if strings.Contains(r.errout, "group r2") || strings.Contains(r.errout, "r2/configure group") {
+		t.Errorf("r2 is reported as unfinished:\n%s", r.errout)
 	}
 }
 

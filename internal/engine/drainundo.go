@@ -179,8 +179,28 @@ func (e *Engine) undo(ctx context.Context, plat *inputs.Platform, stores map[ren
 	}
 	if len(back) > 0 {
 		e.log.Debug("removing a drained destination's groups failed: taking the copies out again", "stores", len(back))
-		rep.Undo = e.publishStores(ctx, ctx, plat, stores, back, nil, "")
 	}
+	// A store's undo is one write; one workload that another writer
+	// changed meanwhile is refused as stale, and the others are undone
+	// without it.
+	changed := map[renderer.StoreRef]map[string]bool{}
+	for len(back) > 0 {
+		next := storeUpdates{}
+		for _, r := range e.publishStores(ctx, ctx, plat, stores, back, nil, "") {
+			var se *statestore.StaleError
+			if errors.As(r.Err, &se) && len(back[r.Store]) > 1 {
+				if changed[r.Store] == nil {
+					changed[r.Store] = map[string]bool{}
+				}
+				changed[r.Store][se.Workload] = true
+				next[r.Store] = slices.DeleteFunc(slices.Clone(back[r.Store]), func(u statestore.Update) bool { return u.Workload == se.Workload })
+				continue
+			}
+			rep.Undo = append(rep.Undo, r)
+		}
+		back = next
+	}
+	slices.SortFunc(rep.Undo, func(a, b StoreReport) int { return strings.Compare(a.Store.String(), b.Store.String()) })
 	undone := map[renderer.StoreRef]error{}
 	for _, r := range rep.Undo {
 		undone[r.Store] = r.Err
@@ -192,15 +212,17 @@ func (e *Engine) undo(ctx context.Context, plat *inputs.Platform, stores map[ren
 		// Every store the workload's records went into must be put back:
 		// a record left behind would place the group where it is not.
 		for _, ref := range sortedRefs(log) {
-			err := undone[ref]
-			if log[ref][key] == nil || err == nil {
+			if log[ref][key] == nil {
 				continue
 			}
-			fate[key], why[key] = CopyKept, fmt.Sprintf("removing the copy from %s failed: %v", ref, err)
-			if errors.Is(err, statestore.ErrStale) {
+			var se *statestore.StaleError
+			if err := undone[ref]; changed[ref][key] || errors.As(err, &se) && se.Workload == key {
 				fate[key], why[key] = CopyKept, fmt.Sprintf("another writer changed the workload in %s after the drain copied it there, so the drain left it as that writer made it", ref)
+				break
+			} else if err != nil {
+				fate[key], why[key] = CopyKept, fmt.Sprintf("removing the copy from %s failed: %v", ref, err)
+				break
 			}
-			break
 		}
 	}
 	for i := range rep.Moves {
