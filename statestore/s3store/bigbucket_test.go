@@ -126,7 +126,7 @@ var loadCandidates = []string{"dev", "dest-1", "dest-2", "dest-3", "dest-4", "de
 // The first render, which creates folders, makes sure no key stands where
 // they go (see shape.go), up to the first folder that holds objects
 // already: in the big bucket more of them do (its claims' folders), so it
-// may cost fewer LISTs there, never more.
+// may cost fewer LISTs there (12 against 13 in the small one), never more.
 // Reading the load of every destination, as a new resource's placement
 // does, lists nothing and costs the same in both.
 func TestRequestsDoNotGrowWithBucket(t *testing.T) {

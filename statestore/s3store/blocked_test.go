@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -72,6 +73,12 @@ func TestBlockedPathRefusedAtOnce(t *testing.T) {
 	// workload's folder goes, and files where a workload's file goes.
 	put("dev/dependencies/late", "by hand\n")
 	put("dev/dependencies/rogue/p/x.yaml", "by hand\n")
+	// A key with more names after it than a short listing shows before
+	// the name of its folder ("many.00" < "many/").
+	put("dev/many", "by hand\n")
+	for i := range 60 {
+		put(fmt.Sprintf("dev/many.%02d", i), "by hand\n")
+	}
 
 	for _, tc := range []struct {
 		name, workload, path string
@@ -81,6 +88,8 @@ func TestBlockedPathRefusedAtOnce(t *testing.T) {
 	}{
 		{"a foreign file where a folder is needed", "promise/late/p", "dev/dependencies/late/p/5058f/cm.yaml",
 			"dev/dependencies/late", "dev/dependencies/late", false, ""},
+		{"a foreign file where a folder is needed, many names after it", "promise/many/p", "dev/many/p/5058f/cm.yaml",
+			"dev/many", "dev/many", false, ""},
 		{"foreign files where a file is needed", "promise/rogue/p", "dev/dependencies/rogue",
 			"dev/dependencies/rogue", "dev/dependencies/rogue/p/x.yaml", true, ""},
 		{"below another workload's file", "resource/ns/pg/d/instance", bFile + "/x.yaml",

@@ -25,13 +25,17 @@ import (
 // name as a sub-folder when keys lie below it, and a folder that holds
 // objects already took the write's files before (on MinIO a listing of a
 // folder that is a key shows nothing). Only a file in a folder the
-// listings showed empty costs requests: the write looks its folders up,
-// from the file's folder upwards, one level per round (the levels of all
-// the write's new folders side by side), until a level that holds objects
-// already: one delimited listing of a level's folder, from the level's
-// name on, says whether the level is a key and whether keys lie below it.
-// Above a folder that holds objects nothing is looked at: what stands
-// there stood before this write, which adds nothing to it.
+// listings showed empty costs requests: one delimited listing of the
+// folder above a level, from the level's name on, says whether the level
+// is a key and whether keys lie below it (and, when a name follows, that
+// the folder above holds objects). The folders that hold objects are the
+// upper levels of the file's path, and nothing lies below a new one, so
+// what is left to find is the first new level, which must not be a key:
+// the write looks at the lowest level left first (a new workload's
+// folders are at the bottom), then bisects, the levels of all its new
+// folders side by side, a round of listings at a time. Above a folder
+// that holds objects nothing is looked at: what stands there stood before
+// this write, which adds nothing to it.
 
 // shape says what the listings showed of path p: whether p is a key
 // (file) and whether keys lie below p/ (dir), each with whether a listing
@@ -65,6 +69,9 @@ func (sn *snapshot) shape(p string) (fileKnown, file, dirKnown, dir bool) {
 // needShapes lists what shape does not know yet of each of paths: their
 // folders side by side, each from its first such name on (see lookNames).
 func (sn *snapshot) needShapes(paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
 	byDir := map[string][]string{}
 	for _, p := range paths {
 		if fk, _, dk, _ := sn.shape(p); !fk || !dk {
@@ -175,6 +182,9 @@ func (w *write) refuseBlocked(plan statestore.Plan) error {
 			added = append(added, p)
 		}
 	}
+	if len(added) == 0 {
+		return nil
+	}
 	sort.Strings(added)
 	// One search per folder of an added file, over the folders from the
 	// store's root down to it: where the keys that exist end.
@@ -185,6 +195,7 @@ func (w *write) refuseBlocked(plan statestore.Plan) error {
 		// exists: the folder holds objects already, so keys may lie
 		// below the files added in it.
 		exists bool
+		tried  bool // the lowest level left was looked at
 	}
 	var searches []*search
 	byFolder := map[string]*search{}
@@ -208,7 +219,16 @@ func (w *write) refuseBlocked(plan statestore.Plan) error {
 		byFolder[f] = sr
 		searches = append(searches, sr)
 	}
-	for {
+	// Each round makes at least one more level known to every search
+	// that is not done, so none takes more rounds than its levels and two.
+	rounds := 2
+	for _, sr := range searches {
+		rounds = max(rounds, len(sr.levels)+2)
+	}
+	for round := 0; ; round++ {
+		if round > rounds {
+			return fmt.Errorf("the folders of %s: still not known after %d rounds of listings", searches[0].path, round)
+		}
 		var need []string
 		for _, sr := range searches {
 			if sr.done {
@@ -217,8 +237,10 @@ func (w *write) refuseBlocked(plan statestore.Plan) error {
 			// Existing folders are a prefix of the levels (every key
 			// below a folder is below the folders above it): look for
 			// the first new one, which must not be a key, by bisecting
-			// what the listings did not show yet.
-			exist, fresh := -1, len(sr.levels)
+			// what the listings did not show yet. empty is the first
+			// level known to hold nothing (len: none), fileKnown whether
+			// a listing showed if it is a key.
+			exist, empty, fileKnown := -1, len(sr.levels), false
 			for i, l := range sr.levels {
 				fk, file, dk, dir := sn.shape(l)
 				if fk && file && !gone[l] {
@@ -229,18 +251,34 @@ func (w *write) refuseBlocked(plan statestore.Plan) error {
 				}
 			}
 			for i := exist + 1; i < len(sr.levels); i++ {
-				if fk, _, dk, dir := sn.shape(sr.levels[i]); fk && dk && !dir {
-					fresh = i
+				if fk, _, dk, dir := sn.shape(sr.levels[i]); dk && !dir {
+					empty, fileKnown = i, fk
 					break
 				}
 			}
 			switch {
 			case exist == len(sr.levels)-1:
 				sr.done, sr.exists = true, true
-			case fresh == exist+1:
-				sr.done = true
+			case empty == exist+1 && fileKnown:
+				sr.done = true // the first new folder, and no key
+			case empty == exist+1:
+				need = append(need, sr.levels[empty])
+			case !sr.tried && exist >= 0:
+				// Below a folder known to hold objects, first the lowest
+				// level left: new folders are mostly a workload's own,
+				// at the bottom, and the listing that looks at a level
+				// shows the folder above it holding objects, unless no
+				// name follows the level's there. (Where no level is
+				// known to hold objects, as in a new bucket, the
+				// bisection starts from the top.)
+				sr.tried = true
+				if empty < len(sr.levels) && !fileKnown {
+					need = append(need, sr.levels[empty])
+				} else {
+					need = append(need, sr.levels[empty-1])
+				}
 			default:
-				need = append(need, sr.levels[(exist+fresh)/2])
+				need = append(need, sr.levels[(exist+empty)/2])
 			}
 		}
 		if len(need) == 0 {
