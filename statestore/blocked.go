@@ -12,11 +12,12 @@ import (
 // folder or nothing, so a file cannot be written where a folder is, nor
 // below a file. Looking a path's folders up and listing it are cheap
 // there, and the planner checks every path it adds (see BlockedError). A
-// flat store (S3) is not checked: a key and the keys below it are
-// different objects there. MinIO accepts both but lists only the upper one,
-// so a file written below another's file is hidden from readers that list
-// the bucket (Flux's Bucket source): not refused yet (docs/design.md,
-// "Trust boundary").
+// flat store (S3) is not checked by the planner: a key and the keys below
+// it are different objects there, and looking them up costs a listing per
+// path. MinIO accepts both but lists only the upper one, hiding the lower
+// from readers that list the bucket (Flux's Bucket source), so the S3
+// backend refuses such a write itself, with a BlockedError, from what its
+// listings show (docs/design.md, "S3", "Keys in the way").
 type TreeShaped interface {
 	Snapshot
 	TreeShaped()

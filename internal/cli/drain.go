@@ -39,8 +39,12 @@ files no render record owns (what Kratix wrote: render that workflow once, then 
 again). Exit 0 means DESTINATION holds no resource any more.
 
 A move into another store writes that store first, and removes the group from
-DESTINATION's store only once every copy landed. If that removal fails, the drain says it
-is unfinished (exit 1): run it again, and it finishes the move.
+DESTINATION's store only once every copy landed. If a copy or the removal fails, the
+copies that landed are taken out again (only what the drain wrote, and only while no
+other writer changed it since): nothing moved, exit 1. If taking a copy out fails too, or
+DESTINATION's store cannot be read to check that the removal did not land, the copy
+stays: the drain says it is unfinished and where the group is (exit 1); run it again,
+and it finishes the move.
 
 Cordon the destination first (spec.unschedulable: true) so new resources skip it too.
 
@@ -114,10 +118,8 @@ func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 		for _, f := range failed {
 			lines = append(lines, f.Err.Error())
 		}
-		if rep.Unfinished {
-			lines = append(lines, fmt.Sprintf("drain %s is unfinished: the groups above were copied where they move to, and are still on %s; run render drain %s again to finish the move (it takes them where the copies are)", rep.Destination, rep.Destination, rep.Destination))
-		} else if !rep.DryRun {
-			lines = append(lines, fmt.Sprintf("nothing was moved off %s", rep.Destination))
+		if !rep.DryRun {
+			lines = append(lines, drainOutcome(rep)...)
 		}
 		return &ExitError{Code: ExitStoreFailed, Err: errors.New(strings.Join(lines, "\nrender: "))}
 	}
@@ -136,19 +138,80 @@ func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 	return nil
 }
 
+// drainOutcome says, for a drain a store failed, where its groups are:
+// nothing moved (and which stores the copies were taken out of again), or
+// which groups are in two places and the command that finishes the move.
+func drainOutcome(rep *engine.DrainReport) []string {
+	dest := rep.Destination
+	var lines, undone []string
+	for _, u := range rep.Undo {
+		if u.Err == nil {
+			undone = append(undone, u.Store.String())
+		}
+	}
+	moved := 0
+	for _, m := range rep.Moves {
+		var where string
+		switch m.Copy {
+		case engine.CopyMoved:
+			moved++
+		case engine.CopyKept:
+			where = fmt.Sprintf("is on %s (%s) and was copied to %s (%s): removing it from %s failed, and %s", m.From, m.FromStore, m.To, m.ToStore, m.From, m.Why)
+		case engine.CopyUnchecked:
+			where = fmt.Sprintf("is on %s (%s) and may still be on %s (%s): removing it from %s failed, and %s", m.To, m.ToStore, m.From, m.FromStore, m.From, m.Why)
+		}
+		if where == "" {
+			continue
+		}
+		if len(lines) == 0 {
+			lines = append(lines, fmt.Sprintf("drain %s is unfinished: %s group %s %s", dest, m.Workload, m.Group, where))
+		} else {
+			lines = append(lines, fmt.Sprintf("also %s group %s %s", m.Workload, m.Group, where))
+		}
+	}
+	if rep.Unfinished {
+		return append(lines, fmt.Sprintf("run render drain %s again to finish the move (it takes each group where its copy is)", dest))
+	}
+	line := fmt.Sprintf("nothing was moved off %s", dest)
+	if moved > 0 {
+		line = fmt.Sprintf("%d of the %d groups to move are off %s all the same (%s's store, read again, no longer places them there); the others were not moved", moved, len(rep.Moves), dest, dest)
+	}
+	if len(undone) > 0 {
+		line += fmt.Sprintf("; the copies written to %s were removed again", strings.Join(undone, " and "))
+	}
+	return append(lines, line)
+}
+
 func writeDrain(w io.Writer, rep *engine.DrainReport) {
 	verb := "moved"
 	switch {
 	case rep.DryRun:
 		verb = "would move"
-	case rep.Unfinished:
-		verb = "copied, still on " + rep.Destination
 	case len(rep.Failed()) > 0:
-		verb = "to move, none moved (a store failed)"
+		kept, moved := 0, 0
+		for _, m := range rep.Moves {
+			switch m.Copy {
+			case engine.CopyKept, engine.CopyUnchecked:
+				kept++
+			case engine.CopyMoved:
+				moved++
+			}
+		}
+		var parts []string
+		if moved > 0 {
+			parts = append(parts, fmt.Sprintf("%d moved", moved))
+		}
+		if kept > 0 {
+			parts = append(parts, fmt.Sprintf("%d copied, still on %s", kept, rep.Destination))
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "none moved")
+		}
+		verb = "to move, " + strings.Join(parts, ", ") + " (a store failed)"
 	}
 	fmt.Fprintf(w, "drain %s: %d groups %s\n", rep.Destination, len(rep.Moves), verb)
 	for _, m := range rep.Moves {
-		fmt.Fprintf(w, "  %s %s group %s: %s -> %s (%d files)\n", moveVerb(rep), m.Workload, m.Group, m.From, m.To, m.Files)
+		fmt.Fprintf(w, "  %s %s group %s: %s -> %s (%d files)\n", moveVerb(rep, m), m.Workload, m.Group, m.From, m.To, m.Files)
 	}
 	for _, s := range rep.Stuck {
 		fmt.Fprintf(w, "  stays: %s group %s: %s\n", s.Workload, s.Group, s.Reason)
@@ -165,19 +228,29 @@ func writeDrain(w io.Writer, rep *engine.DrainReport) {
 			fmt.Fprintf(w, "%s: up to date\n", s.Store)
 		}
 	}
+	for _, s := range rep.Undo {
+		switch {
+		case s.Err != nil:
+			fmt.Fprintf(w, "%s: removing the copies FAILED\n", s.Store)
+		case s.Result.Updated:
+			fmt.Fprintf(w, "%s: copies removed again: wrote %s (%d added, %d deleted)\n", s.Store, short(s.Result.Revision), len(s.Result.Added), len(s.Result.Deleted))
+		default:
+			fmt.Fprintf(w, "%s: copies removed again (by another writer already)\n", s.Store)
+		}
+	}
 }
 
-// moveVerb is what happened to each move of rep.
-func moveVerb(rep *engine.DrainReport) string {
+// moveVerb is what happened to move m of rep.
+func moveVerb(rep *engine.DrainReport, m engine.Move) string {
 	switch {
 	case rep.DryRun:
 		return "would move"
-	case rep.Unfinished:
+	case len(rep.Failed()) == 0 || m.Copy == engine.CopyMoved:
+		return "moved"
+	case m.Copy == engine.CopyKept || m.Copy == engine.CopyUnchecked:
 		return "copied"
-	case len(rep.Failed()) > 0:
-		return "not moved"
 	}
-	return "moved"
+	return "not moved"
 }
 
 type drainMoveJSON struct {
@@ -186,6 +259,12 @@ type drainMoveJSON struct {
 	From     string `json:"from"`
 	To       string `json:"to"`
 	Files    int    `json:"files"`
+	// Copy is what became of the copy in To's store when removing the
+	// group from From failed: removed (the group is on From only), kept
+	// (on both), unchecked (on To, maybe on From too) or moved (on To
+	// only); why says why a copy was kept.
+	Copy string `json:"copy,omitempty"`
+	Why  string `json:"why,omitempty"`
 }
 
 type drainStuckJSON struct {
@@ -204,12 +283,18 @@ func drainJSON(rep *engine.DrainReport) any {
 		Stores      []jsonStore      `json:"stores"`
 		// MassDeletion is the breaker's verdict, when some write passes a limit.
 		MassDeletion *statestore.MassDeletionError `json:"massDeletion,omitempty"`
-		// Unfinished: the moves were copied, and are still on the drained
-		// destination (its store failed); run the drain again.
+		// Unfinished: some moves were copied and are (or may be) still on
+		// the drained destination (its store failed, and the copies could
+		// not be taken out again); run the drain again.
 		Unfinished bool `json:"unfinished"`
+		// Undo are the writes that took the copies out again.
+		Undo []jsonStore `json:"undo,omitempty"`
 	}{MassDeletion: rep.MassDeletion, Destination: rep.Destination, DryRun: rep.DryRun, Moves: []drainMoveJSON{}, Stuck: []drainStuckJSON{}, Stores: []jsonStore{}, Unfinished: rep.Unfinished}
 	for _, m := range rep.Moves {
-		out.Moves = append(out.Moves, drainMoveJSON{m.Workload, m.Group, m.From, m.To, m.Files})
+		out.Moves = append(out.Moves, drainMoveJSON{m.Workload, m.Group, m.From, m.To, m.Files, string(m.Copy), m.Why})
+	}
+	for _, s := range rep.Undo {
+		out.Undo = append(out.Undo, storeJSON(s, rep.DryRun))
 	}
 	for _, s := range rep.Stuck {
 		out.Stuck = append(out.Stuck, drainStuckJSON{s.Workload, s.Group, s.Reason, s.Blocked})

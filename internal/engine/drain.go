@@ -30,10 +30,14 @@ type DrainReport struct {
 	// would refuse.
 	MassDeletion *statestore.MassDeletionError
 	// Unfinished is set when the drain copied groups to the stores of the
-	// destinations they move to, and then failed to remove them from the
-	// drained destination's store (see Drain): they are in both places
-	// until a drain runs again.
+	// destinations they move to, failed to remove them from the drained
+	// destination's store, and could not take the copies out again (see
+	// Drain): they are in both places (Move.Copy is CopyKept or
+	// CopyUnchecked) until a drain runs again.
 	Unfinished bool
+	// Undo are the writes that took the copies out again after the
+	// removal failed, one per store, in store order.
+	Undo []StoreReport
 }
 
 // Move is one resource group that moved.
@@ -42,6 +46,13 @@ type Move struct {
 	Files                     int
 	// Verdicts explain the choice of To.
 	Verdicts []renderer.Verdict
+	// Copy is what became of the group's copy in To's store when removing
+	// the group from From failed (see CopyFate); "" otherwise. Why says
+	// why a copy was kept.
+	Copy CopyFate
+	Why  string
+	// FromStore and ToStore name the stores of From and To.
+	FromStore, ToStore string
 }
 
 // Stuck is one group that did not move, and why. Promise dependencies
@@ -93,11 +104,21 @@ type pendingWrite struct {
 // workloads' records), then, once they all landed, the drained
 // destination's store (the removal). When a first write fails, the
 // drained destination's store is not written, so nothing is removed from
-// dest. Either way, a copy that landed while the removal did not leaves
-// its group in two places (Unfinished): a drain run again finishes the
-// move, since a group that another store's record already places on a
-// destination it may go to goes there (finishMove), and a store that
-// already holds the copy is not written again.
+// dest. Either way, when the removal did not land, the copies that did
+// are taken out again (undo), so that the workload ends where it was,
+// once: each store in one write of what it held before the drain, based
+// on exactly what the drain wrote there (a writer that changed it since
+// keeps its change). The undo checks first that the drained
+// destination's store, read again, still places the groups on dest: one
+// that cannot be read may have taken the removal after all (a write
+// whose answer was lost), so the copies stay. A copy that stays (that
+// check, or the undo, failed) leaves its group in two places
+// (Unfinished, Move.Copy): a drain run again finishes the move, since a
+// group that another store's record already places on a destination it
+// may go to goes there (finishMove), and a store that already holds the
+// copy is not written again. Within one store a drain is one write, and
+// nothing is copied elsewhere but other stores' copies of the records,
+// which the undo puts back the same way.
 func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
@@ -121,13 +142,36 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	// again and moves what is on dest now, as part of its publish (a stop
 	// asked meanwhile lets it finish), as a render does (rendering.redo).
 	soft := ctx
-	// wrote keeps each store's latest write of any attempt, for the report.
+	// wrote keeps each store's latest write of any attempt, for the report;
+	// copied what every attempt wrote into the stores other than dest's,
+	// to take it out again if removing the groups from dest fails (undo).
 	wrote := map[renderer.StoreRef]StoreReport{}
+	copied := undoLog{}
+	// last is the report of the last attempt that published, and home
+	// dest's store.
+	var last *DrainReport
+	var home renderer.StoreRef
+	end := func(rep *DrainReport) (*DrainReport, error) {
+		rep.Duration = time.Since(start)
+		rep.Stopped = stopAsked(soft)
+		e.undo(ctx, plat, stores, home, rep, copied)
+		ph.done()
+		return rep, nil
+	}
 	for redos := 0; ; redos++ {
 		rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
 		d := &drain{e: e, ctx: ctx, plat: plat, dest: dest, stores: stores, views: views, rep: rep,
 			byName: map[string]*renderer.Destination{}, snaps: map[renderer.StoreRef]statestore.Snapshot{},
 			pending: map[renderer.StoreRef]map[string]*pendingWrite{}}
+		// An attempt after a stale write that cannot publish ends the
+		// drain with the last attempt's report (its copies settled).
+		failed := func(err error) (*DrainReport, error) {
+			if last == nil {
+				return nil, ph.check(err)
+			}
+			last.Stores = failHome(last.Stores, home, stores[home].String(), err)
+			return end(last)
+		}
 		for _, step := range []func() error{
 			d.placed,     // the records of the workloads placed on dest
 			d.weighLoad,  // the load of the destinations they could go to
@@ -135,27 +179,26 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 			d.unrecorded, // what no record owns on dest stays, and says so
 		} {
 			if err := step(); err != nil {
-				return nil, ph.check(err)
+				return failed(err)
 			}
 		}
+		home = d.from.Store
 		all := d.updates()
 		// The mass-deletion breaker: a drain that empties a destination of
 		// workload files (its resources moved, no dependencies left) is
 		// refused unless allowed.
 		if rep.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(d.byWorkload), updates: all}); err != nil {
-			return nil, ph.check(err)
+			return failed(err)
 		}
 		if rep.Stores, err = d.publish(ph, all); err != nil {
-			return nil, err
+			return failed(err)
 		}
+		copied.note(d, all, rep.Stores)
 		rep.Stores = mergeAttempts(wrote, rep.Stores)
+		last = rep
 		at, _ := statestore.RetryDeadline(ctx)
 		if !stale(rep.Stores) || stopAsked(soft) || redos >= maxRedos || statestore.Now(ctx).After(at) {
-			rep.Duration = time.Since(start)
-			rep.Stopped = stopAsked(soft)
-			rep.Unfinished = unfinished(rep.Stores, d.from.Store)
-			ph.done()
-			return rep, nil
+			return end(rep)
 		}
 		e.log.Debug("a workload changed in a store while this drain wrote it: reading the stores again", "attempt", redos+2)
 		if ctx == soft {
@@ -166,8 +209,12 @@ func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 		}
 		var unread map[renderer.StoreRef]error
 		if views, unread = e.readViews(ctx, stores, "", "", nil); len(unread) > 0 {
-			return &DrainReport{Destination: dest, DryRun: e.opts.DryRun, Stores: failedReports(e, stores, unread),
-				Duration: time.Since(start), Stopped: stopAsked(soft)}, nil
+			for _, f := range failedReports(e, stores, unread) {
+				last.Stores = slices.DeleteFunc(last.Stores, func(r StoreReport) bool { return r.Store == f.Store })
+				last.Stores = append(last.Stores, f)
+			}
+			slices.SortFunc(last.Stores, func(a, b StoreReport) int { return strings.Compare(a.Store.String(), b.Store.String()) })
+			return end(last)
 		}
 	}
 }
@@ -235,21 +282,6 @@ func mergeAttempts(wrote map[renderer.StoreRef]StoreReport, reps []StoreReport) 
 		}
 	}
 	return out
-}
-
-// unfinished reports whether some store the drain copies into was
-// written while the drained destination's store (home) failed.
-func unfinished(reps []StoreReport, home renderer.StoreRef) bool {
-	copied, removed := false, true
-	for _, r := range reps {
-		switch {
-		case r.Store == home:
-			removed = r.Err == nil
-		case r.Err == nil && r.Result.Updated:
-			copied = true
-		}
-	}
-	return copied && !removed
 }
 
 // loadPlatform is the reading step of a drain or a prune: the platform
@@ -634,7 +666,8 @@ func (d *drain) move(key string, rec statestore.Record, p statestore.Placement) 
 		load.ByFlavour[rec.Flavour][dest]--
 		load.ByFlavour[rec.Flavour][to.Name]++
 	}
-	rep.Moves = append(rep.Moves, Move{Workload: key, Group: p.Group, From: dest, To: to.Name, Files: moved, Verdicts: g.Verdicts})
+	rep.Moves = append(rep.Moves, Move{Workload: key, Group: p.Group, From: dest, To: to.Name, Files: moved, Verdicts: g.Verdicts,
+		FromStore: from.Store.String(), ToStore: to.Store.String()})
 	return nil
 }
 

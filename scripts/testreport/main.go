@@ -46,6 +46,9 @@ type Report struct {
 	Finished time.Time `json:"finished"`
 	Packages []Timing  `json:"packages"`
 	Tests    []Timing  `json:"tests"`
+	// Subtests are the tests' direct subtests (TestX/case), for finding
+	// which case of a long test takes the time.
+	Subtests []Timing `json:"subtests,omitempty"`
 }
 
 func main() {
@@ -109,6 +112,8 @@ func run(r io.Reader, w io.Writer) (*Report, error) {
 			if !strings.Contains(e.Test, "/") {
 				rep.Tests = append(rep.Tests, Timing{Package: e.Package, Test: e.Test, Seconds: e.Elapsed, Result: e.Action})
 				dropTree(buf, e.Package, e.Test)
+			} else if strings.Count(e.Test, "/") == 1 {
+				rep.Subtests = append(rep.Subtests, Timing{Package: e.Package, Test: e.Test, Seconds: e.Elapsed, Result: e.Action})
 			}
 		}
 	}

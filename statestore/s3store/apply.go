@@ -147,6 +147,15 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 // already.
 func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.Outcome, error) {
 	s, u, snap, pr, plan := w.s, w.u, w.snap, w.pr, ch.Plan
+	// A file the bucket's keys leave no room for is refused before
+	// anything is written (a dry run says so too).
+	if err := w.refuseBlocked(plan); err != nil {
+		var be *statestore.BlockedError
+		if errors.As(err, &be) {
+			return statestore.Outcome{}, statestore.InOp("plan", err)
+		}
+		return statestore.Outcome{}, failed("read", err)
+	}
 	w.diff.add(plan.Diff)
 	d := w.diff.result()
 	out := statestore.Outcome{Diff: &d}

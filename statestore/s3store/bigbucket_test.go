@@ -123,6 +123,10 @@ var loadCandidates = []string{"dev", "dest-1", "dest-2", "dest-3", "dest-4", "de
 // into a bucket of 20,000 objects in render's own format as into one that
 // holds only a few workloads, and none of them lists the store or a
 // destination: every listing is delimited, or of an aggregated file's parts.
+// The first render, which creates folders, makes sure no key stands where
+// they go (see shape.go), up to the first folder that holds objects
+// already: in the big bucket more of them do (its claims' folders), so it
+// may cost fewer LISTs there (12 against 13 in the small one), never more.
 // Reading the load of every destination, as a new resource's placement
 // does, lists nothing and costs the same in both.
 func TestRequestsDoNotGrowWithBucket(t *testing.T) {
@@ -201,7 +205,12 @@ func TestRequestsDoNotGrowWithBucket(t *testing.T) {
 	steps = append(steps, step{name: "load of every destination"})
 	for i, st := range steps {
 		t.Logf("%s: %v into a bucket of a few workloads, %v into one of %d objects", st.name, want[i], got[i], objects)
-		if !maps.Equal(got[i], want[i]) {
+		same := maps.Equal(got[i], want[i])
+		if i == 0 {
+			// The first render: no more requests of any kind.
+			same = maps.EqualFunc(got[i], want[i], func(g, w int) bool { return g <= w })
+		}
+		if !same {
 			t.Errorf("%s: requests %v into a bucket of %d objects, %v into a small one", st.name, got[i], objects, want[i])
 		}
 	}

@@ -3,6 +3,7 @@ package s3store
 import (
 	"context"
 	"errors"
+	"path"
 	"sort"
 
 	"github.com/minio/minio-go/v7"
@@ -266,5 +267,6 @@ func (s *Store) look(ctx context.Context, p string) (object, bool, error) {
 func (sn *snapshot) indexed(o object) {
 	sn.mu.Lock()
 	sn.objs[statestore.IndexMarker] = o
+	sn.markFolder(path.Dir(statestore.IndexMarker)) // render's own folder holds it
 	sn.mu.Unlock()
 }

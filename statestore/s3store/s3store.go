@@ -40,6 +40,12 @@
 // updates side by side, with one announcement in the load summaries for
 // all of them.
 //
+// A bucket's keys are flat, its readers' paths are not: before it writes
+// anything, a write refuses a file below a key, or where keys lie below
+// it, with a *statestore.BlockedError, from what its listings show and,
+// for a file in a folder they showed empty, a look at the folders above
+// it (shape.go).
+//
 // Errors are *statestore.StoreError naming the store and its bucket. An
 // unreachable endpoint (connection errors, 5xx, throttling) is retried with
 // backoff until Config.RetryDeadline and then wraps statestore.ErrUnreachable;

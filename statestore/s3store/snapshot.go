@@ -57,6 +57,12 @@ type snapshot struct {
 	// subs are, per folder, listings that ran to the folder's end: each
 	// saw every sub-folder named after its start (see folderKnown).
 	subs map[string][]subList
+	// subSpans are, per folder, ranges of names (a sub-folder's with its
+	// trailing slash) in which a delimited listing showed every
+	// sub-folder; folders are the folders a listing showed an object
+	// below, with every folder above them (see shape).
+	subSpans map[string][]span
+	folders  map[string]bool
 }
 
 // subList is what a delimited listing of a folder that reached the
@@ -81,7 +87,7 @@ func (sp span) holds(name string) bool {
 var _ statestore.Snapshot = (*snapshot)(nil)
 
 func (s *Store) newSnapshot(ctx context.Context) *snapshot {
-	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, points: map[string]bool{}, cache: map[string][]byte{}, load: map[string]map[string]int{}, subs: map[string][]subList{}}
+	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, points: map[string]bool{}, cache: map[string][]byte{}, load: map[string]map[string]int{}, subs: map[string][]subList{}, subSpans: map[string][]span{}, folders: map[string]bool{}}
 }
 
 func (s *Store) emptySnapshot(ctx context.Context) *snapshot {
@@ -126,6 +132,16 @@ func (sn *snapshot) fork(ctx context.Context) *snapshot {
 	for dir, ls := range sn.subs {
 		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
 			out.subs[dir] = slices.Clone(ls)
+		}
+	}
+	for dir, sps := range sn.subSpans {
+		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
+			out.subSpans[dir] = slices.Clone(sps)
+		}
+	}
+	for dir := range sn.folders {
+		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
+			out.folders[dir] = true
 		}
 	}
 	covered := out.coverage()
@@ -317,6 +333,7 @@ func (sn *snapshot) readPoints(ctx context.Context, paths []string) error {
 			if exists {
 				o := object{etag: etag, size: int64(len(data)), tomb: isTombstone(p, int64(len(data)))}
 				sn.objs[p], sn.cache[p] = o, data
+				sn.markFolder(path.Dir(p))
 			}
 			sn.points[p] = true
 			return nil
@@ -391,12 +408,14 @@ func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) e
 		// marker: see indexVerdict).
 		subs, toEnd := map[string]bool{}, true
 		keys, wanted, past := 0, 0, false
+		greatest := sp.after
 		for o := range sn.s.client.ListObjectsIter(ctx, sn.s.cfg.Bucket, opts) {
 			if o.Err != nil {
 				return o.Err
 			}
 			name := strings.TrimPrefix(o.Key, pre)
 			keys++
+			greatest = max(greatest, name)
 			if strings.HasSuffix(name, "/") {
 				subs[name] = true
 			}
@@ -441,6 +460,9 @@ func (sn *snapshot) listRange(ctx context.Context, dir string, names []string) e
 			return err // the listing stopped early: it proves nothing
 		}
 		sn.addSpan(dir, found, sp)
+		// Every break above is at a page's end: the pages read hold
+		// every name up to the greatest one they showed.
+		sn.addSubs(dir, subs, span{after: sp.after, last: greatest, toEnd: toEnd})
 		if toEnd {
 			sn.mu.Lock()
 			sn.subs[dir] = append(sn.subs[dir], subList{after: sp.after, names: subs})
@@ -502,16 +524,20 @@ func (sn *snapshot) listShort(ctx context.Context, dir, name string) (string, er
 	var last string
 	err := sn.s.retry(ctx, func() error {
 		opts := minio.ListObjectsOptions{Prefix: pre, StartAfter: before(pre, name), MaxKeys: skipPage, FetchOwner: &fetchOwner}
-		found := map[string]object{}
+		found, subs := map[string]object{}, map[string]bool{}
 		sp := span{after: strings.TrimPrefix(opts.StartAfter, pre), toEnd: true}
 		n := 0
 		last = ""
+		greatest := sp.after
 		for o := range sn.s.client.ListObjectsIter(ctx, sn.s.cfg.Bucket, opts) {
 			if o.Err != nil {
 				return o.Err
 			}
 			k := strings.TrimPrefix(o.Key, pre)
-			if k != "" && !strings.HasSuffix(k, "/") {
+			greatest = max(greatest, k)
+			if strings.HasSuffix(k, "/") {
+				subs[k] = true
+			} else if k != "" {
 				found[k] = object{etag: trimETag(o.ETag), size: o.Size}
 			}
 			if n++; n == skipPage {
@@ -523,6 +549,7 @@ func (sn *snapshot) listShort(ctx context.Context, dir, name string) (string, er
 			return err
 		}
 		sn.addSpan(dir, found, sp)
+		sn.addSubs(dir, subs, span{after: sp.after, last: greatest, toEnd: sp.toEnd})
 		return nil
 	})
 	return last, err
@@ -573,7 +600,33 @@ func (sn *snapshot) addSpan(dir string, found map[string]object, sp span) {
 		}
 		sn.add(p, o)
 	}
+	if len(found) > 0 {
+		sn.markFolder(dir)
+	}
 	sn.spans[dir] = append(sn.spans[dir], sp)
+}
+
+// addSubs records what a delimited listing of folder dir showed of its
+// sub-folders: subs (names with their trailing slash), every one in the
+// range sp.
+func (sn *snapshot) addSubs(dir string, subs map[string]bool, sp span) {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	for name := range subs {
+		if name = strings.TrimSuffix(name, "/"); name != "" {
+			sn.markFolder(path.Join(dir, name))
+		}
+	}
+	sn.subSpans[dir] = append(sn.subSpans[dir], sp)
+}
+
+// markFolder notes that objects lie below folder dir, and so below every
+// folder above it. The caller holds sn.mu.
+func (sn *snapshot) markFolder(dir string) {
+	for dir != "" && dir != "." && dir != "/" && !sn.folders[dir] {
+		sn.folders[dir] = true
+		dir = path.Dir(dir)
+	}
 }
 
 // before returns a key that sorts just before key, for a listing's
@@ -638,6 +691,7 @@ func (sn *snapshot) listDeep(dir string) error {
 		defer sn.mu.Unlock()
 		for p, o := range found {
 			sn.add(p, o)
+			sn.markFolder(path.Dir(p))
 		}
 		sn.deep = append(sn.deep, dir)
 		return nil
