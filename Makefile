@@ -49,8 +49,9 @@ bench:
 ## (0: no limit). Then the in-process one (internal/chaos/sim: render's engine
 ## as goroutines on a virtual clock, faults drawn per request, 2-64 writers,
 ## foreign state): SIM_SEEDS trials per store from SIM_FIRST, SIM_PARALLEL at
-## a time, or until SIM_DURATION per store (0: no limit). The defaults keep
-## the whole run within an hour: 4 x 2m + 4 x 12m, and the trials in flight.
+## a time per store, the stores side by side, starting no trial that would
+## end past SIM_DURATION (0: no limit). The defaults keep the whole run within
+## an hour: 4 x 2m and the trials in flight, then 45m.
 SEEDS        ?= 1000
 FIRST        ?= 1
 DURATION     ?= 2m
@@ -58,7 +59,7 @@ STORE        ?=
 SIM_SEEDS    ?= 1000
 SIM_FIRST    ?= 1
 SIM_PARALLEL ?= 4
-SIM_DURATION ?= 12m
+SIM_DURATION ?= 45m
 chaos:
 	scripts/testservers.sh with sh -c '$(GO) test -count=1 -timeout=0 -run TestCampaign -v ./internal/chaos/ \
 	    -args -seeds $(SEEDS) -first $(FIRST) -duration $(DURATION) -store "$(STORE)"; rc=$$?; \

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -21,7 +20,7 @@ func localWorld(t *testing.T, sched Schedule) *world {
 	repo := filepath.Join(dir, "state.git")
 	w := &world{dir: dir, bin: testenv.RenderBinary(t), sched: sched, store: target{
 		kind: "GitStateStore",
-		docs: fmt.Sprintf("apiVersion: platform.kratix.io/v1alpha1\nkind: GitStateStore\nmetadata: {name: chaos}\nspec:\n  url: file://%s\n  branch: main\n  path: %s\n", repo, storePath),
+		docs: GitStoreDocs("chaos", "file://"+repo, storePath, ""),
 		read: func(context.Context, []string) (*State, error) { return readLocalGit(repo, storePath) },
 	}}
 	if err := w.platform("platform", false); err != nil {

@@ -51,23 +51,7 @@ func manyGitea(t *testing.T) manyStore {
 	repo := g.CreateRepoInfo(t, "many")
 	auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
 	return manyStore{
-		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
-kind: GitStateStore
-metadata: {name: many}
-spec:
-  url: %s
-  branch: main
-  path: %s
-  authMethod: basicAuth
-  secretRef: {name: many-credentials, namespace: default}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: many-credentials, namespace: default}
-stringData:
-  username: %q
-  password: %q
-`, repo.CloneURL, storePath, g.AdminUser(), g.AdminPassword()),
+		docs: GitStoreDocs("many", repo.CloneURL, storePath, "basicAuth", "username", g.AdminUser(), "password", g.AdminPassword()),
 		open: func(ctx context.Context) (*git.Repository, error) {
 			r, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
 				URL: repo.CloneURL, Auth: auth, ReferenceName: plumbing.NewBranchReferenceName("main"), SingleBranch: true,
@@ -89,23 +73,7 @@ func manySSH(t *testing.T) manyStore {
 	url := s.CreateRepo(t, "many")
 	dir := strings.TrimPrefix(url, "ssh://git@"+s.Addr)
 	return manyStore{
-		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
-kind: GitStateStore
-metadata: {name: many}
-spec:
-  url: %s
-  branch: main
-  path: %s
-  authMethod: ssh
-  secretRef: {name: many-credentials, namespace: default}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: many-credentials, namespace: default}
-stringData:
-  sshPrivateKey: %q
-  knownHosts: %q
-`, url, storePath, s.ClientKeyPEM, s.KnownHosts),
+		docs: GitStoreDocs("many", url, storePath, "ssh", "sshPrivateKey", string(s.ClientKeyPEM), "knownHosts", string(s.KnownHosts)),
 		open: func(context.Context) (*git.Repository, error) { return git.PlainOpen(filepath.FromSlash(dir)) },
 	}
 }

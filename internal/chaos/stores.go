@@ -92,23 +92,7 @@ func (s *giteaServer) newStore(t testing.TB) target {
 	u.Host = s.p.Addr()
 	return target{
 		kind: "GitStateStore",
-		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
-kind: GitStateStore
-metadata: {name: chaos}
-spec:
-  url: %s
-  branch: main
-  path: %s
-  authMethod: basicAuth
-  secretRef: {name: chaos-credentials, namespace: default}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: chaos-credentials, namespace: default}
-stringData:
-  username: %q
-  password: %q
-`, u.String(), storePath, s.g.AdminUser(), s.g.AdminPassword()),
+		docs: GitStoreDocs("chaos", u.String(), storePath, "basicAuth", "username", s.g.AdminUser(), "password", s.g.AdminPassword()),
 		read: func(ctx context.Context, _ []string) (*State, error) {
 			return readRemoteGit(ctx, direct, s.g.AdminUser(), s.g.AdminPassword(), storePath)
 		},
@@ -139,23 +123,7 @@ func (s *sshServer) newStore(t testing.TB) target {
 	known := fmt.Sprintf("[%s]:%s %s", host, port, key)
 	return target{
 		kind: "GitStateStore",
-		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
-kind: GitStateStore
-metadata: {name: chaos}
-spec:
-  url: ssh://git@%s%s
-  branch: main
-  path: %s
-  authMethod: ssh
-  secretRef: {name: chaos-credentials, namespace: default}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: chaos-credentials, namespace: default}
-stringData:
-  sshPrivateKey: %q
-  knownHosts: %q
-`, s.p.Addr(), dir, storePath, s.s.ClientKeyPEM, known),
+		docs: GitStoreDocs("chaos", "ssh://git@"+s.p.Addr()+dir, storePath, "ssh", "sshPrivateKey", string(s.s.ClientKeyPEM), "knownHosts", known),
 		read: func(context.Context, []string) (*State, error) {
 			return readLocalGit(filepath.FromSlash(dir), storePath)
 		},
@@ -177,25 +145,7 @@ func (s *minioServer) newStore(t testing.TB) target {
 	c := s.m.Client(t)
 	return target{
 		kind: "BucketStateStore",
-		docs: fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
-kind: BucketStateStore
-metadata: {name: chaos}
-spec:
-  endpoint: %s
-  bucketName: %s
-  path: %s
-  insecure: true
-  region: us-east-1
-  authMethod: accessKey
-  secretRef: {name: chaos-credentials, namespace: default}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: chaos-credentials, namespace: default}
-stringData:
-  accessKeyID: %q
-  secretAccessKey: %q
-`, s.p.Addr(), bucket, storePath, s.m.AccessKey(), s.m.SecretKey()),
+		docs: BucketStoreDocs("chaos", s.p.Addr(), bucket, storePath, s.m.AccessKey(), s.m.SecretKey()),
 		read: func(ctx context.Context, _ []string) (*State, error) {
 			return readBucket(ctx, c, bucket, storePath)
 		},
@@ -217,23 +167,7 @@ func (s *registryServer) newStore(t testing.TB) target {
 	rd := ociReader{addr: s.r.Addr(), user: s.r.User(), password: s.r.Password(), repo: repo}
 	return target{
 		kind: "OCIStateStore",
-		docs: fmt.Sprintf(`apiVersion: render.dev/v1alpha1
-kind: OCIStateStore
-metadata: {name: chaos}
-spec:
-  registry: %q
-  repository: %s
-  insecure: true
-  create: true
-  secretRef: {name: chaos-credentials, namespace: default}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: chaos-credentials, namespace: default}
-stringData:
-  username: %q
-  password: %q
-`, s.p.Addr(), repo, s.r.User(), s.r.Password()),
+		docs: OCIStoreDocs("chaos", s.p.Addr(), repo, s.r.User(), s.r.Password()),
 		read: rd.read,
 	}
 }

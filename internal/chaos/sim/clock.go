@@ -45,8 +45,9 @@ type Clock struct {
 	events chan struct{}
 	// last is the real time of the last event.
 	last time.Time
-	// quiet is the real time nothing must happen before the clock jumps.
-	quiet time.Duration
+	// quiet is the real time nothing must happen before the clock jumps;
+	// woken how long it waits for a woken goroutine (Part.kicked).
+	quiet, woken time.Duration
 	// stuckAfter is how long the clock may stand still, with nothing
 	// happening, before the watchdog reports it and moves it anyway.
 	stuckAfter time.Duration
@@ -54,8 +55,43 @@ type Clock struct {
 	stop       chan struct{}
 	stopped    chan struct{}
 	// Jumps counts how often the clock moved; Forced how often the
-	// watchdog moved it.
-	Jumps, Forced int
+	// watchdog moved it; Unseen how often it moved past a woken goroutine
+	// not seen for its woken window.
+	Jumps, Forced, Unseen int
+	// Real is the real time the clock spent in each state: some request
+	// in flight (Waiting), every live participant asleep on the clock
+	// (Idle), or else some participant computing (Busy).
+	Real       RealTimes
+	state      int
+	stateSince time.Time
+}
+
+// RealTimes splits a trial's real time by what its participants did.
+type RealTimes struct{ Waiting, Idle, Busy time.Duration }
+
+func (c *Clock) account() {
+	now := time.Now()
+	if !c.stateSince.IsZero() {
+		d := now.Sub(c.stateSince)
+		switch c.state {
+		case 1:
+			c.Real.Waiting += d
+		case 2:
+			c.Real.Idle += d
+		default:
+			c.Real.Busy += d
+		}
+	}
+	c.stateSince = now
+	idle, _ := c.idle()
+	switch {
+	case c.waiting():
+		c.state = 1
+	case idle:
+		c.state = 2
+	default:
+		c.state = 0
+	}
 }
 
 // Part is one participant whose work holds the clock back while it is
@@ -66,11 +102,16 @@ type Part struct {
 	// sleeping counts its goroutines in Sleep; inflight its requests the
 	// server has not answered yet.
 	sleeping, inflight int
-	// kicked is set when the clock woke one of its goroutines, until it
-	// next does something the clock sees: it is running.
-	kicked bool
-	done   bool
-	dead   bool
+	// kicked is set when the clock woke one of its goroutines (at
+	// kickedAt, real time), until it next does something the clock sees:
+	// it is running. While others of its goroutines sleep, the clock
+	// waits for it only for the clock's woken window: a woken goroutine
+	// may end, or wait on one of its own that sleeps on the clock, and
+	// then does nothing the clock sees.
+	kicked   bool
+	kickedAt time.Time
+	done     bool
+	dead     bool
 }
 
 // ErrDead is what a dead writer's requests and sleeps return: the process
@@ -80,10 +121,11 @@ var ErrDead = errors.New("sim: the writer is dead: this process sends nothing mo
 type partKey struct{}
 
 // NewClock starts a trial's clock at start (virtual). quiet is the real
-// quiet window before a jump; onStuck is told when the watchdog had to
-// move the clock.
-func NewClock(start time.Time, quiet, stuckAfter time.Duration, onStuck func(string)) *Clock {
-	c := &Clock{now: start, start: start, events: make(chan struct{}, 1), last: time.Now(), quiet: quiet,
+// quiet window before a jump; woken how long the clock waits for a woken
+// goroutine of a participant whose other goroutines sleep (Part.kicked);
+// onStuck is told when the watchdog had to move the clock.
+func NewClock(start time.Time, quiet, woken, stuckAfter time.Duration, onStuck func(string)) *Clock {
+	c := &Clock{now: start, start: start, events: make(chan struct{}, 1), last: time.Now(), quiet: quiet, woken: woken,
 		stuckAfter: stuckAfter, onStuck: onStuck, stop: make(chan struct{}), stopped: make(chan struct{})}
 	go c.loop()
 	return c
@@ -209,7 +251,7 @@ func (c *Clock) remove(w *wait) {
 		heap.Remove(&c.queue, w.index)
 	}
 }
-func (c *Clock) event() { c.last = time.Now(); c.poke() }
+func (c *Clock) event() { c.last = time.Now(); c.account(); c.poke() }
 func (c *Clock) poke() {
 	select {
 	case c.events <- struct{}{}:
@@ -318,17 +360,36 @@ func (v *vctx) cancel(err error) {
 
 var _ statestore.DeadlineClock = (*Clock)(nil)
 
-// idle reports whether every live participant waits on the clock.
-func (c *Clock) idle() bool {
+// idle reports whether every live participant waits on the clock, and
+// whether one of them counts as waiting only because its woken goroutine
+// was not seen for the woken window.
+func (c *Clock) idle() (idle, unseen bool) {
 	for _, p := range c.parts {
 		if p.done || p.dead {
 			continue
 		}
-		if p.inflight > 0 || p.sleeping == 0 || p.kicked {
-			return false
+		if p.inflight > 0 || p.sleeping == 0 {
+			return false, false
+		}
+		if p.kicked {
+			if time.Since(p.kickedAt) < c.woken {
+				return false, false
+			}
+			unseen = true
 		}
 	}
-	return true
+	return true, unseen
+}
+
+// recheck is when the loop looks again at a clock that could not move.
+func (c *Clock) recheck() time.Duration {
+	d := max(c.quiet, c.stuckAfter/10)
+	for _, p := range c.parts {
+		if !p.done && !p.dead && p.kicked {
+			d = min(d, max(c.quiet, c.woken-time.Since(p.kickedAt)))
+		}
+	}
+	return d
 }
 
 // waiting reports whether a live participant waits for a server.
@@ -359,7 +420,7 @@ func (c *Clock) advance() (fire []func(), moved bool) {
 		}
 		if p := w.who; p != nil {
 			p.sleeping--
-			p.kicked = true
+			p.kicked, p.kickedAt = true, time.Now()
 		}
 		close(w.ch)
 	}
@@ -383,7 +444,7 @@ func (c *Clock) loop() {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		idle := c.idle()
+		idle, unseen := c.idle()
 		quietFor := time.Since(c.last)
 		stuck := ""
 		if !idle && quietFor >= c.stuckAfter && len(c.queue) > 0 && !c.waiting() {
@@ -406,11 +467,16 @@ func (c *Clock) loop() {
 			c.mu.Lock()
 		}
 		if !idle {
+			next := c.recheck()
 			c.mu.Unlock()
-			// Look again when something happens, or to watch for a
-			// clock that cannot move.
-			t.Reset(max(c.quiet, c.stuckAfter/10))
+			// Look again when something happens, when a woken
+			// goroutine's window ends, or to watch for a clock that
+			// cannot move.
+			t.Reset(next)
 			continue
+		}
+		if unseen {
+			c.Unseen++
 		}
 		fire, moved := c.advance()
 		c.mu.Unlock()
@@ -420,7 +486,10 @@ func (c *Clock) loop() {
 		if moved {
 			t.Reset(c.quiet)
 		} else {
-			t.Reset(max(c.quiet, c.stuckAfter/10))
+			c.mu.Lock()
+			next := c.recheck()
+			c.mu.Unlock()
+			t.Reset(next)
 		}
 	}
 }
@@ -437,6 +506,8 @@ func (c *Clock) describe() string {
 			out = append(out, fmt.Sprintf("%s waits for %d requests", p.Name, p.inflight))
 		case p.sleeping == 0:
 			out = append(out, p.Name+" is busy (not waiting on the clock, no request in flight)")
+		case p.kicked:
+			out = append(out, fmt.Sprintf("%s was woken and not seen since (%d goroutines asleep)", p.Name, p.sleeping))
 		}
 	}
 	sort.Strings(out)

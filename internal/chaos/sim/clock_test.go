@@ -15,7 +15,7 @@ var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func testClock(t *testing.T, onStuck func(string)) *Clock {
 	t.Helper()
-	c := NewClock(t0, time.Millisecond, 5*time.Second, onStuck)
+	c := NewClock(t0, time.Millisecond, time.Second, 5*time.Second, onStuck)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -118,7 +118,7 @@ func TestClockDead(t *testing.T) {
 func TestClockWatchdog(t *testing.T) {
 	var mu sync.Mutex
 	var said string
-	c := NewClock(t0, time.Millisecond, 200*time.Millisecond, func(s string) { mu.Lock(); said = s; mu.Unlock() })
+	c := NewClock(t0, time.Millisecond, time.Second, 200*time.Millisecond, func(s string) { mu.Lock(); said = s; mu.Unlock() })
 	defer c.Close()
 	ctx, sleeper := c.Join(context.Background(), "sleeper")
 	_, stuck := c.Join(context.Background(), "stuck")
@@ -138,7 +138,7 @@ func TestClockWatchdog(t *testing.T) {
 // setup render's deadline and they all failed "without faults" (git-ssh
 // seeds 1001 and 1002 of the long campaign, under load 45).
 func TestClockHeldPastWatchdog(t *testing.T) {
-	c := NewClock(t0, time.Millisecond, 100*time.Millisecond, func(string) {})
+	c := NewClock(t0, time.Millisecond, time.Second, 100*time.Millisecond, func(string) {})
 	defer c.Close()
 	sctx, sleeper := c.Join(context.Background(), "sleeper")
 	_, busy := c.Join(context.Background(), "busy")
@@ -159,4 +159,39 @@ func TestClockHeldPastWatchdog(t *testing.T) {
 	end()
 	busy.Leave()
 	<-done
+}
+
+// TestClockWokenThenBlocked: a participant with two goroutines on the
+// clock, one woken that then waits for the other, still asleep (as a
+// render's parallel reads wait for a sibling paused on the clock). The
+// woken one is never seen again, so the clock moves on after its woken
+// window, not after the watchdog's patience. (Before the window, s3 seed
+// 1026 of the long campaign stood still 20 s at a time, 35 times: 12
+// minutes of real time for a 2-minute trial.)
+func TestClockWokenThenBlocked(t *testing.T) {
+	c := NewClock(t0, time.Millisecond, 100*time.Millisecond, 10*time.Second, func(string) {})
+	defer c.Close()
+	ctx, p := c.Join(context.Background(), "writer")
+	start := time.Now()
+	slept := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(slept)
+		statestore.Sleep(ctx, time.Minute)
+	})
+	wg.Go(func() {
+		statestore.Sleep(ctx, time.Second)
+		<-slept // woken, and waits for its sibling: nothing the clock sees
+	})
+	wg.Wait()
+	p.Leave()
+	if real := time.Since(start); real > 5*time.Second || c.Forced > 0 {
+		t.Fatalf("a minute of sleeps took %v of real time, the watchdog moved the clock %d times", real, c.Forced)
+	}
+	if got := c.Now().Sub(t0); got != time.Minute {
+		t.Fatalf("clock at %v, want 1m", got)
+	}
+	if c.Unseen != 1 {
+		t.Fatalf("moved past the unseen goroutine %d times, want 1", c.Unseen)
+	}
 }

@@ -26,18 +26,26 @@
 // request (starvation: 10 ms to 100 s, past an OCI lock's lease), a stop
 // asked as SIGTERM asks, the writer's death at a drawn request (it sends
 // nothing more: a crash, since render keeps no state of its own), and, in
-// a few trials, a restart of the server.
+// a few trials, a restart of the server (such a trial runs alone on a
+// second server of the same kind, so that no other trial meets a restart
+// its seed did not draw).
 //
 // The trial's Clock (clock.go) is the statestore.Clock of every writer
 // (statestore.WithClock): backoffs, polls, leases, retry deadlines and the
 // context deadlines a write sets. It stands still while any writer computes
 // or waits on the server, and jumps to the next wake-up once every writer
-// sleeps on it, so a minute of backoff costs no real time.
+// sleeps on it, so a minute of backoff costs no real time. A writer's
+// goroutine the clock woke holds it until it is seen again (a request, a
+// sleep), for at most Options.Woken while others of the writer's
+// goroutines sleep: one that ended, or waits on a sibling asleep on the
+// clock, is never seen again.
 //
 // The servers are real and kept running for a whole campaign, each trial in
 // a store of its own: git's smart HTTP protocol served by real git
 // (upload-pack and receive-pack --stateless-rpc, as git http-backend and
-// Gitea run them), the suite's SSH server in front of real git, MinIO and
+// Gitea run them; a ref advertisement or a fetch git already answered for
+// the same refs and request is answered again from its earlier answer,
+// githttp.go), the suite's SSH server in front of real git, MinIO and
 // distribution's registry (internal/testenv). The final state is read
 // straight from the server (go-git, minio-go, oras-go) and checked by
 // internal/chaos's checker, plus three rules only this campaign can check
@@ -56,8 +64,11 @@
 // campaign runs first.
 //
 // TestSimCampaign is the short campaign that `make test` runs: the four
-// stores side by side, each starting trials of seeds 1 to shortTrials (at
-// most shortWriters writers) until shortBudget has passed. `make chaos`
-// runs the long one (-seeds, -duration, -max-writers 64, -foreign) after
-// internal/chaos's process-level campaign.
+// stores side by side, each running trials of seeds 1 to shortTrials (at
+// most shortWriters writers), two at a time, starting none that would end
+// past shortBudget by the mean trial's time so far. `make chaos` runs the
+// long one (-seeds, -duration, -max-writers 64, -foreign) after
+// internal/chaos's process-level campaign, the stores side by side too.
+// Each prints a table per store, with the real time of a trial's phases
+// and what its writers did meanwhile (Trial.Phases, Trial.Real).
 package sim

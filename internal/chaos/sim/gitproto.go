@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
@@ -164,6 +165,7 @@ func (s *gitSession) call(ctx context.Context, what string, do func() error) err
 		return do()
 	}
 	r, err := s.l.begin("git " + what)
+	defer s.l.end(r)
 	if err == nil && r.Fault.Kind == Cut && what != "upload-pack" {
 		// Only a fetch's pack can be cut short here: the others lose
 		// their answer.
@@ -180,10 +182,12 @@ func (s *gitSession) call(ctx context.Context, what string, do func() error) err
 		return err
 	}
 	end := s.l.part.Begin()
+	t0 := time.Now()
 	err = s.open()
 	if err == nil {
 		err = do()
 	}
+	r.Real = time.Since(t0)
 	end()
 	r.Sent = true
 	if err != nil {

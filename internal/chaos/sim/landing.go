@@ -112,8 +112,9 @@ func landings(kind chaos.Kind, runs []*writerRun) {
 }
 
 // slowReturns checks that no writer waited more than bound after its
-// update landed, unless a fault met one of its requests since (a stall, a
-// pause, a lost answer: the wait is the fault's).
+// update landed, unless a fault met one of its requests since, or one that
+// met a request before still held it then (a stall, a pause, a lost
+// answer: the wait is the fault's).
 func slowReturns(runs []*writerRun, bound time.Duration) []string {
 	var out []string
 	for _, r := range runs {
@@ -126,7 +127,7 @@ func slowReturns(runs []*writerRun, bound time.Duration) []string {
 		}
 		faulted := false
 		for _, q := range r.link.Requests() {
-			if q.At >= r.landed && !q.Fault.Zero() {
+			if !q.Fault.Zero() && (q.At >= r.landed || q.End > r.landed) {
 				faulted = true
 			}
 		}

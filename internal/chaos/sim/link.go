@@ -43,11 +43,14 @@ type Link struct {
 
 // Request is one request of a writer, as it went.
 type Request struct {
-	N      int
-	What   string // "PUT /bucket/key", "git receive-pack", ...
-	Fault  Fault
-	At     time.Duration // virtual, since the trial's start
-	Status int
+	N     int
+	What  string // "PUT /bucket/key", "git receive-pack", ...
+	Fault Fault
+	// At is when the writer sent it, End when the writer had its answer
+	// or error (virtual, since the trial's start): a pause, latency or
+	// stall lasts from At past End's beginning.
+	At, End time.Duration
+	Status  int
 	// Sent: the server may have seen the request. Delivered: the writer
 	// got the server's answer's status. Answered: it read all of it.
 	Sent, Delivered, Answered bool
@@ -56,6 +59,9 @@ type Request struct {
 	Push *Push
 	// Deletes are the keys an S3 multi-object delete names.
 	Deletes []string
+	// Real is the real time the server took to answer (to its status, for
+	// HTTP; to the end of the call, for SSH).
+	Real time.Duration
 }
 
 // Unknown reports whether the request may have changed the store without
@@ -115,6 +121,13 @@ func (l *Link) begin(what string) (*Request, error) {
 	r := &Request{N: l.n, What: what, Fault: l.faults(l.n), At: l.clock.Now().Sub(l.base)}
 	l.log = append(l.log, r)
 	return r, nil
+}
+
+// end notes when the writer had r's answer or error.
+func (l *Link) end(r *Request) {
+	if r != nil {
+		r.End = l.clock.Now().Sub(l.base)
+	}
 }
 
 // kill makes the writer dead.
@@ -221,6 +234,7 @@ func (r *Request) finish(err error) {
 func (l *Link) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	r, err := l.begin(req.Method + " " + req.URL.Path)
+	defer l.end(r)
 	if err == nil && req.Method == http.MethodPost && req.URL.Query().Has("delete") && req.Body != nil {
 		r.Deletes = deleteKeys(req)
 	}
@@ -237,7 +251,9 @@ func (l *Link) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	end := l.part.Begin()
+	t0 := time.Now()
 	resp, err := l.tr.RoundTrip(req)
+	r.Real = time.Since(t0)
 	end()
 	r.Sent = true
 	if err != nil {

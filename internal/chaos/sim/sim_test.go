@@ -15,8 +15,8 @@ var (
 	flagFirst    = flag.Uint64("first", 1, "the first seed")
 	flagSeed     = flag.Uint64("seed", 0, "replay this one seed, and shrink it if it fails")
 	flagStore    = flag.String("store", "", "only this store: git-http, git-ssh, s3 or oci")
-	flagDuration = flag.Duration("duration", 0, "stop starting trials after this long, per store (0: no limit)")
-	flagParallel = flag.Int("parallel", 4, "trials at a time, per store")
+	flagDuration = flag.Duration("duration", 0, "end the campaign's trials by about this long from its start, the stores side by side (0: no limit)")
+	flagParallel = flag.Int("parallel", 2, "trials at a time, per store")
 	flagWriters  = flag.Int("max-writers", 0, "the most writers a trial draws (0: 64, or shortWriters in the short campaign)")
 	flagShrink   = flag.Int("shrink", 2, "with -seed: runs per candidate while shrinking a failing trial (0: do not shrink)")
 	flagKnown    = flag.Bool("known", false, "run the seeds of known failures (knownFailures) instead, each expected to pass once its fix lands")
@@ -26,14 +26,15 @@ var (
 
 // shortTrials is how many trials per store `make test` runs, and
 // shortWriters the most writers each draws (the long campaign's draw up
-// to 64). shortBudget bounds the real time per store in which the short
-// campaign starts trials (seeds in order from 1, so a slower machine runs
-// a prefix of the same seeds), so that the four stores, side by side,
-// stay within `make test`'s three minutes on a machine too slow for
+// to 64). shortBudget is the real time, from the campaign's start, by
+// which its trials end (RunAll starts none that would not, by the mean
+// trial's time so far; seeds in order from 1, so a slower machine runs a
+// prefix of the same seeds), so that the four stores, side by side, stay
+// within `make test`'s three minutes on a machine too slow for
 // shortTrials.
 const (
 	shortTrials, shortWriters = 100, 6
-	shortBudget               = 30 * time.Second
+	shortBudget               = 60 * time.Second
 )
 
 // knownFailure is a seed that found a defect not fixed on this branch
@@ -47,7 +48,14 @@ type knownFailure struct {
 	Why        string
 }
 
-var knownFailures = map[chaos.Kind][]knownFailure{}
+var knownFailures = map[chaos.Kind][]knownFailure{
+	chaos.S3: {
+		{1085, 64, true, "37 writers, two drains of d1: w7's record lists d1/resources/team/db/w7/configure/5058f/w7-b.yaml " +
+			"(and its object and placement entry), which the store does not hold, while d2 holds that file for no workload " +
+			"(rules 2, 3): the file moved and the record still places it on d1. Found by the long campaign (10 minutes, " +
+			"2026-11-27); fails on every replay with main merged (before issue 35's fix it also failed as seed 14 does)"},
+	},
+}
 
 // regressionSeeds are seeds that found a defect since fixed: the short
 // campaign runs them first, before its time budget.
@@ -90,12 +98,19 @@ func known(kind chaos.Kind, seed uint64, size Size) (knownFailure, bool) {
 // violation; -seed replays one and shrinks it.
 func TestSimCampaign(t *testing.T) {
 	var stats []*Stats
-	// The short campaign runs the stores side by side (each has a server
-	// of its own), so that `make test` waits for one time budget and the
-	// slowest store's last trials, not four.
-	// (Subtests run from goroutines, not t.Parallel: -test.parallel is
-	// GOMAXPROCS, two here.)
+	// The stores run side by side (each has a server of its own), so that
+	// a campaign waits for one time budget and one store's last trials,
+	// not four, and the stores whose trials cost more (git's) use the
+	// processor time the others leave. (Subtests run from goroutines, not
+	// t.Parallel: -test.parallel is GOMAXPROCS, two here.)
 	short := *flagSeeds == 0 && *flagSeed == 0 && !*flagKnown
+	var deadline time.Time
+	switch {
+	case *flagDuration > 0:
+		deadline = time.Now().Add(*flagDuration)
+	case short:
+		deadline = time.Now().Add(shortBudget)
+	}
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()
@@ -107,11 +122,7 @@ func TestSimCampaign(t *testing.T) {
 		}
 		st := &Stats{Kind: kind}
 		stats = append(stats, st)
-		run := func(f func()) { f() }
-		if short {
-			run = func(f func()) { wg.Go(f) }
-		}
-		run(func() {
+		wg.Go(func() {
 			t.Run(string(kind), func(t *testing.T) {
 				size := Size{MaxWriters: *flagWriters, Foreign: *flagForeign}
 				if *flagKnown {
@@ -152,14 +163,7 @@ func TestSimCampaign(t *testing.T) {
 						scheds = append(scheds, c.Generate(s))
 					}
 				}
-				var deadline time.Time
-				switch {
-				case *flagDuration > 0:
-					deadline = time.Now().Add(*flagDuration)
-				case short:
-					deadline = time.Now().Add(shortBudget)
-				}
-				began, cpu := time.Now(), CPUTime()
+				began, cpu, scpu := time.Now(), CPUTime(), ServersCPU(c.Dir)
 				c.RunAll(t, scheds, *flagParallel, deadline, func(tr *Trial) {
 					st.add(tr)
 					seed := tr.Schedule.Seed
@@ -169,7 +173,7 @@ func TestSimCampaign(t *testing.T) {
 							t.Logf("%s seed %d is a known failure: %s", kind, seed, k.Why)
 						}
 					} else if *flagVerbose || *flagSeed != 0 {
-						t.Logf("%s seed %d: ok (%d writers, %d renders, %d requests, %v, virtual %v, %d jumps)", kind, seed, len(tr.Schedule.Writers), len(tr.Runs), tr.Requests, tr.Took.Round(time.Millisecond), tr.Virtual.Round(time.Millisecond), tr.Jumps)
+						t.Logf("%s seed %d: ok (%d writers, %d renders, %d requests, %v, virtual %v, %d jumps, %d past an unseen goroutine, %d forced; %s; real: waiting %v, idle %v, busy %v)", kind, seed, len(tr.Schedule.Writers), len(tr.Runs), tr.Requests, tr.Took.Round(time.Millisecond), tr.Virtual.Round(time.Millisecond), tr.Jumps, tr.Unseen, tr.Forced, tr.PhaseString(), tr.Real.Waiting.Round(time.Millisecond), tr.Real.Idle.Round(time.Millisecond), tr.Real.Busy.Round(time.Millisecond))
 					}
 					for _, n := range tr.Notes {
 						t.Logf("%s seed %d: %s", kind, seed, n)
@@ -179,7 +183,7 @@ func TestSimCampaign(t *testing.T) {
 						t.Logf("the smallest schedule that still fails:\n%s\n%s", s, small.Report())
 					}
 				})
-				st.Took, st.CPU = time.Since(began), CPUTime()-cpu
+				st.Took, st.CPU, st.ServerCPU = time.Since(began), CPUTime()-cpu, ServersCPU(c.Dir)-scpu
 			})
 		})
 	}

@@ -25,6 +25,11 @@ import (
 type Options struct {
 	// Quiet is the real time nothing must happen before the clock jumps.
 	Quiet time.Duration
+	// Woken is how long the clock waits for a writer's goroutine it woke
+	// to be seen again (a request, a sleep) while others of the writer's
+	// goroutines sleep: one that ended, or waits for one of its own that
+	// sleeps, is never seen again.
+	Woken time.Duration
 	// StuckAfter is how long the clock may stand still before the
 	// watchdog reports it and moves it.
 	StuckAfter time.Duration
@@ -34,7 +39,7 @@ type Options struct {
 }
 
 // DefaultOptions are the campaign's.
-var DefaultOptions = Options{Quiet: time.Millisecond, StuckAfter: 20 * time.Second, LandedBound: 5 * time.Second}
+var DefaultOptions = Options{Quiet: time.Millisecond, Woken: time.Second, StuckAfter: 20 * time.Second, LandedBound: 5 * time.Second}
 
 // writerRun is one render of a trial, as it went.
 type writerRun struct {
@@ -63,7 +68,10 @@ type Trial struct {
 	Notes      []string
 	// Took is the real time the trial took; Virtual its clock's.
 	Took, Virtual time.Duration
-	Jumps         int
+	// Jumps counts the clock's moves; Unseen those past a woken
+	// goroutine not seen again (Options.Woken), Forced those the
+	// watchdog made.
+	Jumps, Unseen, Forced int
 	// Requests counts the requests the trial's renders sent.
 	Requests int
 	// Met lists every fault that met a request, by writer and request:
@@ -71,6 +79,32 @@ type Trial struct {
 	Met map[int]map[int]Fault
 	// State is the final state the checker read.
 	State *chaos.State
+	// Phases is the real time each phase of the trial took, in order;
+	// Real the clock's real time by what the writers did.
+	Phases []Phase
+	Real   RealTimes
+}
+
+// Phase is one phase of a trial and the real time it took.
+type Phase struct {
+	Name string
+	Took time.Duration
+}
+
+// phase ends the current phase (named name) and starts the next.
+func (tr *Trial) phase(name string, since *time.Time) {
+	now := time.Now()
+	tr.Phases = append(tr.Phases, Phase{name, now.Sub(*since)})
+	*since = now
+}
+
+// PhaseString is the phases as one line.
+func (tr *Trial) PhaseString() string {
+	var parts []string
+	for _, p := range tr.Phases {
+		parts = append(parts, fmt.Sprintf("%s %v", p.Name, p.Took.Round(time.Millisecond)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Failed reports whether the checker found a violation.
@@ -279,6 +313,41 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // a render's report and error (internal/cli's finish and report), and
 // whether it said it wrote.
 func renderOutcome(rep *engine.Report, err error) (int, string, bool) {
+	if err != nil {
+		return errOutcome(err)
+	}
+	code, msg, wrote, done := storesOutcome(rep.Stores, rep.MassDeletion)
+	switch {
+	case done && code == 1 && len(rep.BadInput()) > 0:
+		return 2, msg, wrote
+	case done:
+		return code, msg, wrote
+	case rep.Plan != nil && len(rep.Unscheduled()) > 0:
+		return 3, "unscheduled", wrote
+	}
+	return 0, "", wrote
+}
+
+// drainOutcome is renderOutcome for a drain (internal/cli's runDrain).
+func drainOutcome(rep *engine.DrainReport, err error) (int, string, bool) {
+	if err != nil {
+		return errOutcome(err)
+	}
+	code, msg, wrote, done := storesOutcome(rep.Stores, rep.MassDeletion)
+	if done {
+		return code, msg, wrote
+	}
+	for _, s := range rep.Stuck {
+		if s.Blocked {
+			return 3, "blocked", wrote
+		}
+	}
+	return 0, "", wrote
+}
+
+// errOutcome is the exit code and message of a render or drain that
+// returned err, having written nothing.
+func errOutcome(err error) (int, string, bool) {
 	var ie *renderer.InputError
 	var md *statestore.MassDeletionError
 	switch {
@@ -289,69 +358,30 @@ func renderOutcome(rep *engine.Report, err error) (int, string, bool) {
 	case errors.Is(err, engine.ErrStopped), errors.Is(err, context.Canceled):
 		// internal/cli: a render stopped by a signal before it published.
 		return 143, "stopped: nothing was written", false
-	case err != nil:
-		return 1, err.Error(), false
 	}
-	wrote := false
-	var failed []string
-	for _, s := range rep.Stores {
-		if s.Err != nil {
-			failed = append(failed, s.Err.Error())
-		} else if s.Result.Updated {
-			wrote = true
-		}
-	}
-	if len(failed) > 0 {
-		code := 1
-		if len(rep.BadInput()) > 0 {
-			code = 2
-		}
-		return code, strings.Join(failed, "\n"), wrote
-	}
-	if rep.MassDeletion != nil && rep.MassDeletion.Refused() {
-		return 4, rep.MassDeletion.Error(), wrote
-	}
-	if rep.Plan != nil && len(rep.Unscheduled()) > 0 {
-		return 3, "unscheduled", wrote
-	}
-	return 0, "", wrote
+	return 1, err.Error(), false
 }
 
-// drainOutcome is renderOutcome for a drain (internal/cli's runDrain).
-func drainOutcome(rep *engine.DrainReport, err error) (int, string, bool) {
-	var ie *renderer.InputError
-	var md *statestore.MassDeletionError
-	switch {
-	case errors.As(err, &ie):
-		return 2, fmt.Sprintf("%v (nothing was written)", ie), false
-	case errors.As(err, &md):
-		return 4, md.Error(), false
-	case errors.Is(err, engine.ErrStopped), errors.Is(err, context.Canceled):
-		return 143, "stopped: nothing was written", false
-	case err != nil:
-		return 1, err.Error(), false
-	}
-	wrote := false
+// storesOutcome reads the stores' reports of a render or drain: whether
+// one wrote, and, when the outcome is decided by them (done), the exit
+// code and message: 1 when a store failed, 4 when the mass-deletion
+// breaker refused.
+func storesOutcome(stores []engine.StoreReport, md *statestore.MassDeletionError) (code int, msg string, wrote, done bool) {
 	var failed []string
-	for _, s := range rep.Stores {
+	for _, s := range stores {
 		if s.Err != nil {
 			failed = append(failed, s.Err.Error())
 		} else if s.Result.Updated {
 			wrote = true
 		}
 	}
-	if len(failed) > 0 {
-		return 1, strings.Join(failed, "\n"), wrote
+	switch {
+	case len(failed) > 0:
+		return 1, strings.Join(failed, "\n"), wrote, true
+	case md != nil && md.Refused():
+		return 4, md.Error(), wrote, true
 	}
-	if rep.MassDeletion != nil && rep.MassDeletion.Refused() {
-		return 4, rep.MassDeletion.Error(), wrote
-	}
-	for _, s := range rep.Stuck {
-		if s.Blocked {
-			return 3, "blocked", wrote
-		}
-	}
-	return 0, "", wrote
+	return 0, "", wrote, false
 }
 
 // noFaults is the fault plan of clean renders.
@@ -368,14 +398,16 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		return tr
 	}
 	defer os.RemoveAll(dir)
-	st, err := srv.newStore(t, fmt.Sprintf("t%d-%s", sched.Seed, filepath.Base(dir)[len(fmt.Sprintf("sim-%s-%d-", sched.Store, sched.Seed)):]))
+	st, err := srv.newStore(fmt.Sprintf("t%d-%s", sched.Seed, filepath.Base(dir)[len(fmt.Sprintf("sim-%s-%d-", sched.Store, sched.Seed)):]))
 	if err != nil {
 		violate("new store: %v", err)
 		return tr
 	}
 	defer st.cleanup()
+	mark := began
+	tr.phase("store", &mark)
 	w := &world{dir: dir, sched: sched, st: st, opts: opts}
-	w.clock = NewClock(time.Now(), opts.Quiet, opts.StuckAfter, func(s string) { w.note(s) })
+	w.clock = NewClock(time.Now(), opts.Quiet, opts.Woken, opts.StuckAfter, func(s string) { w.note(s) })
 	defer w.clock.Close()
 	// A trial that ends early (a store it could not set up) keeps its
 	// notes too: they say why.
@@ -417,6 +449,7 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		}
 	}
 	runAll(setup, "platform", clean)
+	tr.phase("setup", &mark)
 	for _, r := range setup {
 		r.Start, r.End = -2*time.Hour, -time.Hour // before every later run
 		if r.Outcome != chaos.Landed {
@@ -438,6 +471,7 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		tr.Injected["foreign"]++
 		foreign = append(foreign, p)
 	}
+	tr.phase("foreign", &mark)
 	blocked := func(workload int) bool {
 		return slices.ContainsFunc(foreign, func(p placed) bool { return p.blocks == workload })
 	}
@@ -479,6 +513,7 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		return func(n int) Fault { return sched.Fault(r.writer, n) }
 	})
 	restarted.Wait()
+	tr.phase("writers", &mark)
 
 	// The last clean render of every workload, as the seed says.
 	if sched.Final {
@@ -513,17 +548,14 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 	}
 
 	for _, r := range tr.Runs {
-		if r.link == nil || r.writer < 0 {
-			if r.link != nil {
-				tr.Requests += len(r.link.Requests())
-			}
-			continue
-		}
 		if r.link == nil {
 			continue
 		}
+		tr.Requests += len(r.link.Requests())
+		if r.writer < 0 {
+			continue // setup and final renders meet no faults
+		}
 		for _, q := range r.link.Requests() {
-			tr.Requests++
 			if q.Fault.Zero() {
 				continue
 			}
@@ -546,6 +578,9 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		}
 	}
 
+	if sched.Final {
+		tr.phase("final", &mark)
+	}
 	landings(sched.Store, tr.Runs)
 	tr.Violations = append(tr.Violations, slowReturns(tr.Runs, opts.LandedBound)...)
 	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -565,8 +600,13 @@ func runTrial(t testing.TB, srv server, sched Schedule, opts Options) *Trial {
 		}
 		tr.Violations = append(tr.Violations, chaos.Check(sched.Workloads, renders, state)...)
 	}
+	tr.phase("check", &mark)
 	sort.SliceStable(tr.Runs, func(i, j int) bool { return tr.Runs[i].Start < tr.Runs[j].Start })
-	tr.Jumps = w.clock.Jumps
+	w.clock.mu.Lock()
+	tr.Jumps, tr.Unseen, tr.Forced = w.clock.Jumps, w.clock.Unseen, w.clock.Forced
+	w.clock.account()
+	tr.Real = w.clock.Real
+	w.clock.mu.Unlock()
 	tr.Virtual = w.clock.Elapsed()
 	tr.Took = time.Since(began)
 	return tr
