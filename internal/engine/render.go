@@ -258,15 +258,29 @@ func (r *rendering) readStores() error {
 // placed a workload: without it a resource could be placed twice, so
 // nothing is written, and the report names the store. Other errors are
 // returned.
+// A read that met a file changed since the store was listed (another
+// writer rewrote it: an S3 object whose version moved) is a lost race,
+// retried like a stale basis: the stores are read again (see redo).
 func (r *rendering) placementFailed(err error) error {
 	var se *placementError
 	if !errors.As(err, &se) {
 		return err
 	}
-	r.report.Stores = append(r.report.Stores, StoreReport{Store: se.ref, Name: r.stores[se.ref].String(), Err: r.e.annotate(se.ref, se.err)})
+	serr := r.e.annotate(se.ref, se.err)
+	if errors.Is(se.err, statestore.ErrConflict) {
+		serr = &readRace{serr}
+	}
+	r.report.Stores = append(r.report.Stores, StoreReport{Store: se.ref, Name: r.stores[se.ref].String(), Err: serr})
 	r.finish()
 	return nil
 }
+
+// readRace is a store read that lost a race with another writer. It is
+// an ErrStale, so that the render reads the stores again.
+type readRace struct{ err error }
+
+func (e *readRace) Error() string   { return e.err.Error() }
+func (e *readRace) Unwrap() []error { return []error{e.err, statestore.ErrStale} }
 
 // schedule places every group with what the stores remember. The
 // renderer is pure: when the stores remember nothing it reads (no earlier
