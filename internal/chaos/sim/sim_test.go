@@ -54,6 +54,11 @@ var knownFailures = map[chaos.Kind][]knownFailure{
 			"(and its object and placement entry), which the store does not hold, while d2 holds that file for no workload " +
 			"(rules 2, 3): the file moved and the record still places it on d1. Found by the long campaign (10 minutes, " +
 			"2026-11-27); fails on every replay with main merged (before issue 35's fix it also failed as seed 14 does)"},
+		{15, 64, true, "18 writers, no foreign state drawn, two drains: w1's record (writer 7's configure, exit 0) lists " +
+			"its aggregate part .render/aggregate/d4/aggregated.yaml/promise/w1/configure.part, object files and " +
+			".render/placed/d{2,3}/promise/7e37cc25e57681316930, which the store does not hold (rule 3), while writer 4's " +
+			"delete of w1 ran past it and failed (exit 1) and writer 11's delete of w1 died after the server saw its " +
+			"request 8. Found by the long campaign (10 minutes, 2026-11-27 06:00 UTC, load 50-150); its replay fails too"},
 	},
 }
 
