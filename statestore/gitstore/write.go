@@ -129,15 +129,17 @@ func (b *branchCommitter) Commit(ctx context.Context, c *statestore.Change) (sta
 //     push finds the branch moved already hands its update over in that
 //     same push instead: its request;
 //  3. after a lost race, with its request on the server, waits (await)
-//     until the request is gone (carried by another writer's push, or
-//     deleted as stale) or until it is its turn to lead, and plans again;
+//     until the request is gone (carried by another writer's push, which
+//     a commit since its fetch names: done; or deleted as stale) or until
+//     it is its turn to lead, and plans again;
 //     without one (it lost in the moment between its push's advertisement
 //     and the update, or another render of its workload waits already),
 //     it plans again after a short pause.
 //
 // A writer whose update has landed returns at once: its own push says so,
-// or its next plan finds its request gone and its workload past the state
-// the request was planned on. It never waits for a ref another writer may
+// or the poll that finds its request gone and the commits the branch
+// gained (carried), or else its next plan, which finds its workload past
+// the state the request was planned on. It never waits for a ref another writer may
 // or may not delete. A writer with no competitor pushes its branch alone,
 // as a plain writer would.
 //
