@@ -205,10 +205,11 @@ func (w *manyWorld) runAll(rs []*manyRender, limit time.Duration) {
 	close(start)
 	wg.Wait()
 	w.t.Cleanup(func() {
-		if !w.t.Failed() {
+		if !w.t.Failed() && os.Getenv("RENDER_MANY_LOGS") == "" {
 			return
 		}
-		// Every render's whole log, for the post-mortem.
+		// Every render's whole log, for the post-mortem (or, with
+		// RENDER_MANY_LOGS set, to read where the time went).
 		dir, err := os.MkdirTemp("", "many-sidecars-logs-")
 		if err != nil {
 			return
