@@ -50,8 +50,11 @@ bench:
 ## as goroutines on a virtual clock, faults drawn per request, 2-64 writers,
 ## foreign state): SIM_SEEDS trials per store from SIM_FIRST, SIM_PARALLEL at
 ## a time per store, the stores side by side, starting no trial that would
-## end past SIM_DURATION (0: no limit). The defaults keep the whole run within
-## an hour: 4 x 2m and the trials in flight, then 45m.
+## end past SIM_DURATION (0: no limit). Last, TestManySidecars with MANY (64)
+## one-file renders at once per store (`make test` runs 16), every core busy.
+## The defaults keep the campaigns within an hour: 4 x 2m and the trials in
+## flight, then 45m; the 64 renders take tens of minutes more on a loaded
+## 2-core machine.
 SEEDS        ?= 1000
 FIRST        ?= 1
 DURATION     ?= 2m
@@ -60,12 +63,14 @@ SIM_SEEDS    ?= 1000
 SIM_FIRST    ?= 1
 SIM_PARALLEL ?= 4
 SIM_DURATION ?= 45m
+MANY         ?= 64
 chaos:
 	scripts/testservers.sh with sh -c '$(GO) test -count=1 -timeout=0 -run TestCampaign -v ./internal/chaos/ \
 	    -args -seeds $(SEEDS) -first $(FIRST) -duration $(DURATION) -store "$(STORE)"; rc=$$?; \
 	  $(GO) test -count=1 -timeout=0 -run TestSimCampaign -v ./internal/chaos/sim/ \
 	    -args -seeds $(SIM_SEEDS) -first $(SIM_FIRST) -parallel $(SIM_PARALLEL) -duration $(SIM_DURATION) \
-	    -max-writers 64 -foreign -store "$(STORE)" || rc=$$?; exit $$rc'
+	    -max-writers 64 -foreign -store "$(STORE)" || rc=$$?; \
+	  $(GO) test -count=1 -timeout=0 -run "TestManySidecars/$(STORE)" -v ./internal/chaos/ -args -many $(MANY) || rc=$$?; exit $$rc'
 
 ## image: build render's container image (Dockerfile) as $(IMAGE) with $(DOCKER).
 image:

@@ -76,9 +76,10 @@ func turnTime(slowest time.Duration, waiting int, budget time.Duration) time.Dur
 // await waits, with cheap reads of the server's refs only, until this
 // writer's request is gone (true: carried by another writer's push, which
 // deletes it in the push that lands it, or deleted as stale), or until it
-// is this writer's turn to lead (false). slowest is the slowest push this
-// writer has timed (see turnTime).
-func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, slowest time.Duration, lost error) (bool, error) {
+// is this writer's turn to lead (false). tip is the branch's tip the last
+// listing showed. slowest is the slowest push this writer has timed (see
+// turnTime).
+func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, slowest time.Duration, lost error) (gone bool, tip plumbing.Hash, err error) {
 	began := statestore.Now(ctx)
 	var seen plumbing.Hash
 	moved := began
@@ -94,22 +95,22 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 	for poll := 1; ; poll++ {
 		if err := pollPause(ctx, poll, listed, lost); err != nil {
 			done(false, "gave up", poll-1)
-			return false, err
+			return false, tip, err
 		}
 		t0 := statestore.Now(ctx)
 		refs, err := r.list(ctx)
 		listed = statestore.Since(ctx, t0)
 		if err != nil {
 			done(false, "error", poll)
-			return false, err
+			return false, tip, err
 		}
-		tip := refs[r.branch]
+		tip = refs[r.branch]
 		ahead, all := rank(refs, r.space, mine)
 		s.debug("poll", "workload", workload, "poll", poll, "tip", tip.String(), "request_present", refs[mine] == h,
 			"ahead", ahead, "waiting", all)
 		if refs[mine] != h {
 			done(true, "request gone", poll)
-			return true, nil
+			return true, tip, nil
 		}
 		if tip != seen {
 			seen, moved = tip, statestore.Now(ctx)
@@ -120,10 +121,10 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 		switch {
 		case ahead == 0 && settled:
 			done(false, "first in line: leads", poll)
-			return false, nil
+			return false, tip, nil
 		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*turn:
 			done(false, fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
-			return false, nil
+			return false, tip, nil
 		}
 	}
 }
@@ -241,7 +242,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 			if err != nil {
 				continue
 			}
-			c, err := s.commit(ov, head, next.rootOrEmpty(ov), fu.Message, author)
+			c, err := s.commit(ov, head, next.rootOrEmpty(ov), foldedMessage(fu.Message, q.commit), author)
 			if err != nil {
 				continue
 			}

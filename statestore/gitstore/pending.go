@@ -9,12 +9,13 @@ package gitstore
 // of its own, refs/render/pending/<space>/<workload>. Whoever next wins the
 // branch folds every request it can see into the same push, one commit per
 // workload, chained, and deletes the folded request refs in that same atomic
-// push. A writer whose request ref is gone plans again, and finds its
-// update landed (folded in by someone else) or stale; a writer that died
-// after publishing still gets its update landed by the next one, unless the
-// workload's record changed meanwhile (a later render of it landed): the
-// request is then stale (statestore.Basis), and the next push deletes it
-// instead of folding it.
+// push, each folded commit naming its request (a Render-Request trailer).
+// A writer whose request ref is gone finds that commit (confirm.go: its
+// update landed), or plans again and finds its update landed or stale; a
+// writer that died after publishing still gets its update landed by the
+// next one, unless the workload's record changed meanwhile (a later render
+// of it landed): the request is then stale (statestore.Basis), and the next
+// push deletes it instead of folding it.
 //
 // A request is a root commit whose tree holds the Update itself, not a diff:
 // request.json (the workload, message, shared paths, aggregate targets, the

@@ -129,15 +129,17 @@ func (b *branchCommitter) Commit(ctx context.Context, c *statestore.Change) (sta
 //     push finds the branch moved already hands its update over in that
 //     same push instead: its request;
 //  3. after a lost race, with its request on the server, waits (await)
-//     until the request is gone (carried by another writer's push, or
-//     deleted as stale) or until it is its turn to lead, and plans again;
+//     until the request is gone (carried by another writer's push, which
+//     a commit since its fetch names: done; or deleted as stale) or until
+//     it is its turn to lead, and plans again;
 //     without one (it lost in the moment between its push's advertisement
 //     and the update, or another render of its workload waits already),
 //     it plans again after a short pause.
 //
 // A writer whose update has landed returns at once: its own push says so,
-// or its next plan finds its request gone and its workload past the state
-// the request was planned on. It never waits for a ref another writer may
+// or the poll that finds its request gone and the commits the branch
+// gained (carried), or else its next plan, which finds its workload past
+// the state the request was planned on. It never waits for a ref another writer may
 // or may not delete. A writer with no competitor pushes its branch alone,
 // as a plain writer would.
 //
@@ -371,10 +373,35 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 		return statestore.Outcome{}, err
 	}
 	// The request gone means it was carried by another writer's push, or
-	// deleted as stale (see fold): either way, plan again, which finds
-	// the update landed (Commit reports it) or the staleness.
-	_, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, g.slowest, lost)
-	return statestore.Outcome{}, err
+	// deleted as stale (see fold). The commits the branch gained say
+	// which (carried, confirm.go): carried, the write is done; otherwise
+	// (or when the server cannot say) plan again, which finds the update
+	// landed (Commit reports it) or the staleness.
+	gone, tip, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, g.slowest, lost)
+	if err != nil || !gone || tip.IsZero() {
+		return statestore.Outcome{}, err
+	}
+	t0 := statestore.Now(ctx)
+	ok, cerr := g.carried(ctx, tip)
+	outcome := "not found: plans again"
+	switch {
+	case cerr != nil:
+		outcome = "could not tell (" + cerr.Error() + "): plans again"
+	case ok:
+		outcome = "landed"
+	}
+	g.s.debug("confirm", "workload", g.u.Workload, "attempt", attempt, "tip", tip.String(), "outcome", outcome,
+		"took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+	if !ok {
+		return statestore.Outcome{}, nil
+	}
+	// The clone's refs as the listing showed them: the request is gone,
+	// and the branch is past the tip the clone holds, which a later
+	// write of this store fetches anew.
+	_ = g.r.st.RemoveReference(g.mine)
+	g.r.fetched = false
+	g.published, g.pubBase = plumbing.ZeroHash, ""
+	return g.landed(tip), nil
 }
 
 // Abandon withdraws this writer's request before the write gives up. A
