@@ -46,7 +46,10 @@
 // Gitea run them; a ref advertisement or a fetch git already answered for
 // the same refs and request is answered again from its earlier answer,
 // githttp.go), the suite's SSH server in front of real git, MinIO and
-// distribution's registry (internal/testenv). The final state is read
+// distribution's registry (internal/testenv). The git repositories are
+// set up as a server set up for cost would be (gitInit: a push's pack
+// kept as sent, no fsync, no second look at the repository's own refs in
+// a push's connectivity check), none of which a client can see. The final state is read
 // straight from the server (go-git, minio-go, oras-go) and checked by
 // internal/chaos's checker, plus three rules only this campaign can check
 // (landing.go): a writer that returned success is in the final state

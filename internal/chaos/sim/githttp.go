@@ -287,18 +287,21 @@ func (s *gitHTTPServer) start() error {
 }
 
 // gitInit makes an empty bare repository whose HEAD is main, as
-// `git init --bare -b main` does, without a process; with no gc on push
-// (receive.autogc), which the SSH server's git would otherwise start
-// after every push.
+// `git init --bare -b main` does, without a process, configured as a
+// server that spends the least on each push (gitConfig). Its object
+// folder is objects/, a link to odb/ beside it (see gitConfig).
 func gitInit(dir string) error {
-	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags"} {
+	for _, d := range []string{"odb/info", "odb/pack", "refs/heads", "refs/tags"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
 	}
+	if err := os.Symlink("odb", filepath.Join(dir, "objects")); err != nil {
+		return err
+	}
 	for name, data := range map[string]string{
 		"HEAD":   "ref: refs/heads/main\n",
-		"config": "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n[receive]\n\tautogc = false\n",
+		"config": "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n" + gitConfig,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			return err
@@ -306,3 +309,31 @@ func gitInit(dir string) error {
 	}
 	return nil
 }
+
+// gitConfig is the trial repositories' server settings, the same for the
+// HTTP and the SSH server's git, chosen for what a request costs: on this
+// campaign's machines a process costs 10-20 ms of processor time, a file
+// created a good part of a millisecond, and a push runs four processes.
+// None changes what a client can see: the refs, the objects, and what
+// each request answers or refuses are git's as with its defaults.
+//
+//   - receive.autogc false: no gc after a push (a process, and a repack
+//     the trial does not test).
+//   - transfer.unpackLimit 1: a push's objects are kept as the pack the
+//     client sent (git index-pack), not exploded into a loose object file
+//     each (git unpack-objects, below 100 objects): one pack and its index
+//     written instead of dozens of files, and a later fetch reads them
+//     from the pack instead of opening and inflating each file. (Forges
+//     keep packs the same way.)
+//   - core.fsync none: nothing is flushed to the disk (a trial's
+//     repository never outlives the machine's crash; a server restart
+//     stops the process, not the machine).
+//
+// And the object folder is objects/, a link to odb/: a push's
+// connectivity check (git rev-list ... --not --all --alternate-refs)
+// otherwise runs a fourth process, git for-each-ref on the repository
+// itself, because receive-pack's quarantine folder names the
+// repository's objects/ as its alternate, and git asks any alternate
+// whose real path ends in /objects for its refs (the same refs --all has
+// already named: the check's answer is the same without them).
+const gitConfig = "\tfsync = none\n[receive]\n\tautogc = false\n[transfer]\n\tunpackLimit = 1\n"
