@@ -832,7 +832,7 @@ type cond struct {
 func (sn *snapshot) cond(p string) cond {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	o, ok := sn.objs[p]
+	o, ok, _ := sn.obj(p)
 	return cond{exists: ok, etag: o.etag}
 }
 

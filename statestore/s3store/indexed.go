@@ -212,8 +212,8 @@ func (s *Store) anyRecord(ctx context.Context) (bool, error) {
 func (s *Store) migrate(ctx context.Context, recs *snapshot) (bool, error) {
 	var paths []string
 	recs.mu.Lock()
-	for p, o := range recs.objs {
-		if isRecordPath(p) && !o.tomb {
+	for _, p := range recs.paths(statestore.RecordsDir) {
+		if o, _, _ := recs.obj(p); isRecordPath(p) && !o.tomb {
 			paths = append(paths, p)
 		}
 	}

@@ -47,21 +47,17 @@ func (sn *snapshot) shape(p string) (fileKnown, file, dirKnown, dir bool) {
 		return true, false, true, false
 	}
 	if fileKnown = sn.covered(p); fileKnown {
-		_, file = sn.objs[p]
+		_, file, _ = sn.obj(p)
 	}
-	if sn.folders[p] {
+	if sn.hasFolder(p) {
 		return fileKnown, file, true, true
 	}
-	for _, d := range sn.deep {
-		if d == p || underDir(p, d) {
-			return fileKnown, file, true, false
-		}
+	if sn.deepCovered(p) {
+		return fileKnown, file, true, false
 	}
 	parent, name := folder(p)
-	for _, sp := range sn.subSpans[parent] {
-		if sp.holds(name + "/") {
-			return fileKnown, file, true, false
-		}
+	if sn.subSpansHold(parent, name+"/") {
+		return fileKnown, file, true, false
 	}
 	return fileKnown, file, false, false
 }

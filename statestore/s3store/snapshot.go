@@ -35,25 +35,40 @@ type object struct {
 // each part of the store is listed at most once, and the requests of a plan
 // grow with the folders it touches, not with the store. Contents are read
 // on demand, each exactly in the listed version, and kept too.
+//
+// What a snapshot knows is its own layer (what its listings and reads
+// found since it was made or last forked) over base: layers frozen when
+// the snapshot, or the one it was forked from, was forked (see fork).
+// Every answer about a path is the newest layer's that has one.
 type snapshot struct {
 	s   *Store
 	ctx context.Context
 	// empty: the bucket does not exist yet (CreateBucket); nothing is listed.
 	empty bool
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	layer
+	// base are the frozen layers below the own one, newest first: the
+	// snapshot's own earlier layers (frozen when it was forked), then
+	// those it inherited from the snapshot it was forked from, read
+	// through the fork's filter (see link).
+	base []link
+	// verdict is what the snapshot found out about the placement index
+	// (see indexVerdict).
+	verdict int
+	// load holds the counts of the destinations whose load was read, by
+	// flavour folder (see SummaryLoad).
+	load map[string]map[string]int
+}
+
+// layer is what some listings and reads of a snapshot found.
+type layer struct {
 	objs  map[string]object // every object a listing showed, by path relative to the store
 	deep  []string          // folders listed recursively in full ("" is the whole store)
 	spans map[string][]span // per folder ("" is the store's root): name ranges listed in full
 	// points are paths a GET alone answered about (see readPoints).
 	points map[string]bool
-	// verdict is what the snapshot found out about the placement index
-	// (see indexVerdict).
-	verdict int
-	cache   map[string][]byte
-	// load holds the counts of the destinations whose load was read, by
-	// flavour folder (see SummaryLoad).
-	load map[string]map[string]int
+	cache  map[string][]byte
 	// subs are, per folder, listings that ran to the folder's end: each
 	// saw every sub-folder named after its start (see folderKnown).
 	subs map[string][]subList
@@ -63,6 +78,173 @@ type snapshot struct {
 	// below, with every folder above them (see shape).
 	subSpans map[string][]span
 	folders  map[string]bool
+}
+
+func newLayer() layer {
+	return layer{objs: map[string]object{}, spans: map[string][]span{}, points: map[string]bool{}, cache: map[string][]byte{}, subs: map[string][]subList{}, subSpans: map[string][]span{}, folders: map[string]bool{}}
+}
+
+func (l *layer) isEmpty() bool {
+	return len(l.objs) == 0 && len(l.deep) == 0 && len(l.spans) == 0 && len(l.points) == 0 &&
+		len(l.cache) == 0 && len(l.subs) == 0 && len(l.subSpans) == 0 && len(l.folders) == 0
+}
+
+// covers reports whether the layer's listings showed whether p exists.
+func (l *layer) covers(p string) bool {
+	for _, d := range l.deep {
+		if underDir(p, d) {
+			return true
+		}
+	}
+	if l.points[p] {
+		return true
+	}
+	dir, name := folder(p)
+	for _, sp := range l.spans[dir] {
+		if sp.holds(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// frozen is a layer that no longer changes, shared by every snapshot
+// forked on top of it, with indexes that answer a path without walking
+// the layer: a drain's 1,000 writes each start from the view of what
+// the drain read, which holds a span per workload in the folders they
+// share and a recursively listed folder per workload.
+type frozen struct {
+	layer
+	deepSet  map[string]bool   // deep, as a set
+	reach    map[string]*reach // spans, per folder
+	subReach map[string]*reach // subSpans, per folder
+	keys     []string          // every path of objs, sorted
+}
+
+func freeze(l layer) *frozen {
+	f := &frozen{layer: l, deepSet: map[string]bool{}, reach: map[string]*reach{}, subReach: map[string]*reach{}}
+	for _, d := range l.deep {
+		f.deepSet[d] = true
+	}
+	for dir, sps := range l.spans {
+		f.reach[dir] = newReach(sps)
+	}
+	for dir, sps := range l.subSpans {
+		f.subReach[dir] = newReach(sps)
+	}
+	f.keys = make([]string, 0, len(l.objs))
+	for p := range l.objs {
+		f.keys = append(f.keys, p)
+	}
+	sort.Strings(f.keys)
+	return f
+}
+
+// covers is layer.covers; filtered leaves out what a fork does not
+// inherit (see link).
+func (f *frozen) covers(p string, filtered bool) bool {
+	if filtered && inAggregate(p) {
+		return false
+	}
+	if f.points[p] || f.deepHolds(p, false, filtered) {
+		return true
+	}
+	dir, name := folder(p)
+	r := f.reach[dir]
+	return r != nil && r.holds(name)
+}
+
+// deepHolds reports whether a recursive listing of the layer covered p:
+// one of p's folders (and p itself, with self) was listed.
+func (f *frozen) deepHolds(p string, self, filtered bool) bool {
+	if len(f.deepSet) == 0 {
+		return false
+	}
+	d := p
+	if !self {
+		d = parentDir(p)
+	}
+	for {
+		if f.deepSet[d] && (!filtered || deepInherited(d)) {
+			return true
+		}
+		if d == "" {
+			return false
+		}
+		d = parentDir(d)
+	}
+}
+
+// under returns the layer's paths below dir ("" for all), sorted.
+func (f *frozen) under(dir string) []string {
+	if dir == "" {
+		return f.keys
+	}
+	lo := sort.SearchStrings(f.keys, dir+"/")
+	hi := sort.SearchStrings(f.keys, dir+"0") // '0' follows '/'
+	return f.keys[lo:hi]
+}
+
+// link is a frozen layer as one snapshot reads it: gen is the number of
+// forks between the snapshot and the one whose layer it is (0: its own).
+// A fork does not inherit what its parent knows of the parts of
+// aggregated files (see fork), nor the recursive listings of the whole
+// store or of a folder that holds the parts, and an object only when
+// what it does inherit covers it; an inherited layer (gen > 0) is read
+// so. Links are ordered by gen (a snapshot's own layers are newer than
+// what it inherited).
+type link struct {
+	f   *frozen
+	gen int
+}
+
+func (l link) filtered() bool { return l.gen > 0 }
+
+// partsFolder is the folder of the parts of aggregated files.
+var partsFolder = strings.TrimSuffix(aggregatePrefix, "/")
+
+// inAggregate reports whether p lies in the parts folder.
+func inAggregate(p string) bool { return underDir(p, partsFolder) }
+
+// dirInAggregate reports whether folder dir is the parts folder or below it.
+func dirInAggregate(dir string) bool { return dir == partsFolder || inAggregate(dir) }
+
+// deepInherited reports whether a fork inherits a recursive listing of
+// folder d: not of the whole store, of the parts folder or of a folder
+// below or above it, which showed parts.
+func deepInherited(d string) bool {
+	return d != "" && !dirInAggregate(d) && !underDir(partsFolder, d)
+}
+
+// reach answers, for a list of spans of one folder, whether one of them
+// holds a name, by a binary search: the spans sorted once by their start,
+// with the farthest end among those that start before each.
+type reach struct {
+	afters []string // sorted
+	far    []string // far[i]: the farthest last among spans 0..i
+	toEnd  []bool   // toEnd[i]: one of spans 0..i runs to the end
+}
+
+func newReach(spans []span) *reach {
+	sps := slices.Clone(spans)
+	slices.SortFunc(sps, func(a, b span) int { return strings.Compare(a.after, b.after) })
+	r := &reach{afters: make([]string, len(sps)), far: make([]string, len(sps)), toEnd: make([]bool, len(sps))}
+	for i, sp := range sps {
+		r.afters[i] = sp.after
+		r.far[i], r.toEnd[i] = sp.last, sp.toEnd
+		if i > 0 {
+			r.far[i] = max(r.far[i], r.far[i-1])
+			r.toEnd[i] = r.toEnd[i] || r.toEnd[i-1]
+		}
+	}
+	return r
+}
+
+// holds reports whether one of the spans holds name: of those that start
+// before name (the first i), one runs to the end or past name.
+func (r *reach) holds(name string) bool {
+	i := sort.SearchStrings(r.afters, name)
+	return i > 0 && (r.toEnd[i-1] || r.far[i-1] >= name)
 }
 
 // subList is what a delimited listing of a folder that reached the
@@ -87,7 +269,7 @@ func (sp span) holds(name string) bool {
 var _ statestore.Snapshot = (*snapshot)(nil)
 
 func (s *Store) newSnapshot(ctx context.Context) *snapshot {
-	return &snapshot{s: s, ctx: ctx, objs: map[string]object{}, spans: map[string][]span{}, points: map[string]bool{}, cache: map[string][]byte{}, load: map[string]map[string]int{}, subs: map[string][]subList{}, subSpans: map[string][]span{}, folders: map[string]bool{}}
+	return &snapshot{s: s, ctx: ctx, layer: newLayer(), load: map[string]map[string]int{}}
 }
 
 func (s *Store) emptySnapshot(ctx context.Context) *snapshot {
@@ -106,54 +288,157 @@ func (s *Store) emptySnapshot(ctx context.Context) *snapshot {
 // listings are newer than everything it inherits, so a file, inherited or
 // not, is still seen before its parts. An empty snapshot (no bucket yet)
 // gives nil: the write must look for the bucket itself.
+//
+// The fork shares what sn knows instead of copying it: sn's own layer is
+// frozen (sn goes on with a new one on top of it), and the fork reads
+// sn's frozen layers through its filter (see link), so that a fork costs
+// the same whatever sn holds. A drain's 1,000 writes each fork the view
+// of what the drain read; copying it made the forks most of a drain's CPU.
 func (sn *snapshot) fork(ctx context.Context) *snapshot {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
 	if sn.empty {
 		return nil
 	}
+	if !sn.layer.isEmpty() {
+		sn.base = append([]link{{f: freeze(sn.layer)}}, sn.base...)
+		sn.layer = newLayer()
+	}
 	out := sn.s.newSnapshot(ctx)
 	out.verdict = sn.verdict
-	for _, d := range sn.deep {
-		if !strings.HasPrefix(d+"/", aggregatePrefix) && !strings.HasPrefix(aggregatePrefix, d+"/") && d != "" {
-			out.deep = append(out.deep, d)
-		}
-	}
-	for dir, sps := range sn.spans {
-		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
-			out.spans[dir] = slices.Clone(sps)
-		}
-	}
-	for p := range sn.points {
-		if !strings.HasPrefix(p, aggregatePrefix) {
-			out.points[p] = true
-		}
-	}
-	for dir, ls := range sn.subs {
-		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
-			out.subs[dir] = slices.Clone(ls)
-		}
-	}
-	for dir, sps := range sn.subSpans {
-		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
-			out.subSpans[dir] = slices.Clone(sps)
-		}
-	}
-	for dir := range sn.folders {
-		if !strings.HasPrefix(dir+"/", aggregatePrefix) {
-			out.folders[dir] = true
-		}
-	}
-	covered := out.coverage()
-	for p, o := range sn.objs {
-		if covered(p) {
-			out.objs[p] = o
-			if data, ok := sn.cache[p]; ok {
-				out.cache[p] = data
-			}
-		}
+	out.base = make([]link, len(sn.base))
+	for i, l := range sn.base {
+		out.base[i] = link{f: l.f, gen: l.gen + 1}
 	}
 	return out
+}
+
+// What follows reads the snapshot's layers as one. The caller holds
+// sn.mu.
+
+// obj returns p's object, as the newest layer that shows p says, and
+// that layer's gen (see link; 0 for the own layer).
+func (sn *snapshot) obj(p string) (o object, ok bool, gen int) {
+	if o, ok := sn.objs[p]; ok {
+		return o, true, 0
+	}
+	for _, l := range sn.base {
+		o, ok := l.f.objs[p]
+		if !ok {
+			continue
+		}
+		if l.gen > 0 && !sn.inherits(p, l.gen) {
+			return object{}, false, 0
+		}
+		return o, true, l.gen
+	}
+	return object{}, false, 0
+}
+
+// inherits reports whether a layer gen forks away shows p to this
+// snapshot: each fork between them inherited it, which the first of them
+// (the farthest) did when what it inherited covered p. What it inherited
+// are the layers at least gen forks away; the nearer forks inherited
+// those and more.
+func (sn *snapshot) inherits(p string, gen int) bool {
+	if inAggregate(p) {
+		return false
+	}
+	for _, l := range sn.base {
+		if l.gen >= gen && l.f.covers(p, true) {
+			return true
+		}
+	}
+	return false
+}
+
+// cached returns the content of p read so far, exactly in the version
+// obj says: a content read by a snapshot that saw that version, the one
+// whose layer shows it or a later one.
+func (sn *snapshot) cached(p string) ([]byte, bool) {
+	if data, ok := sn.cache[p]; ok {
+		return data, true
+	}
+	_, ok, gen := sn.obj(p)
+	if !ok {
+		return nil, false
+	}
+	for _, l := range sn.base {
+		if l.gen > gen {
+			break
+		}
+		if data, ok := l.f.cache[p]; ok {
+			return data, true
+		}
+	}
+	return nil, false
+}
+
+// hasFolder reports whether a listing showed objects below folder dir.
+func (sn *snapshot) hasFolder(dir string) bool {
+	if sn.folders[dir] {
+		return true
+	}
+	for _, l := range sn.base {
+		if l.filtered() && dirInAggregate(dir) {
+			break
+		}
+		if l.f.folders[dir] {
+			return true
+		}
+	}
+	return false
+}
+
+// subSpansHold reports whether a delimited listing of folder dir showed
+// every sub-folder in a range that holds name (with its trailing slash).
+func (sn *snapshot) subSpansHold(dir, name string) bool {
+	for _, sp := range sn.subSpans[dir] {
+		if sp.holds(name) {
+			return true
+		}
+	}
+	for _, l := range sn.base {
+		if l.filtered() && dirInAggregate(dir) {
+			break
+		}
+		if r := l.f.subReach[dir]; r != nil && r.holds(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// subLists returns the listings of folder dir that ran to its end, the
+// oldest first.
+func (sn *snapshot) subLists(dir string) []subList {
+	var out []subList
+	for i := len(sn.base) - 1; i >= 0; i-- {
+		if l := sn.base[i]; !l.filtered() || !dirInAggregate(dir) {
+			out = append(out, l.f.subs[dir]...)
+		}
+	}
+	return append(out, sn.subs[dir]...)
+}
+
+// paths returns every path the snapshot shows an object at below dir
+// ("" for all), tombstones included, sorted.
+func (sn *snapshot) paths(dir string) []string {
+	var out []string
+	for p := range sn.objs {
+		if underDir(p, dir) {
+			out = append(out, p)
+		}
+	}
+	for _, l := range sn.base {
+		out = append(out, l.f.under(dir)...)
+	}
+	sort.Strings(out)
+	out = slices.Compact(out)
+	return slices.DeleteFunc(out, func(p string) bool {
+		_, ok, _ := sn.obj(p)
+		return !ok
+	})
 }
 
 // listPrefix is the key prefix of every object of the store.
@@ -205,78 +490,19 @@ func underDir(p, dir string) bool {
 // covered reports whether a listing already showed whether p exists.
 // The caller holds sn.mu.
 func (sn *snapshot) covered(p string) bool {
-	if sn.empty {
+	if sn.empty || sn.layer.covers(p) {
 		return true
 	}
-	for _, d := range sn.deep {
-		if underDir(p, d) {
-			return true
+	agg := inAggregate(p)
+	for _, l := range sn.base {
+		if l.filtered() && agg {
+			break
 		}
-	}
-	if sn.points[p] {
-		return true
-	}
-	dir, name := folder(p)
-	for _, sp := range sn.spans[dir] {
-		if sp.holds(name) {
+		if l.f.covers(p, l.filtered()) {
 			return true
 		}
 	}
 	return false
-}
-
-// coverage returns covered as a function for many paths at once: each
-// folder's spans sorted once by their start, with the farthest end among
-// those that start before each, so that a path is answered by a binary
-// search instead of a walk through its folder's spans. A fork asks it of
-// every object its parent showed, and a drain's writes each fork a view
-// that holds a span per workload in the folders they share (1,000 writes
-// of 1,000 spans each made fork most of a drain's CPU). The caller holds
-// sn.mu, or owns sn alone.
-func (sn *snapshot) coverage() func(p string) bool {
-	type reach struct {
-		afters []string // sorted
-		far    []string // far[i]: the farthest last among spans 0..i
-		toEnd  []bool   // toEnd[i]: one of spans 0..i runs to the end
-	}
-	byDir := map[string]*reach{}
-	build := func(dir string) *reach {
-		sps := slices.Clone(sn.spans[dir])
-		slices.SortFunc(sps, func(a, b span) int { return strings.Compare(a.after, b.after) })
-		r := &reach{afters: make([]string, len(sps)), far: make([]string, len(sps)), toEnd: make([]bool, len(sps))}
-		for i, sp := range sps {
-			r.afters[i] = sp.after
-			r.far[i], r.toEnd[i] = sp.last, sp.toEnd
-			if i > 0 {
-				r.far[i] = max(r.far[i], r.far[i-1])
-				r.toEnd[i] = r.toEnd[i] || r.toEnd[i-1]
-			}
-		}
-		return r
-	}
-	return func(p string) bool {
-		if sn.empty {
-			return true
-		}
-		for _, d := range sn.deep {
-			if underDir(p, d) {
-				return true
-			}
-		}
-		if sn.points[p] {
-			return true
-		}
-		dir, name := folder(p)
-		r := byDir[dir]
-		if r == nil {
-			r = build(dir)
-			byDir[dir] = r
-		}
-		// The spans that start before name are the first i; one of
-		// them holds name when it runs to the end or past name.
-		i := sort.SearchStrings(r.afters, name)
-		return i > 0 && (r.toEnd[i-1] || r.far[i-1] >= name)
-	}
 }
 
 // pointReads splits h's reads into those read by a GET alone (see
@@ -350,7 +576,7 @@ func (sn *snapshot) lookup(p string) (object, bool, error) {
 	}
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	o, ok := sn.objs[p]
+	o, ok, _ := sn.obj(p)
 	return o, ok, nil
 }
 
@@ -571,7 +797,7 @@ func (sn *snapshot) folderKnown(dir, from string) (any, known bool) {
 	}
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	for _, l := range sn.subs[parent] {
+	for _, l := range sn.subLists(parent) {
 		if name > l.after && fromName > l.after {
 			return l.names[name], true
 		}
@@ -623,7 +849,7 @@ func (sn *snapshot) addSubs(dir string, subs map[string]bool, sp span) {
 // markFolder notes that objects lie below folder dir, and so below every
 // folder above it. The caller holds sn.mu.
 func (sn *snapshot) markFolder(dir string) {
-	for dir != "" && dir != "." && dir != "/" && !sn.folders[dir] {
+	for dir != "" && dir != "." && dir != "/" && !sn.hasFolder(dir) {
 		sn.folders[dir] = true
 		dir = path.Dir(dir)
 	}
@@ -649,7 +875,7 @@ func before(prefix, key string) string {
 // or a commit would be conditioned on a version the plan never read. The
 // caller holds sn.mu and adds the listing's own coverage only afterwards.
 func (sn *snapshot) add(p string, o object) {
-	if _, seen := sn.objs[p]; seen || sn.covered(p) {
+	if _, seen, _ := sn.obj(p); seen || sn.covered(p) {
 		return
 	}
 	o.tomb = isTombstone(p, o.size)
@@ -703,6 +929,11 @@ func (sn *snapshot) listDeep(dir string) error {
 func (sn *snapshot) deepCovered(dir string) bool {
 	for _, d := range sn.deep {
 		if d == dir || underDir(dir, d) {
+			return true
+		}
+	}
+	for _, l := range sn.base {
+		if l.f.deepHolds(dir, true, l.filtered()) {
 			return true
 		}
 	}
@@ -768,7 +999,7 @@ func (sn *snapshot) readRaw(p string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
 	}
 	sn.mu.Lock()
-	data, ok := sn.cache[p]
+	data, ok := sn.cached(p)
 	sn.mu.Unlock()
 	if ok {
 		return data, nil
@@ -855,14 +1086,10 @@ func (sn *snapshot) List(dir string) ([]string, error) {
 	}
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	var out []string
-	for p, o := range sn.objs {
-		if !o.tomb && underDir(p, dir) {
-			out = append(out, p)
-		}
-	}
-	sort.Strings(out)
-	return out, nil
+	return slices.DeleteFunc(sn.paths(dir), func(p string) bool {
+		o, _, _ := sn.obj(p)
+		return o.tomb
+	}), nil
 }
 
 // etag returns the listed ETag of p ("" when absent or not looked up),
@@ -870,7 +1097,8 @@ func (sn *snapshot) List(dir string) ([]string, error) {
 func (sn *snapshot) etag(p string) string {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	return sn.objs[p].etag
+	o, _, _ := sn.obj(p)
+	return o.etag
 }
 
 // get reads p, exactly in version etag when etag is not empty.

@@ -490,12 +490,12 @@ func TestForkLeavesParts(t *testing.T) {
 		if got := f.covered(p); got != want {
 			t.Errorf("fork: covered(%q) = %v, want %v", p, got, want)
 		}
-		if _, got := f.objs[p]; got != (want && p != ".render/index.json") {
+		if _, got, _ := f.obj(p); got != (want && p != ".render/index.json") {
 			t.Errorf("fork: object %q inherited = %v, want %v", p, got, want)
 		}
 	}
-	if string(f.cache[record]) != "{}" {
-		t.Errorf("fork: the record read by the snapshot is not inherited: %q", f.cache[record])
+	if data, _ := f.cached(record); string(data) != "{}" {
+		t.Errorf("fork: the record read by the snapshot is not inherited: %q", data)
 	}
 	if e := unitStore(t, Config{}).emptySnapshot(context.Background()); e.fork(context.Background()) != nil {
 		t.Error("an empty snapshot (no bucket yet) was forked: the write would not create the bucket")
@@ -531,16 +531,20 @@ func TestWriteFailureCancelsNoWrite(t *testing.T) {
 	}
 }
 
-// TestCoverageAgreesWithCovered: the coverage a fork uses (spans sorted
-// once, a binary search per path) answers as covered does, path by path,
-// for random spans, points and deep listings.
+// TestCoverageAgreesWithCovered: a frozen layer (see fork), whose spans
+// are sorted once and searched, answers as the layer did, walking its
+// spans, path by path, for random spans, points and deep listings; and
+// a fork, reading the layer through its filter, answers the same but for
+// the parts folder and the recursive listings of the whole store or of a
+// folder above the parts, which it does not inherit.
 func TestCoverageAgreesWithCovered(t *testing.T) {
 	rng := rand.New(rand.NewPCG(39, 1))
 	letter := func() string { return string(rune('a' + rng.IntN(8))) }
 	name := func() string { return letter() + letter() }
+	dirs := []string{"d", "d/e", ".render/x", ".render/aggregate/t", "f"}
 	for trial := range 200 {
 		sn := unitStore(t, Config{}).newSnapshot(context.Background())
-		for _, dir := range []string{"d", "d/e", ".render/x"} {
+		for _, dir := range dirs[:4] {
 			for range rng.IntN(6) {
 				a, b := name(), name()
 				if b < a {
@@ -549,15 +553,28 @@ func TestCoverageAgreesWithCovered(t *testing.T) {
 				sn.spans[dir] = append(sn.spans[dir], span{after: a, last: b, toEnd: rng.IntN(5) == 0})
 			}
 		}
-		if rng.IntN(4) == 0 {
-			sn.deep = append(sn.deep, "d/e")
+		for _, d := range []string{"d/e", "", ".render", ".render/aggregate"} {
+			if rng.IntN(4) == 0 {
+				sn.deep = append(sn.deep, d)
+			}
 		}
 		sn.points["d/"+name()] = true
-		covered := sn.coverage()
+		sn.points[".render/aggregate/t/"+name()] = true
+		// What a fork inherits, as the copy fork made before (copyFork).
+		ref := copyFork(sn)
+		type answer struct{ live, fork bool }
+		want := map[string]answer{}
 		for range 100 {
-			p := []string{"d", "d/e", ".render/x", "f"}[rng.IntN(4)] + "/" + name()
-			if got, want := covered(p), sn.covered(p); got != want {
-				t.Fatalf("trial %d: %s: coverage says %v, covered %v (spans %v, deep %v)", trial, p, got, want, sn.spans, sn.deep)
+			p := dirs[rng.IntN(len(dirs))] + "/" + name()
+			want[p] = answer{sn.covered(p), ref.covered(p)}
+		}
+		f := sn.fork(context.Background())
+		for p, w := range want {
+			if got := sn.covered(p); got != w.live {
+				t.Fatalf("trial %d: %s: frozen, covered says %v, the live layer %v (spans %v, deep %v)", trial, p, got, w.live, sn.base[0].f.spans, sn.base[0].f.deep)
+			}
+			if got := f.covered(p); got != w.fork {
+				t.Fatalf("trial %d: %s: the fork's covered says %v, want %v (spans %v, deep %v)", trial, p, got, w.fork, sn.base[0].f.spans, sn.base[0].f.deep)
 			}
 		}
 	}
