@@ -18,7 +18,7 @@ import (
 // with the configuration (a missing secret or key) are InputErrors: they
 // are known before anything is written.
 func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestore.Store, string, error) {
-	return storekind.Default.Open(p, ref, e.storeOptions())
+	return e.opts.Kinds.Open(p, ref, e.storeOptions())
 }
 
 // storeOptions are what every store client gets from the engine's options.

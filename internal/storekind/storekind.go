@@ -6,9 +6,9 @@
 // chain, registry passwords or tokens), TLS (a CA bundle, or verification
 // turned off) and, for git, the commit signing key.
 //
-// Package inputs asks the registry to check each store it reads (this
-// package installs Default with inputs.UseStoreKinds); the engine asks it
-// for a store's client by the kind's name. A problem with a spec or its
+// Package inputs asks the registry to check each store it reads (its
+// user passes Default to inputs.LoadPlatform); the engine asks it for a
+// store's client by the kind's name. A problem with a spec or its
 // secret is a renderer.InputError naming the file and the store, found
 // before any store is contacted. The backends (statestore/gitstore,
 // s3store, ocistore) know nothing of specs: a kind fills their Config.
@@ -90,9 +90,8 @@ func (r *Registry) Lookup(name string) (Kind, bool) {
 }
 
 // Default is the registry of every kind render writes: git, S3 and OCI.
+// Its user passes it to inputs.LoadPlatform and opens stores with it.
 var Default = NewRegistry(Git(), Bucket(), OCI())
-
-func init() { inputs.UseStoreKinds(Default) }
 
 // CheckStore implements inputs.StoreKinds: the spec's kind checks it.
 func (r *Registry) CheckStore(spec inputs.StoreSpec) error {
