@@ -170,6 +170,9 @@ type StoreReport struct {
 	Destinations []DestinationDiff
 	// PullRequest is what pull-request mode did (spec.pullRequest), or nil.
 	PullRequest *PullRequestReport
+	// Uploads is true when the store's kind writes by uploading objects
+	// (S3, OCI), not by committing (storekind.Capabilities).
+	Uploads bool
 }
 
 // DestinationDiff is the part of a store's diff inside one destination,
