@@ -2,8 +2,6 @@ package renderer
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -13,7 +11,10 @@ import (
 // dependencies (even one used for a single check) would make every
 // program that only renders link a git, S3 or OCI client.
 func TestRendererLinksNoStoreClient(t *testing.T) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command, to list the renderer's dependencies: %v", err)
+	}
 	out, err := exec.Command(goTool, "list", "-deps", ".", "../internal/layout").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
