@@ -114,7 +114,7 @@ const (
 // keepsIgnored reports whether the source serves the files a
 // GitRepository's artifact leaves out by default (ignoredByFlux): Bucket
 // and OCIRepository do.
-func (s Source) keepsIgnored() bool { return s != GitRepository }
+func (s Source) keepsIgnored() bool { return s == Bucket || s == OCIRepository }
 
 // options tune a check to the source Flux reads from.
 type options struct {
