@@ -11,6 +11,11 @@
 // Every decision the loop makes in time (the quiet period, the maximum
 // wait, the poll, a Batch's First and Last) reads Options.Clock, so a test
 // can pass a fake clock and step it instead of sleeping.
+//
+// Loop is watch mode's control loop on top of a Watcher: a render at
+// start and after each settled change, one at a time, retries with
+// backoff, and a last render on the first signal. It knows nothing of what
+// a render does: its user passes the render and is told each result.
 package watcher
 
 import (

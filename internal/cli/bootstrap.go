@@ -10,6 +10,7 @@ import (
 
 	"github.com/render-dev/render/internal/bootstrap"
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -127,7 +128,7 @@ func newBootstrapArgoCDCommand(io IO) *cobra.Command {
 }
 
 func runBootstrap(io IO, platform []string, build func(*inputs.Platform) (*bootstrap.Output, error)) error {
-	p, err := inputs.LoadPlatform(platform, "")
+	p, err := inputs.LoadPlatform(storekind.Default, platform, "")
 	if err == nil {
 		var out *bootstrap.Output
 		if out, err = build(p); err == nil {

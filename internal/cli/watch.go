@@ -2,11 +2,13 @@ package cli
 
 // Watch mode (--watch) is render as a pipeline sidecar, or by hand while a
 // pipeline is being written. It renders once at start, then again whenever
-// the output, metadata, input, platform and secrets paths settle (see
-// package watcher), except while the output folder is empty or missing. A render whose store failed is retried with backoff
-// while the watch goes on; bad input is logged and waits for the next
-// change; unscheduled groups are logged, and the next render (after, say,
-// a new Destination) places them.
+// the output, metadata, input, platform and secrets paths settle, except
+// while the output folder is empty or missing. A render whose store failed
+// is retried with backoff while the watch goes on; bad input is logged and
+// waits for the next change; unscheduled groups are logged, and the next
+// render (after, say, a new Destination) places them. The loop itself
+// (debounce, one render at a time, backoff, signals) is watcher.Loop; this
+// file gives it the engine, metrics, /healthz and the exit codes.
 //
 // Life cycle: the first SIGTERM or SIGINT (or the cancellation of ctx)
 // stops watching. A render in progress finishes, then one last render of
@@ -48,10 +50,10 @@ type watchHooks struct {
 	// clock times the backoff; nil is the real clock. (The watcher keeps
 	// the real clock: renders follow real file changes.)
 	clock clock.Clock
-	// abandoned, if set, is given the channel the render abandoned after a
-	// second signal will report on, so tests can wait for it to let go of
-	// their folders.
-	abandoned func(<-chan outcome)
+	// abandoned, if set, is given a channel closed once the render
+	// abandoned after a second signal has returned, so tests can wait for
+	// it to let go of their folders.
+	abandoned func(<-chan struct{})
 	// listen, when set, stands for net.Listen for --metrics-addr.
 	listen func(network, addr string) (net.Listener, error)
 }
@@ -71,15 +73,14 @@ type outcome struct {
 	err error
 }
 
+// watch runs the watch loop (package watcher) with render's engine, its
+// metrics and /healthz, and turns the last render into the exit code.
 func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h watchHooks) error {
-	if h.clock == nil {
-		h.clock = clock.RealClock{}
-	}
 	m := metrics.New()
 	hs := &health{alive: true}
-	// served reports why the metrics server stopped serving, if it does
+	// stopped gets why the metrics server stopped serving, if it does
 	// before watch ends.
-	var served <-chan error
+	var stopped chan error
 	if o.MetricsAddr != "" {
 		listen := h.listen
 		if listen == nil {
@@ -93,162 +94,75 @@ func watch(ctx context.Context, o *renderOptions, io IO, log *slog.Logger, h wat
 		mux.Handle("/metrics", m.Handler())
 		mux.Handle("/healthz", hs)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		serving := make(chan error, 1)
-		served = serving
-		go func() { serving <- srv.Serve(ln) }()
+		stopped = make(chan error, 1)
+		go func() {
+			err := srv.Serve(ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				return // watch is over
+			}
+			// Serve only returns when the listener failed: /healthz is
+			// gone, and a probe would take the sidecar for dead. Stop as
+			// when watching files fails: a last render, then exit 1.
+			log.Error("serving /metrics and /healthz stopped", "addr", o.MetricsAddr, "error", err.Error())
+			stopped <- fmt.Errorf("--metrics-addr: serving /metrics and /healthz stopped: %w", err)
+		}()
 		defer srv.Close()
 		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
 	}
 
-	paths := watchPaths(o)
-	w, err := watcher.New(context.WithoutCancel(ctx), watcher.Options{
-		Paths: paths, QuietPeriod: o.QuietPeriod, MaxWait: o.MaxWait, Log: log,
-	})
-	if err != nil {
-		return &ExitError{Code: ExitStoreFailed, Err: err}
-	}
-	defer w.Close()
-	log.Info("watching", "paths", paths, "quiet_period", o.QuietPeriod.String(), "max_wait", o.MaxWait.String())
-
 	eng := engine.New(o.engineOptions(io, log))
-	// Renders survive the first signal (it asks for one more render) but
-	// not the second.
-	renderCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
-	defer abort()
-	done := make(chan outcome, 1)
-
-	var (
-		rendering, stopping, final bool
-		dirty                      bool // inputs changed since the running render began
-		signals                    int
-		backoff                    time.Duration
-		retry                      clock.Timer
-		retryC                     <-chan time.Time
-		watchErr                   error
-	)
-	events := w.Events()
-	ctxDone := ctx.Done()
-
-	// begin starts a render. A sidecar starts before the workflow has
-	// written anything, and a workflow may write its metadata first:
-	// rendering an empty output would empty the workload's folders in the
-	// stores until the workflow is done. So an empty output is only ever
-	// rendered by the last render, which renders whatever is there.
-	begin := func(reason string) {
-		dirty = false
-		files := countFiles(o.Output)
-		if files == 0 && !final {
-			log.Info("the output folder is empty: waiting for files before rendering", "output", o.Output)
-			return
-		}
-		rendering = true
-		log.Info("rendering", "files", files, "reason", reason)
-		go func() {
-			rep, err := eng.Render(renderCtx)
-			done <- outcome{rep, err}
-		}()
-	}
-	stopRetry := func() {
-		if retry != nil {
-			retry.Stop()
-			retry, retryC = nil, nil
-		}
-	}
-	stop := func(why string) {
-		if stopping {
-			return
-		}
-		stopping = true
-		hs.setAlive(false)
-		events = nil
-		stopRetry()
-		log.Info("stopping: one last render, then exit", "because", why)
-		if !rendering {
-			final = true
-			begin("last render before exit")
-		}
-	}
-
-	begin("start")
-	for {
-		select {
-		case b, ok := <-events:
-			if !ok {
-				watchErr = w.Err()
-				if watchErr == nil {
-					watchErr = errors.New("watching files stopped")
-				}
-				log.Error("watching files failed", "error", watchErr)
-				stop("watching files failed")
-				continue
-			}
-			dirty = true
-			log.Debug("inputs changed", "paths", len(b.Paths), "first", b.Paths[0], "waited", dur(b.Last.Sub(b.First)))
-			if !rendering {
-				stopRetry()
-				begin("inputs changed")
-			}
-
-		case out := <-done:
-			rendering = false
-			res := m.Observe(out.rep, out.err)
+	var res metrics.Result // the last render's
+	loop := &watcher.Loop[outcome]{
+		Watch: watcher.Options{Paths: watchPaths(o), QuietPeriod: o.QuietPeriod, MaxWait: o.MaxWait, Log: log},
+		Render: func(ctx context.Context) outcome {
+			rep, err := eng.Render(ctx)
+			return outcome{rep, err}
+		},
+		Rendered: func(out outcome, _ bool) watcher.Next {
+			res = m.Observe(out.rep, out.err)
 			hs.record(res, renderError(out))
 			logRender(log, out, res)
-			if final {
-				eng.Close()
-				return watchExit(out, res, watchErr)
+			switch res {
+			case metrics.Failed:
+				return watcher.Retry
+			case metrics.BadInput, metrics.Refused:
+				return watcher.WaitForChange
 			}
-			if stopping {
-				final = true
-				begin("last render before exit")
-				continue
+			return watcher.Idle
+		},
+		// A sidecar starts before the workflow has written anything, and a
+		// workflow may write its metadata first: rendering an empty output
+		// would empty the workload's folders in the stores until the
+		// workflow is done. So an empty output is only ever rendered by
+		// the last render, which renders whatever is there.
+		Ready: func(last bool) (bool, []any) {
+			files := countFiles(o.Output)
+			if files == 0 && !last {
+				log.Info("the output folder is empty: waiting for files before rendering", "output", o.Output)
 			}
-			if res == metrics.Failed {
-				backoff = min(max(2*backoff, h.backoffMin), h.backoffMax)
-			} else {
-				backoff = 0
-			}
-			switch {
-			case dirty:
-				begin("inputs changed")
-			case res == metrics.Failed:
-				log.Warn("render failed; retrying", "in", backoff.String())
-				retry = h.clock.NewTimer(backoff)
-				retryC = retry.C()
-			case res == metrics.BadInput || res == metrics.Refused:
-				log.Info("waiting for the next change")
-			}
-
-		case err := <-served:
-			// Serve only returns when the listener failed: /healthz is
-			// gone, and a probe would take the sidecar for dead. Stop as
-			// when watching files fails: a last render, then exit 1.
-			served = nil
-			watchErr = fmt.Errorf("--metrics-addr: serving /metrics and /healthz stopped: %w", err)
-			log.Error("serving /metrics and /healthz stopped", "addr", o.MetricsAddr, "error", err.Error())
-			stop("the metrics server stopped")
-
-		case <-retryC:
-			retry, retryC = nil, nil
-			begin("retry")
-
-		case <-ctxDone:
-			ctxDone = nil
-			stop("context cancelled")
-
-		case s := <-h.signals:
-			signals++
-			if signals > 1 {
-				abort()
-				if h.abandoned != nil {
-					h.abandoned(done)
-				}
-				log.Error("second signal: exiting now, abandoning the render in progress", "signal", s.String(), "exit_code", ExitInterrupted)
-				return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted by a second signal (%v)", s)}
-			}
-			stop("signal " + s.String())
-		}
+			return files > 0, []any{"files", files}
+		},
+		Stopping:   func() { hs.setAlive(false) },
+		Signals:    h.signals,
+		Stop:       stopped,
+		BackoffMin: h.backoffMin,
+		BackoffMax: h.backoffMax,
+		Clock:      h.clock,
+		Log:        log,
+		Abandoned:  h.abandoned,
 	}
+	last, err := loop.Run(ctx)
+	var intr *watcher.InterruptedError
+	var start *watcher.StartError
+	switch {
+	case errors.As(err, &intr):
+		log.Error("second signal: exiting now, abandoning the render in progress", "signal", intr.Signal.String(), "exit_code", ExitInterrupted)
+		return &ExitError{Code: ExitInterrupted, Err: err}
+	case errors.As(err, &start):
+		return &ExitError{Code: ExitStoreFailed, Err: start.Err}
+	}
+	eng.Close()
+	return watchExit(last, res, err)
 }
 
 // watchPaths are the inputs a render reads: a file (a --platform file) is

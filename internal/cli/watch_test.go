@@ -263,11 +263,11 @@ func startWatchClock(t testing.TB, args []string, backoff time.Duration, clk clo
 	o := watchOptions(t, args)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &watchRun{sigs: make(chan os.Signal, 2), cancel: cancel, done: make(chan error, 1), logs: &watchLogBuffer{}}
-	var abandoned <-chan outcome
+	var abandoned <-chan struct{}
 	io := IO{Out: io.Discard, Err: r.logs, Getenv: func(k string) string { return watchEnv[k] }}
 	log := newLogger(r.logs, "json", "debug")
 	h := watchHooks{signals: r.sigs, backoffMin: backoff, backoffMax: 4 * backoff, clock: clk,
-		abandoned: func(c <-chan outcome) { abandoned = c }}
+		abandoned: func(c <-chan struct{}) { abandoned = c }}
 	for _, f := range hooks {
 		f(&h)
 	}

@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/render-dev/render/internal/inputs"
-	_ "github.com/render-dev/render/internal/storekind" // checks each store the platform defines
+	"github.com/render-dev/render/internal/storekind"
 )
 
 const repoRoot = "../.."
@@ -355,7 +355,7 @@ func TestComposePlatform(t *testing.T) {
 			continue
 		}
 		checked++
-		p, err := inputs.LoadPlatform(platform, "")
+		p, err := inputs.LoadPlatform(storekind.Default, platform, "")
 		if err != nil {
 			t.Fatalf("%s: the platform does not load: %v", name, err)
 		}

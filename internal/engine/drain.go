@@ -290,7 +290,7 @@ func (e *Engine) loadPlatform(ph *phaseTracker) (*inputs.Platform, error) {
 	if err := ph.enter(PhaseReading); err != nil {
 		return nil, err
 	}
-	plat, err := inputs.LoadPlatform(e.opts.Platform, e.opts.SecretsDir)
+	plat, err := inputs.LoadPlatform(e.opts.Kinds, e.opts.Platform, e.opts.SecretsDir)
 	if err != nil {
 		return nil, ph.check(err)
 	}

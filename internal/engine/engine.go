@@ -69,6 +69,10 @@ type Options struct {
 	// OnPhase, when set, is told when a render enters each phase
 	// (PhaseReading, PhasePlanning, PhasePublishing).
 	OnPhase func(phase string)
+	// Kinds are the kinds of state store the platform may define, each
+	// checking its spec and building its client; nil is
+	// storekind.Default (git, S3 and OCI).
+	Kinds *storekind.Registry
 }
 
 // Engine renders; it may be used for many renders, one at a time.
@@ -113,6 +117,9 @@ func New(opts Options) *Engine {
 	}
 	if opts.Strategy == "" {
 		opts.Strategy = renderer.Spread
+	}
+	if opts.Kinds == nil {
+		opts.Kinds = storekind.Default
 	}
 	return &Engine{opts: opts, log: opts.Log, stores: map[renderer.StoreRef]keptStore{}}
 }
@@ -163,6 +170,9 @@ type StoreReport struct {
 	Destinations []DestinationDiff
 	// PullRequest is what pull-request mode did (spec.pullRequest), or nil.
 	PullRequest *PullRequestReport
+	// Uploads is true when the store's kind writes by uploading objects
+	// (S3, OCI), not by committing (storekind.Capabilities).
+	Uploads bool
 }
 
 // DestinationDiff is the part of a store's diff inside one destination,
@@ -260,7 +270,7 @@ type Inputs struct {
 // ctx's error once ctx is done.
 func (e *Engine) Load(ctx context.Context) (*Inputs, error) {
 	o := e.opts
-	plat, err := inputs.LoadPlatform(o.Platform, o.SecretsDir)
+	plat, err := inputs.LoadPlatform(o.Kinds, o.Platform, o.SecretsDir)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -394,7 +395,7 @@ func TestStoreClientsAreKept(t *testing.T) {
 	f := newFixture(t, dests("d1"))
 	e := f.engine(nil, false)
 	defer e.Close()
-	p1, err := inputs.LoadPlatform([]string{f.platform}, "")
+	p1, err := inputs.LoadPlatform(storekind.Default, []string{f.platform}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

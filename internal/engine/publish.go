@@ -55,7 +55,7 @@ func (e *Engine) publishStore(wait, pub context.Context, p *inputs.Platform, ref
 	t0 := time.Now()
 	res, err := applyAll(pub, st, us)
 	logFetched(e.log, st)
-	sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0)}
+	sr := StoreReport{Store: ref, Name: st.String(), Result: res, Err: e.annotate(ref, err), Duration: time.Since(t0), Uploads: e.opts.Kinds.Capabilities(ref.Kind).Uploads}
 	sr.Destinations = splitByDestination(p, ref, res.Diff)
 	if pr != nil && err == nil && res.Updated {
 		// A dry run of a store in pull-request mode: the diff is what the

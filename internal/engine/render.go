@@ -203,7 +203,7 @@ func (r *rendering) preflight() error {
 	if err := checkStorePaths(r.ld.Platform, r.early, r.key); err != nil {
 		return err
 	}
-	if r.earlyObjects, err = fluxcheck.CheckPlan(r.ctx, r.early); err != nil {
+	if r.earlyObjects, err = fluxcheck.CheckPlan(r.ctx, r.early, r.e.fluxSource); err != nil {
 		return err
 	}
 	return r.checkSecrets(r.early)
@@ -328,7 +328,7 @@ func (r *rendering) planWrites() error {
 	objects := r.earlyObjects
 	if r.plan != r.early {
 		var err error
-		if objects, err = fluxcheck.CheckPlan(r.ctx, r.plan); err != nil {
+		if objects, err = fluxcheck.CheckPlan(r.ctx, r.plan, r.e.fluxSource); err != nil {
 			return err
 		}
 	}
@@ -407,7 +407,7 @@ func (r *rendering) planStatic() error {
 	if err != nil {
 		return err
 	}
-	sobjects, err := fluxcheck.CheckPlan(r.ctx, static)
+	sobjects, err := fluxcheck.CheckPlan(r.ctx, static, r.e.fluxSource)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/render-dev/render/internal/fluxcheck"
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/internal/storekind"
@@ -18,10 +19,16 @@ import (
 // with the configuration (a missing secret or key) are InputErrors: they
 // are known before anything is written.
 func (e *Engine) openStore(p *inputs.Platform, ref renderer.StoreRef) (statestore.Store, string, error) {
-	return storekind.Default.Open(p, ref, e.storeOptions())
+	return e.opts.Kinds.Open(p, ref, e.storeOptions())
 }
 
 // storeOptions are what every store client gets from the engine's options.
+// fluxSource is the kind of Flux source that reads a store, as its kind
+// declares.
+func (e *Engine) fluxSource(ref renderer.StoreRef) fluxcheck.Source {
+	return fluxcheck.Source(e.opts.Kinds.Capabilities(ref.Kind).FluxSource)
+}
+
 func (e *Engine) storeOptions() storekind.Options {
 	return storekind.Options{SecretsDir: e.opts.SecretsDir, RetryDeadline: e.opts.RetryDeadline, Log: e.log, Transport: e.opts.Transport}
 }

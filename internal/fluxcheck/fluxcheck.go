@@ -99,6 +99,23 @@ func display(o Object) string {
 	return o.File
 }
 
+// Source is the kind of Flux source that reads a store: what Flux serves
+// of a folder depends on it. A store kind declares its own
+// (storekind.Capabilities.FluxSource).
+type Source string
+
+// The Flux sources render's stores are read by.
+const (
+	GitRepository Source = "GitRepository"
+	Bucket        Source = "Bucket"
+	OCIRepository Source = "OCIRepository"
+)
+
+// keepsIgnored reports whether the source serves the files a
+// GitRepository's artifact leaves out by default (ignoredByFlux): Bucket
+// and OCIRepository do.
+func (s Source) keepsIgnored() bool { return s == Bucket || s == OCIRepository }
+
 // options tune a check to the source Flux reads from.
 type options struct {
 	// keepIgnored: the source keeps Flux's default-ignored files (Bucket).

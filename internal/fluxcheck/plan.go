@@ -24,14 +24,21 @@ import (
 //
 // It gives up with ctx's error once ctx is done, checking before each file
 // and each kustomize build.
-func CheckPlan(ctx context.Context, plan *renderer.Plan) ([]Object, error) {
+//
+// sourceOf says which kind of Flux source reads each store of the plan
+// (nil: a GitRepository for every store).
+func CheckPlan(ctx context.Context, plan *renderer.Plan, sourceOf func(renderer.StoreRef) Source) ([]Object, error) {
 	if plan == nil {
 		return nil, nil
 	}
 	sources := outputSources(plan)
 	var all []Object
 	for _, w := range plan.Writes {
-		opt := options{keepIgnored: w.Store.Kind == "BucketStateStore" || w.Store.Kind == "OCIStateStore", ctx: ctx}
+		src := GitRepository
+		if sourceOf != nil {
+			src = sourceOf(w.Store)
+		}
+		opt := options{keepIgnored: src.keepsIgnored(), ctx: ctx}
 		dests := append([]string(nil), w.Destinations...)
 		sort.Strings(dests)
 		for _, d := range dests {

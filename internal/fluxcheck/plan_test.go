@@ -12,6 +12,13 @@ import (
 var (
 	gitStore    = renderer.StoreRef{Kind: "GitStateStore", Name: "default"}
 	bucketStore = renderer.StoreRef{Kind: "BucketStateStore", Name: "minio"}
+	// sources is what the store kinds declare of these two stores.
+	sources = func(ref renderer.StoreRef) Source {
+		if ref == bucketStore {
+			return Bucket
+		}
+		return GitRepository
+	}
 )
 
 func render(t *testing.T, wf renderer.Workflow, out map[string]string, dests ...renderer.Destination) *renderer.Plan {
@@ -45,7 +52,7 @@ func TestCheckPlanObjects(t *testing.T) {
 		"crds/crd.yaml": "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: pgs.example.com\n",
 		"notes.txt":     "not yaml",
 	}, nested("dev", gitStore), nested("backup", bucketStore))
-	objs, err := CheckPlan(context.Background(), plan)
+	objs, err := CheckPlan(context.Background(), plan, sources)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +76,7 @@ func TestCheckPlanErrorNamesTheOutputFile(t *testing.T) {
 		"db.yaml":     cm("db", "team-a") + "---\napiVersion: v1\nkind: Secret\nmetadata:\n  namespace: team-a\n",
 		"backup.yaml": cm("b", "team-a"),
 	}, nested("dev", gitStore))
-	_, err := CheckPlan(context.Background(), plan)
+	_, err := CheckPlan(context.Background(), plan, sources)
 	ie := inputError(t, err)
 	if ie.File != "db.yaml" || !strings.HasPrefix(ie.Where, "document 2, written to dev/resources/team-a/postgres/db/instance/5058f/db.yaml in GitStateStore/default") || !strings.Contains(ie.Msg, "missing metadata.name") {
 		t.Errorf("got %q", ie)
@@ -78,7 +85,7 @@ func TestCheckPlanErrorNamesTheOutputFile(t *testing.T) {
 	plan = render(t, resourceWF("db"), map[string]string{
 		"a.yaml": cm("same", "team-a"), "b.yaml": cm("same", "team-a"),
 	}, nested("dev", gitStore))
-	_, err = CheckPlan(context.Background(), plan)
+	_, err = CheckPlan(context.Background(), plan, sources)
 	ie = inputError(t, err)
 	if ie.File != "b.yaml" || !strings.Contains(ie.Msg, "also defined in a.yaml") || !strings.Contains(ie.Where, "dev/resources") {
 		t.Errorf("duplicate: got %q", ie)
@@ -90,7 +97,7 @@ func TestCheckPlanModes(t *testing.T) {
 	agg := renderer.Destination{Name: "agg", Path: "agg", Store: bucketStore, Mode: renderer.AggregatedYAML, Filename: "all.yaml"}
 	// A promise goes to every destination: both modes at once.
 	plan := render(t, promise(), map[string]string{"db.yaml": cm("db", "team-a"), "svc.yaml": cm("svc", "team-a")}, flat, agg)
-	objs, err := CheckPlan(context.Background(), plan)
+	objs, err := CheckPlan(context.Background(), plan, sources)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +111,7 @@ func TestCheckPlanModes(t *testing.T) {
 	}
 
 	plan = render(t, promise(), map[string]string{"db.yaml": cm("db", "team-a"), "x.yaml": "a: b\n"}, agg)
-	_, err = CheckPlan(context.Background(), plan)
+	_, err = CheckPlan(context.Background(), plan, sources)
 	if ie := inputError(t, err); ie.File != "agg/all.yaml" || ie.Where != "document 2, in agg of BucketStateStore/minio" {
 		t.Errorf("aggregated: got File=%q Where=%q", ie.File, ie.Where)
 	}
@@ -113,11 +120,11 @@ func TestCheckPlanModes(t *testing.T) {
 func TestCheckDuplicatesAcrossWorkloads(t *testing.T) {
 	dev := nested("dev", gitStore)
 	prod := nested("prod", gitStore)
-	a, err := CheckPlan(context.Background(), render(t, resourceWF("a"), map[string]string{"shared.yaml": cm("shared", "team-a")}, dev))
+	a, err := CheckPlan(context.Background(), render(t, resourceWF("a"), map[string]string{"shared.yaml": cm("shared", "team-a")}, dev), sources)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := CheckPlan(context.Background(), render(t, resourceWF("b"), map[string]string{"x/cm.yaml": cm("shared", "team-a")}, dev))
+	b, err := CheckPlan(context.Background(), render(t, resourceWF("b"), map[string]string{"x/cm.yaml": cm("shared", "team-a")}, dev), sources)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +135,8 @@ func TestCheckDuplicatesAcrossWorkloads(t *testing.T) {
 	}
 
 	// Another destination, or another section: different Kustomizations.
-	c, _ := CheckPlan(context.Background(), render(t, resourceWF("c"), map[string]string{"cm.yaml": cm("shared", "team-a")}, prod))
-	d, _ := CheckPlan(context.Background(), render(t, promise(), map[string]string{"cm.yaml": cm("shared", "team-a")}, dev))
+	c, _ := CheckPlan(context.Background(), render(t, resourceWF("c"), map[string]string{"cm.yaml": cm("shared", "team-a")}, prod), sources)
+	d, _ := CheckPlan(context.Background(), render(t, promise(), map[string]string{"cm.yaml": cm("shared", "team-a")}, dev), sources)
 	if err := Duplicates(a, map[string][]Object{"c": c, "d": d}); err != nil {
 		t.Errorf("different destination or section: %v", err)
 	}

@@ -59,7 +59,7 @@ func TestCredentialsAreRefusedWithoutBeingPrinted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			write(t, filepath.Join(dir, "a.yaml"), tc.doc)
-			_, err := inputs.LoadPlatform([]string{dir}, "")
+			_, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 			ie := inputErr(t, err, tc.want...)
 			if ie == nil {
 				return
@@ -89,7 +89,7 @@ func TestMalformedStoreURLs(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		write(t, filepath.Join(dir, "a.yaml"), kratix+"kind: GitStateStore\nmetadata: {name: s}\nspec:\n  url: "+u+"\n")
-		_, err := inputs.LoadPlatform([]string{dir}, "")
+		_, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 		inputErr(t, err, "a.yaml: document 1 (GitStateStore s): "+want)
 	}
 	for ep, want := range map[string]string{
@@ -99,7 +99,7 @@ func TestMalformedStoreURLs(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		write(t, filepath.Join(dir, "a.yaml"), kratix+"kind: BucketStateStore\nmetadata: {name: b}\nspec:\n  endpoint: '"+ep+"'\n  bucketName: x\n")
-		_, err := inputs.LoadPlatform([]string{dir}, "")
+		_, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 		inputErr(t, err, "a.yaml: document 1 (BucketStateStore b): "+want)
 	}
 	for _, ok := range []string{
@@ -109,7 +109,7 @@ func TestMalformedStoreURLs(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		write(t, filepath.Join(dir, "a.yaml"), kratix+"kind: GitStateStore\nmetadata: {name: s}\nspec:\n  url: "+ok+"\n")
-		if _, err := inputs.LoadPlatform([]string{dir}, ""); err != nil {
+		if _, err := inputs.LoadPlatform(kinds, []string{dir}, ""); err != nil {
 			t.Errorf("url %s: %v", ok, err)
 		}
 	}
@@ -123,7 +123,7 @@ func TestSecretValuesAreRegisteredForRedaction(t *testing.T) {
 	write(t, filepath.Join(dir, "p", "a.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: doc}\nstringData:\n  password: doc-password-1\n  username: render-user\ndata:\n  token: "+base64.StdEncoding.EncodeToString([]byte("doc-token-2"))+"\n")
 	write(t, filepath.Join(dir, "secrets", "mounted", "secretAccessKey"), "mounted-key-3\n")
 	write(t, filepath.Join(dir, "secrets", "mounted", "ca.crt"), "public-ca-4")
-	if _, err := inputs.LoadPlatform([]string{filepath.Join(dir, "p")}, filepath.Join(dir, "secrets")); err != nil {
+	if _, err := inputs.LoadPlatform(kinds, []string{filepath.Join(dir, "p")}, filepath.Join(dir, "secrets")); err != nil {
 		t.Fatal(err)
 	}
 	got := redact.String("doc-password-1 doc-token-2 mounted-key-3 render-user public-ca-4")

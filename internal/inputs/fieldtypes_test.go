@@ -41,14 +41,14 @@ func TestFieldTypesAreNamed(t *testing.T) {
 		t.Run(tc.spec, func(t *testing.T) {
 			dir := t.TempDir()
 			write(t, filepath.Join(dir, "s.yaml"), prStore+"  "+tc.spec+"\n")
-			_, err := inputs.LoadPlatform([]string{dir}, "")
+			_, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 			inputErr(t, err, "s.yaml: document 1 (GitStateStore s): ", tc.want)
 		})
 	}
 	// The same settings, well typed, load.
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "s.yaml"), prStore+"  massDeletion: {allow: true, maxDestinationPercent: 50, maxStorePercent: null}\n  pullRequest: {wait: 1h30m, autoMerge: false}\n  commit: {annotations: [a], template: \"x\"}\n")
-	p, err := inputs.LoadPlatform([]string{dir}, "")
+	p, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestGitAuthorCannotBreakTheCommit(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		write(t, filepath.Join(dir, "s.yaml"), prStore+"  gitAuthor: "+tc.author+"\n")
-		_, err := inputs.LoadPlatform([]string{dir}, "")
+		_, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 		inputErr(t, err, "(GitStateStore s): ", tc.want)
 	}
 }

@@ -40,13 +40,13 @@ func TestLinksInEveryFolder(t *testing.T) {
 		plat := filepath.Join(dir, "platform")
 		write(t, filepath.Join(plat, "store.yaml"), storeDoc)
 		symlink(t, secret, filepath.Join(plat, "leak.yaml"))
-		_, err := inputs.LoadPlatform([]string{plat}, "")
+		_, err := inputs.LoadPlatform(kinds, []string{plat}, "")
 		inputErr(t, err, filepath.Join(plat, "leak.yaml"), "link leads outside the platform folder")
 	})
 	t.Run("secrets", func(t *testing.T) {
 		sec := filepath.Join(dir, "secrets")
 		symlink(t, secret, filepath.Join(sec, "creds", "password"))
-		_, err := inputs.LoadPlatform([]string{write(t, filepath.Join(dir, "p.yaml"), storeDoc)}, sec)
+		_, err := inputs.LoadPlatform(kinds, []string{write(t, filepath.Join(dir, "p.yaml"), storeDoc)}, sec)
 		inputErr(t, err, filepath.Join(sec, "creds", "password"), "link leads outside the secrets folder")
 	})
 	t.Run("output: chains and absolute links", func(t *testing.T) {

@@ -69,7 +69,7 @@ func FuzzPlatform(f *testing.F) {
 		if err := os.WriteFile(file, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := LoadPlatform([]string{file}, "")
+		_, err := LoadPlatform(Kinds, []string{file}, "")
 		var ie *renderer.InputError
 		if err != nil && (!errors.As(err, &ie) || ie.File != file) {
 			t.Fatalf("rejection does not name the file: %T %v", err, err)

@@ -85,7 +85,7 @@ func TestLoadPlatformReadsFoldersRecursively(t *testing.T) {
 	// A second --platform path that is a single file.
 	single := write(t, filepath.Join(dir, "one.yaml"), destDoc("solo", "  filepath: {mode: aggregatedYAML}\n"))
 
-	p, err := inputs.LoadPlatform([]string{plat, single}, "")
+	p, err := inputs.LoadPlatform(kinds, []string{plat, single}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestLoadPlatformReadsOnlyRegularFiles(t *testing.T) {
 	for _, p := range []string{fifo, "/dev/zero"} {
 		done := make(chan error, 1)
 		go func() {
-			_, err := inputs.LoadPlatform([]string{p}, "")
+			_, err := inputs.LoadPlatform(kinds, []string{p}, "")
 			done <- err
 		}()
 		select {
@@ -146,7 +146,7 @@ func TestLoadPlatformFollowsALinkedFolder(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "real", "all.yaml"), storeDoc+"---\n"+destDoc("d", ""))
 	symlink(t, filepath.Join(dir, "real"), filepath.Join(dir, "link"))
-	p, err := inputs.LoadPlatform([]string{filepath.Join(dir, "link")}, "")
+	p, err := inputs.LoadPlatform(kinds, []string{filepath.Join(dir, "link")}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestLoadPlatformReadsAConfigMapMount(t *testing.T) {
 	write(t, filepath.Join(dir, "..2024_01_01", "all.yaml"), storeDoc+"---\n"+destDoc("d", ""))
 	symlink(t, "..2024_01_01", filepath.Join(dir, "..data"))
 	symlink(t, "..data/all.yaml", filepath.Join(dir, "all.yaml"))
-	p, err := inputs.LoadPlatform([]string{dir}, "")
+	p, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ stringData:
 	symlink(t, "..2024", filepath.Join(secrets, "k8s", "..data"))
 	symlink(t, "..data/sshPrivateKey", filepath.Join(secrets, "k8s", "sshPrivateKey"))
 
-	p, err := inputs.LoadPlatform([]string{filepath.Join(dir, "platform")}, secrets)
+	p, err := inputs.LoadPlatform(kinds, []string{filepath.Join(dir, "platform")}, secrets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ stringData:
 func TestSecretWithBadBase64NeverEchoesTheValue(t *testing.T) {
 	dir := t.TempDir()
 	f := write(t, filepath.Join(dir, "s.yaml"), "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n  password: \"hunter2!!\"\n")
-	_, err := inputs.LoadPlatform([]string{f}, "")
+	_, err := inputs.LoadPlatform(kinds, []string{f}, "")
 	ie := inputErr(t, err, f, "Secret creds", "data.password is not valid base64")
 	if strings.Contains(ie.Error(), "hunter2") {
 		t.Errorf("the value was echoed: %s", ie)
@@ -290,23 +290,23 @@ func TestPlatformErrors(t *testing.T) {
 			for name, c := range tc.files {
 				write(t, filepath.Join(dir, name), c)
 			}
-			_, err := inputs.LoadPlatform([]string{dir}, "")
+			_, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 			inputErr(t, err, tc.want...)
 		})
 	}
 	t.Run("no paths", func(t *testing.T) {
-		_, err := inputs.LoadPlatform(nil, "")
+		_, err := inputs.LoadPlatform(kinds, nil, "")
 		inputErr(t, err, "--platform")
 	})
 	t.Run("missing path", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "nope")
-		_, err := inputs.LoadPlatform([]string{missing}, "")
+		_, err := inputs.LoadPlatform(kinds, []string{missing}, "")
 		inputErr(t, err, missing)
 	})
 	t.Run("missing secrets folder", func(t *testing.T) {
 		dir := t.TempDir()
 		write(t, filepath.Join(dir, "p.yaml"), storeDoc)
-		_, err := inputs.LoadPlatform([]string{dir}, filepath.Join(dir, "nope"))
+		_, err := inputs.LoadPlatform(kinds, []string{dir}, filepath.Join(dir, "nope"))
 		inputErr(t, err, filepath.Join(dir, "nope"), "secrets folder")
 	})
 }
@@ -314,7 +314,7 @@ func TestPlatformErrors(t *testing.T) {
 func TestPromiseSelectors(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "p.yaml"), "apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nmetadata:\n  name: pg\nspec:\n  destinationSelectors:\n  - matchLabels: {env: dev}\n  - matchLabels: {zone: eu}\n")
-	p, err := inputs.LoadPlatform([]string{dir}, "")
+	p, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestGitAuthMethodDefaultsAsKratix(t *testing.T) {
 	write(t, filepath.Join(dir, "s.yaml"), kratix+"kind: GitStateStore\nmetadata: {name: withsecret}\nspec: {url: https://git.example/x.git, secretRef: {name: creds}}\n---\n"+
 		kratix+"kind: GitStateStore\nmetadata: {name: public}\nspec: {url: https://git.example/y.git}\n---\n"+
 		kratix+"kind: GitStateStore\nmetadata: {name: keys}\nspec: {url: ssh://git@git.example/z.git, authMethod: ssh, secretRef: {name: creds}}\n")
-	p, err := inputs.LoadPlatform([]string{dir}, "")
+	p, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

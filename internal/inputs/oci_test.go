@@ -29,7 +29,7 @@ func ociDest(name, path string) string {
 func TestOCIStateStore(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "p.yaml"), ociStore+"---\n"+ociDest("dev", "clusters/dev"))
-	p, err := inputs.LoadPlatform([]string{dir}, "")
+	p, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestOCIStateStore(t *testing.T) {
 		t.Fatalf("massDeletion read as %+v with none set", s.MassDeletion)
 	}
 	write(t, filepath.Join(dir, "p.yaml"), strings.Replace(ociStore, "  insecure: true\n", "  insecure: true\n  massDeletion: {allow: true, maxDestinationPercent: 50}\n", 1)+"---\n"+ociDest("dev", "clusters/dev"))
-	if p, err = inputs.LoadPlatform([]string{dir}, ""); err != nil {
+	if p, err = inputs.LoadPlatform(kinds, []string{dir}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if md := p.OCIStores["reg"].MassDeletion; !md.Allow || md.MaxDestinationPercent != 50 {
@@ -91,7 +91,7 @@ func TestOCIStateStoreErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			write(t, filepath.Join(dir, "p.yaml"), tc.doc)
-			_, err := inputs.LoadPlatform([]string{dir}, "")
+			_, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 			if ie := inputErr(t, err, tc.want...); strings.Contains(ie.Error(), "s3cr3t") || strings.Contains(ie.Error(), "robot") {
 				t.Errorf("the error echoes the credentials: %v", ie)
 			}

@@ -42,6 +42,8 @@ type Platform struct {
 	// Secrets are the Secret documents by "namespace/name", key -> value
 	// (see Secret for how a reference finds one).
 	Secrets map[string]map[string][]byte
+	// kinds checks each store's own fields.
+	kinds StoreKinds
 	// mounted are the Secrets of --secrets-dir (secretsDir), by name;
 	// secretFrom where each Secret document was read, by namespace/name.
 	mounted    map[string]map[string][]byte
@@ -269,9 +271,15 @@ const kratixAPI = "platform.kratix.io/v1alpha1"
 // LoadPlatform reads the platform configuration from files and folders of
 // YAML files (a folder is read recursively, in name order, through an
 // os.Root: links in it are followed only inside it), plus secrets mounted
-// as <secretsDir>/<secret name>/<key>.
-func LoadPlatform(paths []string, secretsDir string) (*Platform, error) {
+// as <secretsDir>/<secret name>/<key>. kinds checks each state store's own
+// fields (storekind.Default, the registry of the kinds render writes).
+func LoadPlatform(kinds StoreKinds, paths []string, secretsDir string) (*Platform, error) {
+	if kinds == nil {
+		// A mistake in the program, not in its input.
+		return nil, errors.New("inputs: LoadPlatform needs the store kinds (storekind.Default) to check state stores")
+	}
 	p := &Platform{
+		kinds:        kinds,
 		GitStores:    map[string]*GitStateStore{},
 		BucketStores: map[string]*BucketStateStore{},
 		OCIStores:    map[string]*OCIStateStore{},
@@ -544,7 +552,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if _, dup := p.GitStores[name]; dup {
 			return bad("GitStateStore %s is defined twice", name)
 		}
-		if err := checkStore(s); err != nil {
+		if err := p.checkStore(s); err != nil {
 			return bad("%v", err)
 		}
 		p.GitStores[name] = s
@@ -556,7 +564,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if _, dup := p.BucketStores[name]; dup {
 			return bad("BucketStateStore %s is defined twice", name)
 		}
-		if err := checkStore(s); err != nil {
+		if err := p.checkStore(s); err != nil {
 			return bad("%v", err)
 		}
 		p.BucketStores[name] = s
@@ -568,7 +576,7 @@ func (p *Platform) add(file, where string, doc *document) error {
 		if _, dup := p.OCIStores[name]; dup {
 			return bad("OCIStateStore %s is defined twice", name)
 		}
-		if err := checkStore(s); err != nil {
+		if err := p.checkStore(s); err != nil {
 			return bad("%v", err)
 		}
 		p.OCIStores[name] = s
@@ -682,7 +690,7 @@ func (p *Platform) validate() error {
 		case spec == nil:
 			return bad("spec.stateStoreRef names %s %s, which is not defined", d.Store.Kind, d.Store.Name)
 		}
-		if err := storeKindsInUse().CheckDestination(spec, d.Path); err != nil {
+		if err := p.kinds.CheckDestination(spec, d.Path); err != nil {
 			return bad("%v", err)
 		}
 		loc, prefix := p.location(d.Store)

@@ -108,9 +108,8 @@ func isStoreKind(kind string) bool {
 // git URL and branch as go-git reads them, an OCI reference as the
 // registry client does). This package knows the documents' shapes and
 // checks what lies between documents; it asks StoreKinds about each
-// store's own fields. Package internal/storekind, the registry of store
-// kinds, is the implementation: it installs itself with UseStoreKinds when
-// it is linked into a program, as every program that opens stores does.
+// store's own fields. The registry of store kinds (internal/storekind) is
+// the implementation, which its user passes to LoadPlatform.
 type StoreKinds interface {
 	// CheckStore validates a store's spec as decoded from its document,
 	// and fills in its defaults. The error is the message, which names
@@ -121,24 +120,8 @@ type StoreKinds interface {
 	CheckDestination(spec StoreSpec, path string) error
 }
 
-var storeKinds StoreKinds
-
-// UseStoreKinds sets how store specs are checked. Package
-// internal/storekind calls it.
-func UseStoreKinds(k StoreKinds) { storeKinds = k }
-
-// storeKindsInUse is the StoreKinds in use. A program that loads a
-// platform without linking internal/storekind could not check a store:
-// that is a mistake in the program, not in its input.
-func storeKindsInUse() StoreKinds {
-	if storeKinds == nil {
-		panic("inputs: no store kinds: import github.com/render-dev/render/internal/storekind")
-	}
-	return storeKinds
-}
-
 // checkStore asks the store's kind to check and complete its spec.
-func checkStore(s StoreSpec) error { return storeKindsInUse().CheckStore(s) }
+func (p *Platform) checkStore(s StoreSpec) error { return p.kinds.CheckStore(s) }
 
 // Check refuses an author name or email git does not take: a line break,
 // another control character or an angle bracket. The error names the

@@ -62,7 +62,7 @@ func TestDestinationInsideAnotherStoresRecords(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			f := write(t, filepath.Join(dir, "platform.yaml"), joinDocs(c.docs))
-			_, err := inputs.LoadPlatform([]string{dir}, "")
+			_, err := inputs.LoadPlatform(kinds, []string{dir}, "")
 			if c.want == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)

@@ -35,7 +35,7 @@ func docs(d ...string) string { return strings.Join(d, "---\n") }
 func loadOne(t *testing.T, content string) (string, error) {
 	t.Helper()
 	file := write(t, filepath.Join(t.TempDir(), "platform.yaml"), content)
-	_, err := inputs.LoadPlatform([]string{file}, "")
+	_, err := inputs.LoadPlatform(kinds, []string{file}, "")
 	return file, err
 }
 

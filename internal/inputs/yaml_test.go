@@ -48,11 +48,11 @@ func TestAliasBombIsRefusedEverywhereWithinAMemoryBound(t *testing.T) {
 			return err
 		}},
 		{"platform", "platform/p.yaml", bombDoc("apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nmetadata: {name: p}\nspec:"), func(dir string) error {
-			_, err := inputs.LoadPlatform([]string{filepath.Join(dir, "platform")}, "")
+			_, err := inputs.LoadPlatform(kinds, []string{filepath.Join(dir, "platform")}, "")
 			return err
 		}},
 		{"platform, a kind render ignores", "platform/other.yaml", inputs.AliasBomb, func(dir string) error {
-			_, err := inputs.LoadPlatform([]string{filepath.Join(dir, "platform")}, "")
+			_, err := inputs.LoadPlatform(kinds, []string{filepath.Join(dir, "platform")}, "")
 			return err
 		}},
 	} {

@@ -9,14 +9,11 @@
 package layout
 
 import (
-	"errors"
 	"fmt"
 	"path"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 // MetaDir is the folder, relative to a store's path, where render keeps what
@@ -123,17 +120,78 @@ func (e *TooLongError) Error() string {
 // in the same disguises: git refuses it as a symbolic link and render
 // writes links as the files they point at, and git's fsck checks its
 // content on push, so a workload file of that name would fail at a server.
+//
+// name is one component ValidPath has already found clean (no slash, no
+// control character, not "." or ".."). The rule is written here, not
+// asked of go-git, so that the renderer links no git library; the git
+// store kind's tests hold it to go-git's own check.
 func GitRefuses(name string) error {
-	// go-git validates a path before it looks it up; an empty tree
-	// answers "not found" for every path it accepts.
-	_, err := (&object.Tree{}).FindEntry(name)
-	if err != nil && !errors.Is(err, object.ErrEntryNotFound) && !errors.Is(err, object.ErrDirectoryNotFound) {
+	if isDotGit(name) {
 		return fmt.Errorf("git refuses the name %q in a tree: it is .git, or reads as .git on NTFS or HFS+", name)
 	}
 	if isGitmodules(name) {
 		return fmt.Errorf("the name %q is refused: it is .gitmodules, or reads as .gitmodules on NTFS or HFS+, which git refuses as a link and checks on push", name)
 	}
 	return nil
+}
+
+// isDotGit reports whether name reads as .git where git protects it:
+// ".git" or "git~1" in any letter case (Unicode's lower case, as go-git
+// compares: ".gİt" is refused); on NTFS, either in any ASCII letter case
+// followed only by dots and spaces, or by a stream name (":..."); on HFS+,
+// ".git" in any ASCII letter case once the code points HFS+ ignores are
+// dropped.
+func isDotGit(name string) bool {
+	switch strings.ToLower(name) {
+	case ".git", "git~1":
+		return true
+	}
+	var rest string
+	ntfs := false
+	switch {
+	case len(name) >= 4 && name[0] == '.' && asciiEqualFold(name[1:4], "git"):
+		rest, ntfs = name[4:], true
+	case len(name) >= 5 && asciiEqualFold(name[:3], "git") && name[3:5] == "~1":
+		rest, ntfs = name[5:], true
+	}
+	if ntfs && ntfsTrailer(rest) {
+		return true
+	}
+	h := hfsIgnored.Replace(name)
+	return len(h) == 4 && h[0] == '.' && asciiEqualFold(h[1:], "git")
+}
+
+// ntfsTrailer reports whether s is what NTFS drops after a name: dots and
+// spaces, up to an optional stream name.
+func ntfsTrailer(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ':':
+			return true
+		case '.', ' ':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// asciiEqualFold compares s with the lower-case ASCII word, folding only
+// ASCII letters (as git does: no other letter reads as one of these).
+func asciiEqualFold(s, word string) bool {
+	if len(s) != len(word) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != word[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // hfsIgnored are the code points HFS+ drops when it compares names.

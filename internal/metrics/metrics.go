@@ -150,7 +150,7 @@ func (m *Metrics) Observe(rep *engine.Report, err error) Result {
 		switch {
 		case s.Err != nil:
 			result = StoreFailed
-		case s.Result.Updated && (s.Store.Kind == "BucketStateStore" || s.Store.Kind == "OCIStateStore"):
+		case s.Result.Updated && s.Uploads:
 			result = StoreUploaded
 		case s.Result.Updated:
 			result = StoreCommitted

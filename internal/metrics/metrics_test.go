@@ -43,7 +43,7 @@ func TestObserve(t *testing.T) {
 		}},
 		Stores: []engine.StoreReport{
 			{Store: git, Duration: 100 * time.Millisecond, Result: statestore.Result{Updated: true, Diff: statestore.Diff{Added: []string{"a", "b"}, Changed: []string{"c"}, Deleted: []string{"d"}}}},
-			{Store: bucket, Duration: 50 * time.Millisecond, Result: statestore.Result{Updated: true, Diff: statestore.Diff{Added: []string{"x"}}}},
+			{Store: bucket, Uploads: true, Duration: 50 * time.Millisecond, Result: statestore.Result{Updated: true, Diff: statestore.Diff{Added: []string{"x"}}}},
 			{Store: other, Duration: 10 * time.Millisecond},
 		},
 	}

@@ -15,7 +15,8 @@ import (
 // (authMethod accessKey, the default) and optionally ca.crt; authMethod
 // IAM uses the ambient credential chain.
 func Bucket() Kind {
-	return factory[*inputs.BucketStateStore]{name: "BucketStateStore", check: checkBucket, open: openBucket}
+	return factory[*inputs.BucketStateStore]{name: "BucketStateStore", check: checkBucket, open: openBucket,
+		caps: Capabilities{Uploads: true, FluxSource: "Bucket"}}
 }
 
 // checkBucket validates a BucketStateStore's spec.

@@ -26,7 +26,8 @@ import (
 // basicAuth), or sshPrivateKey and knownHosts (ssh), and optionally
 // ca.crt; spec.signing's secret holds signingKey.
 func Git() Kind {
-	return factory[*inputs.GitStateStore]{name: "GitStateStore", check: checkGit, open: openGit}
+	return factory[*inputs.GitStateStore]{name: "GitStateStore", check: checkGit, open: openGit,
+		caps: Capabilities{FluxSource: "GitRepository"}}
 }
 
 // checkGit validates a GitStateStore's spec and fills its defaults (the

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/render-dev/render/internal/fluxcheck"
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
 )
@@ -52,5 +53,24 @@ func TestBasicAuthOverPlainHTTP(t *testing.T) {
 		case !c.ok && (!errors.As(err, &ie) || !strings.Contains(err.Error(), "allowInsecureHTTP") || ie.File != "p.yaml"):
 			t.Errorf("%s: err = %v, want an InputError naming p.yaml and allowInsecureHTTP", c.url, err)
 		}
+	}
+}
+
+// Every kind render writes declares the Flux source that reads it, one
+// fluxcheck knows (it decides which files Flux serves of a folder), and
+// whether its writes are uploads: callers ask this, never the kind's name.
+func TestKindsDeclareCapabilities(t *testing.T) {
+	want := map[string]Capabilities{
+		"GitStateStore":    {FluxSource: string(fluxcheck.GitRepository)},
+		"BucketStateStore": {Uploads: true, FluxSource: string(fluxcheck.Bucket)},
+		"OCIStateStore":    {Uploads: true, FluxSource: string(fluxcheck.OCIRepository)},
+	}
+	for name, w := range want {
+		if got := Default.Capabilities(name); got != w {
+			t.Errorf("%s declares %+v, want %+v", name, got, w)
+		}
+	}
+	if got := Default.Capabilities("NoSuchStore"); got != (Capabilities{}) {
+		t.Errorf("an unknown kind declares %+v", got)
 	}
 }

@@ -15,7 +15,8 @@ import (
 // written by statestore/ocistore. Its secret, when it has one, holds
 // username and password, or token, and optionally ca.crt.
 func OCI() Kind {
-	return factory[*inputs.OCIStateStore]{name: "OCIStateStore", check: checkOCI, checkDestination: checkOCIDestination, open: openOCI}
+	return factory[*inputs.OCIStateStore]{name: "OCIStateStore", check: checkOCI, checkDestination: checkOCIDestination, open: openOCI,
+		caps: Capabilities{Uploads: true, FluxSource: "OCIRepository"}}
 }
 
 // checkOCI validates an OCIStateStore's spec: its references as the

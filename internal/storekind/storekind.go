@@ -6,9 +6,9 @@
 // chain, registry passwords or tokens), TLS (a CA bundle, or verification
 // turned off) and, for git, the commit signing key.
 //
-// Package inputs asks the registry to check each store it reads (this
-// package installs Default with inputs.UseStoreKinds); the engine asks it
-// for a store's client by the kind's name. A problem with a spec or its
+// Package inputs asks the registry to check each store it reads (its
+// user passes Default to inputs.LoadPlatform); the engine asks it for a
+// store's client by the kind's name. A problem with a spec or its
 // secret is a renderer.InputError naming the file and the store, found
 // before any store is contacted. The backends (statestore/gitstore,
 // s3store, ocistore) know nothing of specs: a kind fills their Config.
@@ -46,6 +46,22 @@ type Kind interface {
 	// secrets), so that a client kept between renders is reused only
 	// while the key is unchanged.
 	Open(spec inputs.StoreSpec, secrets Secrets, opts Options) (statestore.Store, string, error)
+	// Capabilities are what the kind declares of itself, for callers
+	// that would otherwise ask by its name.
+	Capabilities() Capabilities
+}
+
+// Capabilities are what a kind of store is, besides a place for files,
+// declared once where the kind is made, so that no caller switches on a
+// kind's name to learn it.
+type Capabilities struct {
+	// Uploads is true when a write uploads objects (S3, OCI) rather than
+	// committing (git): what the metrics call the write.
+	Uploads bool
+	// FluxSource is the kind of Flux source that reads such a store
+	// (GitRepository, Bucket, OCIRepository): it decides which files Flux
+	// serves of a folder (see fluxcheck.Source).
+	FluxSource string
 }
 
 // Secrets resolves a store's secretRef (an *inputs.Platform does).
@@ -83,6 +99,15 @@ func NewRegistry(kinds ...Kind) *Registry {
 // Register adds a kind, replacing one of the same name.
 func (r *Registry) Register(k Kind) { r.kinds[k.Name()] = k }
 
+// Capabilities are what the kind of that name declares; the zero value
+// for a kind the registry does not hold.
+func (r *Registry) Capabilities(kind string) Capabilities {
+	if k, ok := r.kinds[kind]; ok {
+		return k.Capabilities()
+	}
+	return Capabilities{}
+}
+
 // Lookup returns the kind of that name.
 func (r *Registry) Lookup(name string) (Kind, bool) {
 	k, ok := r.kinds[name]
@@ -90,9 +115,8 @@ func (r *Registry) Lookup(name string) (Kind, bool) {
 }
 
 // Default is the registry of every kind render writes: git, S3 and OCI.
+// Its user passes it to inputs.LoadPlatform and opens stores with it.
 var Default = NewRegistry(Git(), Bucket(), OCI())
-
-func init() { inputs.UseStoreKinds(Default) }
 
 // CheckStore implements inputs.StoreKinds: the spec's kind checks it.
 func (r *Registry) CheckStore(spec inputs.StoreSpec) error {
@@ -156,9 +180,12 @@ type factory[S inputs.StoreSpec] struct {
 	check            func(S) error
 	checkDestination func(S, string) error
 	open             func(S, env) (statestore.Store, string, error)
+	caps             Capabilities
 }
 
 func (f factory[S]) Name() string { return f.name }
+
+func (f factory[S]) Capabilities() Capabilities { return f.caps }
 
 func (f factory[S]) spec(spec inputs.StoreSpec) (S, error) {
 	s, ok := spec.(S)
