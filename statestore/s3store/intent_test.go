@@ -1,0 +1,148 @@
+package s3store
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/statestore"
+)
+
+// holdPut holds the first PUT whose path ends in suffix until release is
+// closed, and closes held when it starts holding it.
+type holdPut struct {
+	base    http.RoundTripper
+	suffix  string
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h *holdPut) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, h.suffix) {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.held)
+			select {
+			case <-h.release:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
+		}
+	}
+	return h.base.RoundTrip(r)
+}
+
+// A write of a workload never writes over the intent of another write of
+// the same workload that may still be under way: that write's uploads and
+// deletes (S3 has no conditional DELETE) would land after the commit
+// planned on its intent. Here a drain moves w/a's file from d1 to d2 and is
+// held after naming its intent, before its upload; a render of w/a (on d1,
+// where the record places it, with new bytes) runs meanwhile. Before the
+// fix the render committed on the drain's intent; the drain then uploaded
+// d2's copy and deleted d1's file (the render's), lost its commit and gave
+// up as stale: the render's record listed a file the store did not hold,
+// and d2's copy belonged to no workload (the simulated campaign's s3 seed
+// 1085). Now the render waits for the drain's write to end, then plans on
+// what it committed.
+func TestWriteWaitsForAnotherWritesIntent(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "intent"))
+	const key = "resource/team/db/w7/configure"
+	rec := func(dest string) *statestore.Record {
+		return &statestore.Record{Type: "resource", Promise: "db", Namespace: "team", Name: "w7", Pipeline: "configure",
+			Placements: []statestore.Placement{{Group: "g", Destinations: []string{dest}}}}
+	}
+	applyOK(t, open(t, cfg), statestore.Update{Workload: key, Record: rec("d1"), Destinations: []string{"d1"},
+		Files: map[string][]byte{"d1/w7/b.yaml": []byte("old\n")}})
+	recs, err := open(t, cfg).Records(testCtx(t))
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %v, %v", recs, err)
+	}
+	basis := recs[0]
+
+	hold := &holdPut{base: http.DefaultTransport, suffix: "/d2/w7/b.yaml", held: make(chan struct{}), release: make(chan struct{})}
+	dcfg := cfg
+	dcfg.Transport = hold
+	drained := make(chan error, 1)
+	go func() {
+		_, err := open(t, dcfg).Apply(testCtx(t), statestore.Update{Workload: key, Record: rec("d2"), Destinations: []string{"d2"},
+			Files: map[string][]byte{"d2/w7/b.yaml": []byte("old\n")},
+			Basis: &statestore.Basis{Record: &basis, Files: map[string][]byte{"d1/w7/b.yaml": []byte("old\n")}}})
+		drained <- err
+	}()
+	waitFor(t, hold.held, "the drain's upload of d2/w7/b.yaml")
+
+	waiting := make(chan struct{})
+	var once sync.Once
+	rcfg := cfg
+	rcfg.Debug = func(msg string, args ...any) {
+		if strings.Contains(msg, "another write of the workload") {
+			once.Do(func() { close(waiting) })
+		}
+	}
+	rendered := make(chan error, 1)
+	go func() {
+		_, err := open(t, rcfg).Apply(testCtx(t), statestore.Update{Workload: key, Record: rec("d1"), Destinations: []string{"d1"},
+			Files: map[string][]byte{"d1/w7/b.yaml": []byte("new\n")}, Basis: &statestore.Basis{Record: &basis}})
+		rendered <- err
+	}()
+	var renderErr error
+	renderDone := false
+	select {
+	case <-waiting:
+	case renderErr = <-rendered:
+		renderDone = true
+	case <-testCtx(t).Done():
+		t.Fatal("the render neither ended nor waited")
+	}
+	close(hold.release)
+	drainErr := waitFor(t, drained, "the drain")
+	if !renderDone {
+		renderErr = waitFor(t, rendered, "the render")
+	}
+
+	// Whatever each writer returned, the record and the files agree: every
+	// file the record lists is there, and every file is the record's.
+	s := open(t, cfg)
+	recs, err = s.Records(testCtx(t))
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %v, %v", recs, err)
+	}
+	got := contents(t, s)
+	var files []string
+	for p := range got {
+		files = append(files, p)
+	}
+	slices.Sort(files)
+	var listed []string
+	for _, f := range recs[0].Files {
+		if !strings.HasPrefix(f, ".render/") {
+			listed = append(listed, f)
+		}
+	}
+	if !slices.Equal(files, listed) {
+		t.Fatalf("the record lists %v, the store holds %v (drain: %v; render: %v)", listed, files, drainErr, renderErr)
+	}
+	// And each writer that returned success is what the store holds; one
+	// that did not was refused as stale.
+	for _, w := range []struct {
+		name, file, data string
+		err              error
+	}{{"drain", "d2/w7/b.yaml", "old\n", drainErr}, {"render", "d1/w7/b.yaml", "new\n", renderErr}} {
+		switch {
+		case w.err == nil && got[w.file] != w.data:
+			t.Errorf("the %s landed, but the store holds %v", w.name, got)
+		case w.err != nil && !errors.Is(w.err, statestore.ErrStale):
+			t.Errorf("the %s failed with %v, want success or a stale update", w.name, w.err)
+		}
+	}
+	if drainErr != nil && renderErr != nil {
+		t.Errorf("neither writer landed: drain %v, render %v", drainErr, renderErr)
+	}
+}
