@@ -180,7 +180,7 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 		if err != nil && !errors.Is(err, statestore.ErrNotFound) {
 			return out, failed("read", err)
 		}
-		if l := storedLease(raw); l.held(w.id, statestore.Now(ctx)) {
+		if l := storedLease(raw); l.held(w.id, statestore.Now(ctx)) && !s.endedWrite(l.Writer) {
 			if s.cfg.Debug != nil {
 				s.cfg.Debug("another write of the workload is under way: waiting for it", "record", recPath, "until", l.Until.Format(time.RFC3339Nano))
 			}
@@ -272,6 +272,7 @@ func (w *write) Finish(ctx context.Context) {
 	if !w.takeBack(ctx) {
 		w.release(ctx)
 	}
+	w.s.ended.Store(w.id, true)
 	if w.batch != nil {
 		if w.dirty {
 			w.batch.dirty.Store(true)
@@ -306,6 +307,12 @@ func (w *write) takeBack(ctx context.Context) bool {
 		w.s.cfg.Debug("could not take back a write's intent; the workload's next write will", "record", recPath, "error", err.Error())
 	}
 	return true
+}
+
+// endedWrite reports whether id names a write of this Store that ended.
+func (s *Store) endedWrite(id string) bool {
+	_, ok := s.ended.Load(id)
+	return ok
 }
 
 // intentWritten is an intent a write named in the record: its ETag, the

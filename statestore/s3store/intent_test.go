@@ -1,12 +1,14 @@
 package s3store
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/render-dev/render/internal/testenv"
 	"github.com/render-dev/render/statestore"
@@ -144,5 +146,46 @@ func TestWriteWaitsForAnotherWritesIntent(t *testing.T) {
 	}
 	if drainErr != nil && renderErr != nil {
 		t.Errorf("neither writer landed: drain %v, render %v", drainErr, renderErr)
+	}
+}
+
+// An intent's lease is stored beside its pending paths and read back; a
+// lease holds for writes other than its own until its end and leaseSkew
+// after, and a released intent (the zero lease) holds nothing.
+func TestIntentLease(t *testing.T) {
+	until := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	sealed := sealRecord((&statestore.Record{Workload: "w/a", Type: "promise", Promise: "p", Pipeline: "x"}).Encode(), []string{"d"})
+	before := bytes.Clone(sealed)
+	stored := withPending(sealed, []string{"d/w/x.yaml"}, lease{Writer: "a", Until: until})
+	if got := storedLease(stored); got.Writer != "a" || !got.Until.Equal(until) {
+		t.Fatalf("stored lease %+v, want writer a until %v", got, until)
+	}
+	if got := storedPending(stored); !slices.Equal(got, []string{"d/w/x.yaml"}) {
+		t.Fatalf("pending %v", got)
+	}
+	if _, err := statestore.DecodeRecord("r.json", stored); err != nil {
+		t.Fatalf("the intent is no record: %v", err)
+	}
+	l := storedLease(stored)
+	for _, c := range []struct {
+		id   string
+		at   time.Time
+		want bool
+	}{
+		{"b", until.Add(-time.Minute), true},
+		{"b", until.Add(leaseSkew - time.Second), true},
+		{"b", until.Add(leaseSkew), false},
+		{"a", until.Add(-time.Minute), false}, // its own
+	} {
+		if got := l.held(c.id, c.at); got != c.want {
+			t.Errorf("held(%s, %v) = %v, want %v", c.id, c.at, got, c.want)
+		}
+	}
+	released := withPending(sealed, []string{"d/w/x.yaml"}, lease{})
+	if l := storedLease(released); l.held("b", until.Add(-time.Minute)) {
+		t.Errorf("a released intent holds: %+v", l)
+	}
+	if !bytes.Equal(sealed, before) {
+		t.Fatalf("withPending changed the sealed record it was given:\n%s\nwas\n%s", sealed, before)
 	}
 }
