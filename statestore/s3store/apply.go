@@ -588,12 +588,25 @@ type written struct {
 	mine map[string]string
 }
 
-// tried notes the outcome of an upload (see uploaded).
+// tried notes the outcome of an upload (see uploaded): one refused on its
+// precondition reached nothing, unless an earlier try of it failed in
+// transit (maybeSentError).
 func (w *written) tried(err error) {
-	if err == nil || !errors.Is(err, errChanged) {
+	var ms *maybeSentError
+	if err == nil || !errors.Is(err, errChanged) || errors.As(err, &ms) {
 		w.sent()
 	}
 }
+
+// maybeSentError is a write refused on its precondition after an earlier
+// try of it failed in transit: that try may have landed (its answer lost),
+// so the write may have changed the store. It is still a lost race.
+type maybeSentError struct{ err error }
+
+func (e *maybeSentError) Error() string {
+	return e.err.Error() + " (an earlier try, whose answer was lost, may have landed)"
+}
+func (e *maybeSentError) Unwrap() error { return e.err }
 
 // sent notes that a change of the store may have reached the server.
 func (w *written) sent() {
@@ -926,13 +939,21 @@ func (s *Store) put(ctx context.Context, p string, data []byte, c cond) (string,
 		opts.SetMatchETagExcept("*")
 	}
 	var etag string
+	tries := 0
 	err := s.retry(ctx, func() error {
+		tries++
 		info, err := s.client.PutObject(ctx, s.cfg.Bucket, s.key(p), bytes.NewReader(data), int64(len(data)), opts)
 		etag = trimETag(info.ETag)
 		return err
 	})
 	if errors.Is(err, errNoKey) { // If-Match on an object deleted meanwhile
 		err = errChanged
+	}
+	if err != nil && tries > 1 && errors.Is(err, errChanged) {
+		// An earlier try failed in transit (a connection that broke) and
+		// may have landed: the precondition that fails now may be its
+		// own doing.
+		return "", fmt.Errorf("%s: %w", p, &maybeSentError{err})
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p, err)

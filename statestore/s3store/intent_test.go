@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,5 +188,84 @@ func TestIntentLease(t *testing.T) {
 	}
 	if !bytes.Equal(sealed, before) {
 		t.Fatalf("withPending changed the sealed record it was given:\n%s\nwas\n%s", sealed, before)
+	}
+}
+
+// lostClaim forwards the first PUT of a claim and answers it with a broken
+// connection (the claim landed, its answer was lost), lets the store's own
+// retry of it through (refused: the claim is there), then refuses every
+// request but PUTs of records: the write gives up at its deadline.
+type lostClaim struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	puts int
+}
+
+func (l *lostClaim) RoundTrip(r *http.Request) (*http.Response, error) {
+	claim := r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+statestore.ClaimsDir+"/")
+	l.mu.Lock()
+	n := l.puts
+	if claim {
+		l.puts++
+	}
+	l.mu.Unlock()
+	switch {
+	case claim && n == 0:
+		resp, err := l.base.RoundTrip(r)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return nil, &netError{syscall.ECONNRESET}
+	case claim && n == 1:
+		return l.base.RoundTrip(r)
+	case n >= 2 || claim:
+	case n == 0:
+		return l.base.RoundTrip(r)
+	}
+	if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+statestore.RecordsDir+"/") {
+		return l.base.RoundTrip(r)
+	}
+	return nil, &netError{syscall.ECONNREFUSED}
+}
+
+// A claim whose upload landed with its answer lost, and which the store's
+// retry then found there (its precondition refused), may be this write's:
+// the write that gives up afterwards keeps its intent naming it, so the
+// claim stays the workload's (for its next write to settle) rather than
+// nobody's. Before the fix the write took its intent back as if it had
+// uploaded nothing, and the claim belonged to no workload (the simulated
+// campaign's s3 seed 1085, writer 33).
+func TestLostClaimStaysOwned(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "lostclaim"))
+	u := statestore.Update{Workload: "resource/team/db/w4/configure", Destinations: []string{"d1"},
+		Record: &statestore.Record{Type: "resource", Promise: "db", Namespace: "team", Name: "w4", Pipeline: "configure",
+			Placements: []statestore.Placement{{Group: "g", Destinations: []string{"d1"}}},
+			Objects: []statestore.Object{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team", Name: "w4-a", Section: "resources",
+				File: "resources/team/db/w4/configure/g/a.yaml", Destination: "d1", Source: "a.yaml"}}},
+		Files: map[string][]byte{"d1/resources/team/db/w4/configure/g/a.yaml": []byte("kind: ConfigMap\n")}}
+	applyOK(t, open(t, cfg), statestore.Update{Workload: u.Workload, Destinations: []string{"d1"}, Record: &statestore.Record{Type: "resource",
+		Promise: "db", Namespace: "team", Name: "w4", Pipeline: "configure", Placements: u.Record.Placements},
+		Files: map[string][]byte{"d1/resources/team/db/w4/configure/g/old.yaml": []byte("old\n")}})
+
+	wcfg := cfg
+	lc := &lostClaim{base: http.DefaultTransport}
+	wcfg.Transport = lc
+	ctx := statestore.WithRetryDeadline(testCtx(t), 2*time.Second)
+	if _, err := open(t, wcfg).Apply(ctx, u); err == nil {
+		t.Fatal("the write landed: nothing to test")
+	}
+	if lc.puts < 2 {
+		t.Fatalf("the claim was put %d times, want 2 (lost, then refused)", lc.puts)
+	}
+	all := storeFiles(t, m.Client(t), cfg.Bucket)
+	recs, err := open(t, cfg).Records(testCtx(t))
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %v, %v", recs, err)
+	}
+	for _, f := range all {
+		if strings.HasPrefix(f, statestore.ClaimsDir+"/") && !slices.Contains(recs[0].Files, f) {
+			t.Errorf("claim %s belongs to no workload (the record lists %v)", f, recs[0].Files)
+		}
 	}
 }
