@@ -38,6 +38,13 @@ type Harness struct {
 	// a store without hand-over.
 	Pending func(t *testing.T, s statestore.Store, u statestore.Update)
 	Fold    func(t *testing.T, s statestore.Store)
+	// Parallel runs the cases side by side (t.Parallel, as many at a time
+	// as go test's -parallel allows). Each case has a store of its own
+	// (Fresh), so they share nothing but the server; a backend whose
+	// harness or test changes package state for the whole run (a variable
+	// reset by a defer in the test function, which returns before parallel
+	// subtests start) must leave it false.
+	Parallel bool
 }
 
 func update(workload string, files map[string]string) statestore.Update {
@@ -171,7 +178,12 @@ func Run(t *testing.T, h Harness) {
 		h.Writers = 64
 	}
 	for _, c := range Cases {
-		t.Run(c.Name, func(t *testing.T) { c.Run(t, h) })
+		t.Run(c.Name, func(t *testing.T) {
+			if h.Parallel {
+				t.Parallel()
+			}
+			c.Run(t, h)
+		})
 	}
 }
 
