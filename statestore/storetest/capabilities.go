@@ -61,7 +61,7 @@ func applyAll(t *testing.T, s statestore.Store, us []statestore.Update) statesto
 	if !ok {
 		t.Fatalf("%s has no ApplyAll", s)
 	}
-	res, err := b.ApplyAll(context.Background(), us)
+	res, err := b.ApplyAll(patient(), us)
 	if err != nil {
 		t.Fatalf("ApplyAll: %v", err)
 	}

@@ -80,9 +80,17 @@ func removal(workload string) statestore.Update {
 	return statestore.Update{Workload: workload, Message: statestore.Message{Subject: "test: remove " + workload}}
 }
 
+// patient is the context of the suite's plain reads and writes: the suite
+// asserts what a store does, not how fast, and with the cases side by side
+// (Harness.Parallel) on a loaded machine one push to Gitea took longer than
+// a render's default retry deadline of 2 minutes.
+func patient() context.Context {
+	return statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
+}
+
 func apply(t *testing.T, s statestore.Store, u statestore.Update) statestore.Result {
 	t.Helper()
-	res, err := s.Apply(context.Background(), u)
+	res, err := s.Apply(patient(), u)
 	if err != nil {
 		t.Fatalf("Apply(%s): %v", u.Workload, err)
 	}
@@ -92,7 +100,7 @@ func apply(t *testing.T, s statestore.Store, u statestore.Update) statestore.Res
 // contents reads every non-meta file in the store.
 func contents(t *testing.T, s statestore.Store) map[string]string {
 	t.Helper()
-	snap, err := s.Snapshot(context.Background())
+	snap, err := s.Snapshot(patient())
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
@@ -116,7 +124,7 @@ func contents(t *testing.T, s statestore.Store) map[string]string {
 
 func records(t *testing.T, s statestore.Store) map[string][]string {
 	t.Helper()
-	recs, err := s.Records(context.Background())
+	recs, err := s.Records(patient())
 	if err != nil {
 		t.Fatalf("Records: %v", err)
 	}
