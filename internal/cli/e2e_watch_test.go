@@ -80,18 +80,15 @@ stringData:
 }
 
 func TestWatchE2E(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
 	bin := watchBuildRender(t)
 	t.Run("local", func(t *testing.T) {
-		t.Parallel()
 		repo := filepath.Join(t.TempDir(), "state.git")
 		watchE2EScenario(t, bin, watchLocalStore(repo), watchLocalRepo(repo))
 	})
 	t.Run("gitea", func(t *testing.T) {
-		t.Parallel()
 		g := testenv.Gitea(t)
 		store, _, read := watchGiteaStore(t, g)
 		watchE2EScenario(t, bin, store, read)
@@ -164,7 +161,6 @@ func watchE2EScenario(t *testing.T, bin, store string, read func() (watchRepoSta
 }
 
 func TestWatchE2ESecondSignalExits130(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}

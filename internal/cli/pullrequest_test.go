@@ -157,7 +157,6 @@ func (r *prRepo) noSecrets(res result) {
 const prBranch = "render/resource/team/pg/db/configure"
 
 func TestPullRequestOpenUpdateClose(t *testing.T) {
-	t.Parallel()
 	w, r := prWorld(t, "")
 	env := resourceEnv("pg", "team", "db", "configure")
 	sel := "- matchLabels: {env: dev}\n"
@@ -249,7 +248,6 @@ func TestPullRequestOpenUpdateClose(t *testing.T) {
 }
 
 func TestPullRequestAutoMerge(t *testing.T) {
-	t.Parallel()
 	w, r := prWorld(t, "autoMerge: true\nwait: 1m")
 	env := resourceEnv("pg", "team", "db", "configure")
 	wf := w.workflow("db").setSelectors("- matchLabels: {env: prod}\n").setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")})
@@ -276,7 +274,6 @@ func TestPullRequestAutoMerge(t *testing.T) {
 }
 
 func TestPullRequestClosedIsReported(t *testing.T) {
-	t.Parallel()
 	w, r := prWorld(t, "{}")
 	env := resourceEnv("pg", "team", "db", "configure")
 	wf := w.workflow("db").setSelectors("- matchLabels: {env: dev}\n").setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")})
@@ -306,7 +303,6 @@ func TestPullRequestClosedIsReported(t *testing.T) {
 }
 
 func TestPullRequestDestinationSelector(t *testing.T) {
-	t.Parallel()
 	w, r := prWorld(t, "destinationSelector: {matchLabels: {env: prod}}")
 	devEnv := resourceEnv("pg", "team", "devdb", "configure")
 	w.workflow("devdb").setSelectors("- matchLabels: {env: dev}\n").setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")}).mustRun(0, devEnv)
@@ -379,7 +375,6 @@ stringData: {sshPrivateKey: x, knownHosts: y}
 // TestPullRequestWaitTimeoutBinary runs the built binary: a pull request
 // nobody merges is still open when the wait ends, which is exit code 5.
 func TestPullRequestWaitTimeoutBinary(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
@@ -409,7 +404,6 @@ func TestPullRequestWaitTimeoutBinary(t *testing.T) {
 // TestPullRequestClosedWhileWaiting closes the pull request while render
 // waits for its merge: the wait ends at once, with one line and exit 1.
 func TestPullRequestClosedWhileWaiting(t *testing.T) {
-	t.Parallel()
 	w, r := prWorld(t, "wait: 2m")
 	wf := w.workflow("db").setSelectors("- matchLabels: {env: dev}\n").setOutput(map[string]string{"a.yaml": objNamed("ConfigMap", "a")})
 	done := make(chan result, 1)
