@@ -38,10 +38,8 @@ func giteaStore(t *testing.T, g *testenv.GiteaServer, cloneURL, user, password s
 // TestGiteaConformance runs the store suite against a real Gitea over HTTP
 // with basic auth.
 func TestGiteaConformance(t *testing.T) {
-	t.Parallel()
 	g := testenv.Gitea(t)
 	storetest.Run(t, storetest.Harness{
-		Parallel: true, // each case on a repository of its own
 		Fresh: func(t *testing.T) func() statestore.Store {
 			u := g.CreateRepo(t, "conformance")
 			return func() statestore.Store { return giteaStore(t, g, u, g.AdminUser(), g.AdminPassword()) }
@@ -67,7 +65,6 @@ func TestGiteaConformance(t *testing.T) {
 // TestGiteaAuthFailures: a wrong password is ErrAuth, names the store, and
 // never shows the password.
 func TestGiteaAuthFailures(t *testing.T) {
-	t.Parallel()
 	g := testenv.Gitea(t)
 	repo := g.CreateRepoInfo(t, "auth")
 	g.API(t, http.MethodPatch, "/repos/"+repo.Owner+"/"+repo.Name, map[string]any{"private": true}, nil)
@@ -103,7 +100,6 @@ func TestGiteaAuthFailures(t *testing.T) {
 // default, a custom CA makes it pass, and skipping verification is an
 // explicit opt-in.
 func TestGiteaTLS(t *testing.T) {
-	t.Parallel()
 	g := testenv.Gitea(t)
 	target, _ := url.Parse(g.URL())
 	proxy := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
@@ -183,7 +179,6 @@ func (c earlyClock) Sleep(ctx context.Context, d time.Duration) error {
 // ("group commit is off for this store ... write rejected: unexpected
 // client error ... context deadline exceeded", in the benchmark).
 func TestSlowPushIsNotARefusal(t *testing.T) {
-	t.Parallel()
 	g := testenv.Gitea(t)
 	repo := g.CreateRepoInfo(t, "slow-push")
 	seed := giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminPassword())

@@ -23,9 +23,7 @@ import (
 
 // TestLocalConformance runs the suite on a bare repository written in place.
 func TestLocalConformance(t *testing.T) {
-	t.Parallel()
 	storetest.Run(t, storetest.Harness{
-		Parallel: true, // each case on a repository of its own
 		Fresh: func(t *testing.T) func() statestore.Store {
 			dir := filepath.Join(t.TempDir(), "state.git")
 			return func() statestore.Store { return mustNew(t, Config{URL: "file://" + dir, Path: "clusters"}) }
@@ -39,14 +37,12 @@ func TestLocalConformance(t *testing.T) {
 // TestRemoteConformance runs the suite through the clone-and-push path,
 // against a bare repository served by the git binaries over file://.
 func TestRemoteConformance(t *testing.T) {
-	t.Parallel()
 	if _, err := exec.LookPath("git-upload-pack"); err != nil {
 		if _, err := exec.LookPath("git"); err != nil {
 			t.Fatal("git is needed for go-git's file transport")
 		}
 	}
 	storetest.Run(t, storetest.Harness{
-		Parallel: true, // each case on a repository of its own
 		Fresh: func(t *testing.T) func() statestore.Store {
 			dir := filepath.Join(t.TempDir(), "state.git")
 			if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
@@ -198,7 +194,6 @@ func TestUnresolvableHostIsNotRetried(t *testing.T) {
 // refuses render's request refs turns group commit off for the store with
 // one warning, and racing writers still all land by taking turns.
 func TestGroupCommitFallsBackWhenRequestsAreRefused(t *testing.T) {
-	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state.git")
 	if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v\n%s", err, out)

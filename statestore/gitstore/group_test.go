@@ -45,7 +45,6 @@ func resourceUpdate(u statestore.Update, dests ...string) statestore.Update {
 // landed, by the next writer's push, as a commit of its own with its own
 // message, and the pending ref is gone afterwards.
 func TestGroupCommitLandsADeadWritersUpdate(t *testing.T) {
-	t.Parallel()
 	g := testenv.Gitea(t)
 	url := g.CreateRepo(t, "group-dead")
 	open := func() *gitstore.Store { return giteaStore(t, g, url, g.AdminUser(), g.AdminPassword()) }
@@ -110,7 +109,6 @@ func TestGroupCommitLandsADeadWritersUpdate(t *testing.T) {
 // file another workload owns is not folded; it stays for its owner, who
 // gets the conflict itself.
 func TestGroupCommitNeverFoldsAConflict(t *testing.T) {
-	t.Parallel()
 	g := testenv.Gitea(t)
 	url := g.CreateRepo(t, "group-conflict")
 	open := func() *gitstore.Store { return giteaStore(t, g, url, g.AdminUser(), g.AdminPassword()) }

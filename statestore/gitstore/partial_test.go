@@ -40,7 +40,6 @@ func seedGitea(t *testing.T, g *testenv.GiteaServer, spec storegen.Spec, large b
 // every answer it gives (the placement, the load, the duplicate check) is
 // what a full read gives.
 func TestPartialFetchIsPartial(t *testing.T) {
-	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the git CLI is needed to seed the repository")
 	}
@@ -166,7 +165,6 @@ func tipHas(t *testing.T, g *testenv.GiteaServer, u, p string) bool {
 // load summary counts its resources), and a small one is still fetched
 // whole, in one request after the first look at its top.
 func TestForeignTipDoesNotHideALargeStore(t *testing.T) {
-	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the git CLI is needed to seed the repository")
 	}
@@ -200,7 +198,6 @@ func TestForeignTipDoesNotHideALargeStore(t *testing.T) {
 // 10,000 objects, so that the next render reads it partially too although
 // Kratix wrote the tip again; a small one is fetched whole from then on.
 func TestKratixStoreIsReadPartially(t *testing.T) {
-	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the git CLI is needed to seed the repository")
 	}
@@ -254,7 +251,6 @@ func TestKratixStoreIsReadPartially(t *testing.T) {
 // than 10,000 objects says so in the store (and in its commit's trailer),
 // and the next writer reads it partially, whoever wrote the tip since.
 func TestLargeStoresAreMarked(t *testing.T) {
-	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the git CLI is needed to seed the repository")
 	}

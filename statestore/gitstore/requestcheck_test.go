@@ -28,7 +28,6 @@ import (
 // folders were folded ("promise evil" commits), and postgres's files on
 // both destinations deleted.
 func TestForgedRequestsAreNeverFolded(t *testing.T) {
-	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "state.git")
 	if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v\n%s", err, out)

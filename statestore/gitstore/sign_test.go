@@ -52,7 +52,6 @@ func allowedSigners(t *testing.T, lines ...string) string {
 // gpg.format=ssh and an allowed-signers file, and refused with a file
 // naming another key.
 func TestSSHSignedCommitsVerify(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct{ typ, pass string }{{"ed25519", ""}, {"ecdsa", ""}, {"rsa", ""}, {"ed25519", "s3cret pass"}} {
 		t.Run(tc.typ+map[bool]string{true: "-encrypted"}[tc.pass != ""], func(t *testing.T) {
 			key, line := testenv.SSHSigningKey(t, tc.typ, tc.pass, "render@example.com")
@@ -83,7 +82,6 @@ func TestSSHSignedCommitsVerify(t *testing.T) {
 // (ed25519 and rsa, encrypted or not) verify with git verify-commit, the
 // public key imported into a GNUPGHOME.
 func TestOpenPGPSignedCommitsVerify(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct{ algo, pass string }{{"ed25519", ""}, {"rsa3072", "gpg pass"}} {
 		t.Run(tc.algo, func(t *testing.T) {
 			key, home := testenv.OpenPGPKey(t, tc.algo, tc.pass, "render <render@example.com>")
@@ -171,7 +169,6 @@ func TestBadSigningKeys(t *testing.T) {
 // (group commit, against a real Gitea) are signed with its key too, and
 // keep their owner's message body and author.
 func TestGroupCommitsAreSigned(t *testing.T) {
-	t.Parallel()
 	g := testenv.Gitea(t)
 	key, line := testenv.SSHSigningKey(t, "ed25519", "", "render@example.com")
 	signer, err := gitstore.NewSigner(gitstore.FormatSSH, key, nil)

@@ -43,16 +43,12 @@ func sshAuth(t *testing.T, keyPEM, knownHosts []byte) *gitssh.PublicKeys {
 // fetch after it each need their own: render in its image once sent the
 // second on the probe's session and every fetch from Gitea failed).
 func TestSSHConformance(t *testing.T) {
-	t.Parallel()
 	for _, partial := range []bool{false, true} {
 		name := "git-defaults"
 		if partial {
 			name = "partial-clones"
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel() // a server each
-			sshConformance(t, partial)
-		})
+		t.Run(name, func(t *testing.T) { sshConformance(t, partial) })
 	}
 }
 
@@ -67,7 +63,6 @@ func sshConformance(t *testing.T, partial bool) {
 		return s
 	}
 	storetest.Run(t, storetest.Harness{
-		Parallel: true, // each case on a repository of its own
 		Fresh: func(t *testing.T) func() statestore.Store {
 			u := srv.CreateRepo(t, "conformance")
 			return func() statestore.Store { return open(t, u) }
@@ -82,7 +77,6 @@ func sshConformance(t *testing.T, partial bool) {
 // A key the server does not know is ErrAuth; a host key that does not
 // match known_hosts is refused before any credential is offered.
 func TestSSHRefusals(t *testing.T) {
-	t.Parallel()
 	srv := testenv.SSHGit(t)
 	url := srv.CreateRepo(t, "refusals")
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
