@@ -184,6 +184,7 @@ func TestAdoptsAStoreKratixWrote(t *testing.T) {
 // when the output is the same (render writes Kratix's order and bytes), and
 // drops the documents of files the adopted workload no longer writes.
 func TestAdoptsAggregatedFileAsKratixWroteIt(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.file("platform/destinations.yaml", dest("agg", map[string]string{"env": "dev"}, "filepath: {mode: aggregatedYAML}"))
 	w.file("platform/promise.yaml", pgPromise)

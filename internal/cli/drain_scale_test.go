@@ -22,6 +22,7 @@ import (
 // they follow the workloads moved, not the store's size (measured: 74 and
 // 77).
 func TestDrainRequestsFollowTheWorkloadsMoved(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the git CLI is needed to seed the repository")
 	}

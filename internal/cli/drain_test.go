@@ -182,6 +182,7 @@ func TestDrainAcrossStoresWritesTheCopyFirst(t *testing.T) {
 // Flux ("drain near is unfinished"). Once the store can be written again,
 // the drain moves it.
 func TestDrainAcrossStoresUndoesTheCopyWhenTheRemovalFails(t *testing.T) {
+	t.Parallel()
 	w, far, r1 := twoStores(t)
 	repos := map[string]string{"default": w.repo, "far": far}
 	unlock := lockBranch(t, w.repo)
@@ -336,6 +337,7 @@ var copyLanded = []string{"msg=push", "store=GitStateStore/far", "outcome=landed
 // finishes it; running it again finishes the move: to where the copy is,
 // with nothing written twice.
 func TestDrainAcrossStoresFinishesOnARerunWhenTheUndoFails(t *testing.T) {
+	t.Parallel()
 	w, far, r1 := twoStores(t)
 	repos := map[string]string{"default": w.repo, "far": far}
 	unlockNear := lockBranch(t, w.repo)

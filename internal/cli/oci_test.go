@@ -14,6 +14,7 @@ import (
 // refused at once, with one line naming the store and what the registry
 // must allow, and nothing is written to the registry.
 func TestOCIRegistryThatRefusesDeletes(t *testing.T) {
+	t.Parallel()
 	r := testenv.PrivateRegistryNoDeletes(t)
 	w := newWorld(t)
 	repo := "render-test/" + testenv.UniqueName("nodelete")

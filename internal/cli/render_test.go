@@ -418,6 +418,7 @@ func validWorkflow(wf *workflow) map[string]string {
 }
 
 func TestValidationRefusesBeforeAnyWrite(t *testing.T) {
+	t.Parallel()
 	cases := []badCase{
 		{"selectors invalid YAML", func(w *world, wf *workflow) (map[string]string, []string, []string) {
 			env := validWorkflow(wf)
@@ -791,6 +792,7 @@ func TestIdentityFallsBackToObjectYAML(t *testing.T) {
 // Credentials never reach stdout or stderr, even when the store fails. A
 // password in a URL is refused before anything is contacted (exit 2).
 func TestCredentialsAreNeverPrinted(t *testing.T) {
+	t.Parallel()
 	const password = "s3cr3t-pa55"
 	const store = "apiVersion: platform.kratix.io/v1alpha1\nkind: GitStateStore\nmetadata:\n  name: remote\nspec:\n  url: http://127.0.0.1:1/state.git\n  branch: main\n  authMethod: basicAuth\n  secretRef: {name: git-creds, namespace: kratix}\n"
 	for _, v := range []struct {

@@ -361,6 +361,7 @@ func TestDrainKeepsSecretsWherePoliciesDiffer(t *testing.T) {
 // a value, in plaintext or base64, and each destination's Secret decrypts
 // with the recipient's identity to the latest value.
 func TestSecretsNeverPlaintextInAnyStore(t *testing.T) {
+	t.Parallel()
 	g, m, reg := testenv.Gitea(t), testenv.MinIO(t), testenv.Registry(t)
 	repo := g.CreateRepoInfo(t, "render-sops")
 	bucket := m.CreateBucket(t, "render-sops")

@@ -29,6 +29,7 @@ stringData:
 }
 
 func TestRenderSignsCommits(t *testing.T) {
+	t.Parallel()
 	t.Run("ssh", func(t *testing.T) {
 		w := newWorld(t)
 		key, line := testenv.SSHSigningKey(t, "ed25519", "", "render@example.com")

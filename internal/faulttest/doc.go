@@ -4,7 +4,7 @@
 //
 //   - a store that is down when a render starts and comes back a few seconds
 //     later (private servers, stopped and started by the test);
-//   - a render killed with SIGKILL in the middle of writing 3,000 files
+//   - a render killed with SIGKILL in the middle of writing 1,000 files
 //     (Gitea, a local repository, MinIO): readers see the old state or the
 //     new one, never a mix, and a rerun completes;
 //   - 16 renders at once, as separate processes, on one branch and one bucket;

@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,8 +22,20 @@ import (
 	"github.com/render-dev/render/statestore/s3store"
 )
 
-// killDocs is how many files the killed render writes.
-const killDocs = 3000
+// killDocs is how many files the killed render writes (-kill-docs): enough
+// that each render takes long enough to be killed part of the way through
+// (the kills fall at fractions of the last render's time; in TestKillS3 at
+// counts of objects already replaced, and a reader must see a half-written
+// destination), and that each version's 100 files changed, deleted and
+// added are a small part of it. It was 3,000; 1,000 takes the same paths
+// (one pack and one push; the same upload, markers and listing of up to
+// 1,000 keys a page) in about a third of the time. `-args -kill-docs 3000`
+// runs the old size.
+var killDocs = 1000
+
+func init() {
+	flag.IntVar(&killDocs, "kill-docs", killDocs, "files the killed renders of TestKillGit and TestKillS3 write")
+}
 
 // version rewrites the output as version v (1, 2, 3...): every document
 // changes, and each version drops 100 documents and adds 100 new ones, so
@@ -57,7 +70,7 @@ func jitter(d time.Duration, f float64) time.Duration {
 
 // TestKillGit: a render into a Gitea repository, and one into a local
 // bare repository, are killed with SIGKILL at several moments while
-// writing 3,000 files. Each time, the branch tip's tree is exactly the old
+// writing killDocs files. Each time, the branch tip's tree is exactly the old
 // state or exactly the new one, and a rerun completes with the new state.
 func TestKillGit(t *testing.T) {
 	t.Parallel()
@@ -131,18 +144,28 @@ func killGit(t *testing.T, store, kind string, read func() tree, check func()) {
 // (between creating refs/heads/main.lock and renaming it over the ref)
 // leaves the lock behind. The next render must still land: render takes a
 // lock older than 30s to be a dead writer's.
+//
+// The lock is left as a writer killed lockAge ago would have left it (its
+// time set back), so that the render waits the last few seconds of the
+// 30s, and takes it over, rather than the test waiting all 30.
 func TestStaleLock(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("waits about 30s; skipped with -short")
+		t.Skip("builds render and waits about 5s; skipped with -short")
 	}
+	const lockAge = 25 * time.Second
 	dir := filepath.Join(t.TempDir(), "state.git")
 	w := newWorkflow(t, "lock")
 	w.setPlatform(t, localStore("store", dir), destination("dev-1", "GitStateStore", "store"))
 	w.docs(t, 0, 5, "v1")
 	mustRender(t, w, 0)
 	before := localTree(t, dir)
-	if err := os.WriteFile(filepath.Join(dir, "refs", "heads", "main.lock"), []byte(before.commit+"\n"), 0o644); err != nil {
+	lock := filepath.Join(dir, "refs", "heads", "main.lock")
+	if err := os.WriteFile(lock, []byte(before.commit+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	left := time.Now().Add(-lockAge)
+	if err := os.Chtimes(lock, left, left); err != nil {
 		t.Fatal(err)
 	}
 	w.docs(t, 0, 5, "v2")
@@ -150,11 +173,16 @@ func TestStaleLock(t *testing.T) {
 	if localTree(t, dir).equal(before) {
 		t.Fatalf("the render after a stale lock did not write: %s", res)
 	}
+	// A lock that may still be a live writer's is not taken: the render
+	// ended after the lock was 30s old, not before.
+	if aged := time.Since(left); aged < 30*time.Second {
+		t.Fatalf("the render took the lock over when it was less than %v old, not 30s: %s", aged.Round(time.Millisecond), res)
+	}
 	t.Logf("a lock left by a dead writer delayed the next render to %v; it said: %q", res.took.Round(time.Millisecond), strings.TrimSpace(res.stderr))
 }
 
 // TestKillS3: a render into a bucket is killed with SIGKILL while it
-// uploads 3,000 files, at several points of the upload. A reader polls the
+// uploads killDocs files, at several points of the upload. A reader polls the
 // destination all along, as Flux's Bucket source would: whenever the
 // completeness marker's digest matches the listing, the listing is exactly
 // the old state or exactly the new one. A rerun completes.
@@ -167,7 +195,8 @@ func TestKillS3(t *testing.T) {
 	w.setPlatform(t, bucketStore("minio", m.Endpoint(), bucket, m.AccessKey(), m.SecretKey()),
 		destination("dev-1", "BucketStateStore", "minio"))
 	// A bound on the whole test, not a speed check: three 3,000-file uploads
-	// and their reruns took over 3 minutes on a loaded two-core machine.
+	// and their reruns took over 3 minutes on a loaded two-core machine
+	// (killDocs is 1,000 now).
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	const prefix = "clusters/dev-1/"
@@ -185,7 +214,7 @@ func TestKillS3(t *testing.T) {
 		markers []s3store.Marker
 	}
 	mixed := 0
-	for i, threshold := range []int{50, 1000, 2500} {
+	for i, threshold := range []int{50, killDocs / 3, killDocs * 5 / 6} {
 		v := i + 2
 		w.version(t, v)
 		p := start(t, w)

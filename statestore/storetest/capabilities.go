@@ -61,7 +61,7 @@ func applyAll(t *testing.T, s statestore.Store, us []statestore.Update) statesto
 	if !ok {
 		t.Fatalf("%s has no ApplyAll", s)
 	}
-	res, err := b.ApplyAll(context.Background(), us)
+	res, err := b.ApplyAll(patient(), us)
 	if err != nil {
 		t.Fatalf("ApplyAll: %v", err)
 	}
@@ -92,7 +92,7 @@ func testBatch(t *testing.T, h Harness) {
 	}
 	// Within a batch, ownership holds between its updates too.
 	b, _ := s.(statestore.BatchApplier)
-	_, err := b.ApplyAll(context.Background(), []statestore.Update{
+	_, err := b.ApplyAll(patient(), []statestore.Update{
 		update("w/d", map[string]string{"d3/d/x.yaml": "d\n"}),
 		update("w/e", map[string]string{"d3/d/x.yaml": "stolen\n"}),
 	})
@@ -139,12 +139,12 @@ func testPrefetchHints(t *testing.T, h Harness) {
 		}
 		return out
 	}
-	plain, err := open().Snapshot(context.Background())
+	plain, err := open().Snapshot(patient())
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := look(plain)
-	hinted, err := open().Snapshot(context.Background())
+	hinted, err := open().Snapshot(patient())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func testLoad(t *testing.T, h Harness) {
 	apply(t, s, placed("r/4", "silver", "west"))
 	read := func(exclude string) statestore.Load {
 		t.Helper()
-		snap, err := s.Snapshot(context.Background())
+		snap, err := s.Snapshot(patient())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -91,7 +90,7 @@ func testForeignRequest(t *testing.T, h Harness) {
 	}
 	s := open()
 	defer s.Close()
-	if _, err := s.Apply(context.Background(), evil); err == nil || errors.Is(err, statestore.ErrConflict) {
+	if _, err := s.Apply(patient(), evil); err == nil || errors.Is(err, statestore.ErrConflict) {
 		t.Fatalf("an update adopting another workload's folder: %v, want a refusal that is not a race", err)
 	}
 	equal(t, "contents", contents(t, s), want)
@@ -126,7 +125,7 @@ func testFileWhereAFolderIsNeeded(t *testing.T, h Harness) {
 		{"at another workload's folder", update("resource/ns/pg/e/instance", map[string]string{"dev/dependencies/postgres": "e\n"}), "dev/dependencies/postgres", foreignPostgres, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := s.Apply(context.Background(), c.u)
+			res, err := s.Apply(patient(), c.u)
 			var be *statestore.BlockedError
 			switch {
 			case err == nil:

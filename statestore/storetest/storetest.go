@@ -38,6 +38,13 @@ type Harness struct {
 	// a store without hand-over.
 	Pending func(t *testing.T, s statestore.Store, u statestore.Update)
 	Fold    func(t *testing.T, s statestore.Store)
+	// Parallel runs the cases side by side (t.Parallel, as many at a time
+	// as go test's -parallel allows). Each case has a store of its own
+	// (Fresh), so they share nothing but the server; a backend whose
+	// harness or test changes package state for the whole run (a variable
+	// reset by a defer in the test function, which returns before parallel
+	// subtests start) must leave it false.
+	Parallel bool
 }
 
 func update(workload string, files map[string]string) statestore.Update {
@@ -73,9 +80,17 @@ func removal(workload string) statestore.Update {
 	return statestore.Update{Workload: workload, Message: statestore.Message{Subject: "test: remove " + workload}}
 }
 
+// patient is the context of the suite's reads and writes: the suite
+// asserts what a store does, not how fast, and with the cases side by side
+// (Harness.Parallel) on a loaded machine one push to Gitea took longer than
+// a render's default retry deadline of 2 minutes.
+func patient() context.Context {
+	return statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
+}
+
 func apply(t *testing.T, s statestore.Store, u statestore.Update) statestore.Result {
 	t.Helper()
-	res, err := s.Apply(context.Background(), u)
+	res, err := s.Apply(patient(), u)
 	if err != nil {
 		t.Fatalf("Apply(%s): %v", u.Workload, err)
 	}
@@ -85,7 +100,7 @@ func apply(t *testing.T, s statestore.Store, u statestore.Update) statestore.Res
 // contents reads every non-meta file in the store.
 func contents(t *testing.T, s statestore.Store) map[string]string {
 	t.Helper()
-	snap, err := s.Snapshot(context.Background())
+	snap, err := s.Snapshot(patient())
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
@@ -109,7 +124,7 @@ func contents(t *testing.T, s statestore.Store) map[string]string {
 
 func records(t *testing.T, s statestore.Store) map[string][]string {
 	t.Helper()
-	recs, err := s.Records(context.Background())
+	recs, err := s.Records(patient())
 	if err != nil {
 		t.Fatalf("Records: %v", err)
 	}
@@ -171,7 +186,12 @@ func Run(t *testing.T, h Harness) {
 		h.Writers = 64
 	}
 	for _, c := range Cases {
-		t.Run(c.Name, func(t *testing.T) { c.Run(t, h) })
+		t.Run(c.Name, func(t *testing.T) {
+			if h.Parallel {
+				t.Parallel()
+			}
+			c.Run(t, h)
+		})
 	}
 }
 
@@ -229,7 +249,7 @@ func testOwnership(t *testing.T, h Harness) {
 	apply(t, a, update("w/a", map[string]string{"d1/a/z.yaml": "a2\n"}))
 	equal(t, "contents", contents(t, a), map[string]string{"d1/a/z.yaml": "a2\n", "d1/b/x.yaml": "b\n", "d2/b/y.yaml": "b\n"})
 	// A file another workload owns is refused, not taken over.
-	_, err := b.Apply(context.Background(), update("w/b", map[string]string{"d1/a/z.yaml": "stolen\n"}))
+	_, err := b.Apply(patient(), update("w/b", map[string]string{"d1/a/z.yaml": "stolen\n"}))
 	var oe *statestore.OwnedError
 	if !errors.Is(err, statestore.ErrConflict) || !errors.As(err, &oe) || oe.Owner != "w/a" {
 		t.Fatalf("writing another workload's file: got %v, want an OwnedError naming w/a", err)
@@ -339,7 +359,7 @@ func testDuplicateObject(t *testing.T, h Harness) {
 	apply(t, s, objectUpdate("w/b", "dest", "dependencies", "other"))
 	apply(t, s, objectUpdate("w/c", "dest2", "resources", "other"))
 	// The same object in the same section is refused, naming the owner.
-	_, err := s.Apply(context.Background(), objectUpdate("w/d", "dest", "resources", "other"))
+	_, err := s.Apply(patient(), objectUpdate("w/d", "dest", "resources", "other"))
 	var oe *statestore.OwnedError
 	if !errors.As(err, &oe) || !errors.Is(err, statestore.ErrConflict) || oe.Owner != "w/a" || !strings.Contains(err.Error(), "w/a") {
 		t.Fatalf("a duplicate object: got %v, want an OwnedError naming w/a", err)
@@ -422,7 +442,7 @@ func testSameWorkloadRace(t *testing.T, h Harness) {
 			defer wg.Done()
 			s := open()
 			defer s.Close()
-			if _, err := s.Apply(context.Background(), update("w/same", files)); err != nil {
+			if _, err := s.Apply(patient(), update("w/same", files)); err != nil {
 				mu.Lock()
 				failures = append(failures, err)
 				mu.Unlock()
@@ -507,14 +527,14 @@ func testSameWorkloadAmidOthers(t *testing.T, h Harness) {
 func testNotFound(t *testing.T, h Harness) {
 	s := h.Fresh(t)()
 	defer s.Close()
-	snap, err := s.Snapshot(context.Background())
+	snap, err := s.Snapshot(patient())
 	if err != nil {
 		t.Fatalf("Snapshot of an empty store: %v", err)
 	}
 	if _, err := snap.ReadFile("no/such/file.yaml"); !errors.Is(err, statestore.ErrNotFound) {
 		t.Fatalf("ReadFile of a missing file: got %v, want ErrNotFound", err)
 	}
-	if recs, err := s.Records(context.Background()); err != nil || len(recs) != 0 {
+	if recs, err := s.Records(patient()); err != nil || len(recs) != 0 {
 		t.Fatalf("Records of an empty store: %v, %v", recs, err)
 	}
 	if h.Missing == nil {
