@@ -74,14 +74,8 @@ type Unfinished interface {
 // once it has started (a push, a commit of several uploads): not cancelled
 // with ctx, and done a little after ctx's retry deadline.
 func Finishing(ctx context.Context) (context.Context, context.CancelFunc) {
-	return WithDeadline(context.WithoutCancel(ctx), FinishedBy(ctx))
-}
-
-// FinishedBy is when finishing work of ctx's render ends at the latest
-// (the deadline of Finishing's context): no request of it is sent after.
-func FinishedBy(ctx context.Context) time.Time {
 	at, _ := RetryDeadline(ctx)
-	return at.Add(finishGrace)
+	return WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
 }
 
 // finishGrace is how long finishing work may outlast the retry deadline.

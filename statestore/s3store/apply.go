@@ -42,7 +42,7 @@ func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.
 	if err != nil {
 		return nil, statestore.InOp("plan", err)
 	}
-	w := &write{s: b.s, u: us[0], dests: dests, load: newLoadState(), id: nonce()}
+	w := &write{s: b.s, u: us[0], dests: dests, load: newLoadState()}
 	if b.batch != nil {
 		w.load, w.batch = b.batch.load, b.batch
 	}
@@ -76,11 +76,6 @@ type write struct {
 	// uploads are the ETags of every upload of this write that succeeded
 	// (see written.mine).
 	uploads map[string]string
-	// id names this write in the leases of its intents; intent is the
-	// last intent it wrote, let go of when the write ends without
-	// committing (see release).
-	id     string
-	intent *intentWritten
 	// snap and pr are the current attempt's snapshot and what its record
 	// said.
 	snap *snapshot
@@ -161,7 +156,9 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 		}
 		return statestore.Outcome{}, failed("read", err)
 	}
-	out := statestore.Outcome{}
+	w.diff.add(plan.Diff)
+	d := w.diff.result()
+	out := statestore.Outcome{Diff: &d}
 	recPath := statestore.RecordPath(u.Workload)
 	if o, ok, _ := snap.lookup(recPath); ok && !o.tomb {
 		out.Revision = o.etag
@@ -172,24 +169,6 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	}
 	commit := plan.Changed() || w.dirty || len(ms.stale) > 0 ||
 		plan.Record != nil && !slices.Equal(pr.markers, w.dests)
-	if commit && !u.DryRun {
-		// Another write of the workload that named its intent in the
-		// record and may still be under way is waited for, as a lost
-		// race: see lease.
-		raw, err := snap.readRaw(recPath)
-		if err != nil && !errors.Is(err, statestore.ErrNotFound) {
-			return out, failed("read", err)
-		}
-		if l := storedLease(raw); l.held(w.id, statestore.Now(ctx)) && !s.endedWrite(l.Writer) {
-			if s.cfg.Debug != nil {
-				s.cfg.Debug("another write of the workload is under way: waiting for it", "record", recPath, "until", l.Until.Format(time.RFC3339Nano))
-			}
-			return out, &statestore.ConflictError{Op: "write", What: "another write of the workload was under way"}
-		}
-	}
-	w.diff.add(plan.Diff)
-	d := w.diff.result()
-	out.Diff = &d
 	if !commit && len(ms.write) == 0 {
 		return out, nil
 	}
@@ -203,13 +182,12 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	if w.uploads == nil {
 		w.uploads = map[string]string{}
 	}
+	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}, mine: w.uploads}
+	committed := snap.etag(recPath)
 	// From the first upload to the record that commits them, readers see
 	// the write step by step: it is not cut off half-way by a
 	// cancellation (see statestore.Unfinished); the retry deadline still
-	// bounds it, and its intent's lease says until when.
-	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}, mine: w.uploads,
-		lease: lease{Writer: w.id, Until: statestore.FinishedBy(ctx)}}
-	committed := snap.etag(recPath)
+	// bounds it.
 	ctx, cancel := statestore.Finishing(ctx)
 	defer cancel()
 	if commit {
@@ -218,9 +196,6 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 			return out, failed("write load summary", err)
 		}
 		op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr)
-		if wr.intent != "" {
-			w.intent = &intentWritten{etag: wr.intent, body: wr.intentBody, pending: wr.intentPending}
-		}
 		switch {
 		case wr.uploaded:
 			w.kept, w.undo = true, nil
@@ -269,10 +244,7 @@ func (w *write) Unfinished() bool { return w.dirty && !w.committed }
 func (w *write) Finish(ctx context.Context) {
 	ctx, cancel := statestore.Finishing(ctx)
 	defer cancel()
-	if !w.takeBack(ctx) {
-		w.release(ctx)
-	}
-	w.s.ended.Store(w.id, true)
+	w.takeBack(ctx)
 	if w.batch != nil {
 		if w.dirty {
 			w.batch.dirty.Store(true)
@@ -292,9 +264,9 @@ func (w *write) Finish(ctx context.Context) {
 // if they were its own. Conditioned on the intent's ETag: a record moved
 // since is left as it is. A failure here leaves the intent for the
 // workload's next write, which deletes what it does not want.
-func (w *write) takeBack(ctx context.Context) bool {
+func (w *write) takeBack(ctx context.Context) {
 	if w.committed || w.kept || w.undo == nil || w.u.DryRun {
-		return false
+		return
 	}
 	data := w.undo.prior
 	if data == nil {
@@ -305,39 +277,6 @@ func (w *write) takeBack(ctx context.Context) bool {
 	defer cancel()
 	if _, err := w.s.put(ctx, recPath, data, cond{exists: true, etag: w.undo.intent}); err != nil && w.s.cfg.Debug != nil {
 		w.s.cfg.Debug("could not take back a write's intent; the workload's next write will", "record", recPath, "error", err.Error())
-	}
-	return true
-}
-
-// endedWrite reports whether id names a write of this Store that ended.
-func (s *Store) endedWrite(id string) bool {
-	_, ok := s.ended.Load(id)
-	return ok
-}
-
-// intentWritten is an intent a write named in the record: its ETag, the
-// sealed record it was written on and the paths it named.
-type intentWritten struct {
-	etag    string
-	body    []byte
-	pending []string
-}
-
-// release lets go of the lease of the last intent this write named, when
-// the write ends without committing it: the write sends nothing more, so
-// the workload's next write need not wait for the lease to end (see
-// lease). The intent stays, for that write to settle. Conditioned on the
-// intent's ETag: a record moved since is left as it is; a failure here
-// leaves the lease to end by itself.
-func (w *write) release(ctx context.Context) {
-	if w.committed || w.intent == nil || w.u.DryRun {
-		return
-	}
-	recPath := statestore.RecordPath(w.u.Workload)
-	ctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if _, err := w.s.put(ctx, recPath, withPending(w.intent.body, w.intent.pending, lease{}), cond{exists: true, etag: w.intent.etag}); err != nil && w.s.cfg.Debug != nil {
-		w.s.cfg.Debug("could not let go of a write's intent; it holds until its lease ends", "record", recPath, "error", err.Error())
 	}
 }
 
@@ -572,41 +511,23 @@ type written struct {
 	uncertain map[string]bool
 	// intent is the ETag of the intent this attempt wrote in the record
 	// ("" for none), and prior the record it replaced (nil: none, or a
-	// tombstone); intentBody and intentPending what it was written as
-	// (the sealed record and the paths named), and lease the lease it
-	// carries. uploaded is set once an upload may have reached the server
-	// (it succeeded, or failed other than on its precondition).
-	intent        string
-	prior         []byte
-	intentBody    []byte
-	intentPending []string
-	lease         lease
-	uploaded      bool
+	// tombstone). uploaded is set once an upload may have reached the
+	// server (it succeeded, or failed other than on its precondition).
+	intent   string
+	prior    []byte
+	uploaded bool
 	// mine are the ETags of this write's uploads that succeeded, in any
 	// attempt, by path: an object listed in that version holds what this
 	// process wrote whole, and needs no second upload.
 	mine map[string]string
 }
 
-// tried notes the outcome of an upload (see uploaded): one refused on its
-// precondition reached nothing, unless an earlier try of it failed in
-// transit (maybeSentError).
+// tried notes the outcome of an upload (see uploaded).
 func (w *written) tried(err error) {
-	var ms *maybeSentError
-	if err == nil || !errors.Is(err, errChanged) || errors.As(err, &ms) {
+	if err == nil || !errors.Is(err, errChanged) {
 		w.sent()
 	}
 }
-
-// maybeSentError is a write refused on its precondition after an earlier
-// try of it failed in transit: that try may have landed (its answer lost),
-// so the write may have changed the store. It is still a lost race.
-type maybeSentError struct{ err error }
-
-func (e *maybeSentError) Error() string {
-	return e.err.Error() + " (an earlier try, whose answer was lost, may have landed)"
-}
-func (e *maybeSentError) Unwrap() error { return e.err }
 
 // sent notes that a change of the store may have reached the server.
 func (w *written) sent() {
@@ -708,11 +629,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			pending[op.Path], fresh = true, true
 		}
 	}
-	// An intent another write named (one whose lease ended: see Commit)
-	// is named again as this write's, so that this write's lease holds
-	// it while this write uploads and deletes.
-	takeOver := len(rec.pending) > 0 && rec.lease.Writer != w.lease.Writer
-	if (fresh || takeOver) && (rec.canonical != nil || plan.Record != nil) {
+	if fresh && (rec.canonical != nil || plan.Record != nil) {
 		base := rec.canonical
 		if base == nil {
 			// No record yet: one that names the workload and owns nothing
@@ -726,13 +643,12 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 				return "read", err
 			}
 		}
-		sealed := sealRecord(base, rec.markers)
-		etag, err := s.put(ctx, recPath, withPending(sealed, sortedSet(pending), w.lease), recCond)
+		etag, err := s.put(ctx, recPath, withPending(sealRecord(base, rec.markers), sortedSet(pending)), recCond)
 		if err != nil {
 			return "write", err
 		}
 		recCond = cond{exists: true, etag: etag}
-		w.intent, w.prior, w.intentBody, w.intentPending = etag, prior, sealed, sortedSet(pending)
+		w.intent, w.prior = etag, prior
 	}
 	// A write that creates nothing new but changes or deletes what the
 	// record owns (a removal too) names those paths first, the same way:
@@ -759,13 +675,12 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			if err != nil {
 				return "read", err
 			}
-			sealed := sealRecord(rec.canonical, rec.markers)
-			etag, err := s.put(ctx, recPath, withPending(sealed, sortedSet(touched), w.lease), recCond)
+			etag, err := s.put(ctx, recPath, withPending(sealRecord(rec.canonical, rec.markers), sortedSet(touched)), recCond)
 			if err != nil {
 				return "write", err
 			}
 			recCond = cond{exists: true, etag: etag}
-			w.intent, w.prior, w.intentBody, w.intentPending = etag, prior, sealed, sortedSet(touched)
+			w.intent, w.prior = etag, prior
 		}
 	}
 
@@ -881,7 +796,6 @@ type stored struct {
 	pending   []string
 	canonical []byte
 	markers   []string
-	lease     lease
 }
 
 // storedRecord reads the record at recPath as snap listed it.
@@ -900,7 +814,6 @@ func (s *Store) storedRecord(snap *snapshot, recPath string) (stored, error) {
 	}
 	st.files = setOf(rec.Files)
 	st.pending = storedPending(raw)
-	st.lease = storedLease(raw)
 	st.canonical = rec.Encode()
 	st.markers, _ = storedMarkers(raw)
 	return st, nil
@@ -939,21 +852,13 @@ func (s *Store) put(ctx context.Context, p string, data []byte, c cond) (string,
 		opts.SetMatchETagExcept("*")
 	}
 	var etag string
-	tries := 0
 	err := s.retry(ctx, func() error {
-		tries++
 		info, err := s.client.PutObject(ctx, s.cfg.Bucket, s.key(p), bytes.NewReader(data), int64(len(data)), opts)
 		etag = trimETag(info.ETag)
 		return err
 	})
 	if errors.Is(err, errNoKey) { // If-Match on an object deleted meanwhile
 		err = errChanged
-	}
-	if err != nil && tries > 1 && errors.Is(err, errChanged) {
-		// An earlier try failed in transit (a connection that broke) and
-		// may have landed: the precondition that fails now may be its
-		// own doing.
-		return "", fmt.Errorf("%s: %w", p, &maybeSentError{err})
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p, err)

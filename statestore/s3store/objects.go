@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
@@ -28,51 +27,7 @@ const (
 	// pendingField names, in a stored record, the paths a write of the
 	// workload is creating and has not committed yet (see withPending).
 	pendingField = "s3Pending"
-	// writerField and untilField say, beside pendingField, which write
-	// named the intent and until when it may still be under way (see
-	// lease).
-	writerField = "s3Writer"
-	untilField  = "s3Until"
 )
-
-// lease is who named an intent in a record, and the time after which that
-// write sends nothing more: the deadline of every request of its commit
-// (statestore.FinishedBy). Until then another write of the workload does
-// not write over the intent, since S3 cannot fence what the first write
-// still does: its uploads of paths the intent names would land owned by
-// no record, and its deletes (S3 has no conditional DELETE) would remove
-// files the other write had just committed (the simulated campaign's s3
-// seed 1085). A write that ends without committing lets go of its lease
-// at once (release); one that died keeps it until Until. The zero lease
-// (an intent of a write that ended, or of an older render) holds nothing.
-type lease struct {
-	Writer string
-	Until  time.Time
-}
-
-// leaseSkew is how far the clocks of two writers of one store may
-// disagree: an intent is taken over only once its lease ended this long
-// ago.
-const leaseSkew = 10 * time.Second
-
-// held reports whether l still holds its intent at now for writer id, a
-// write other than l's.
-func (l lease) held(id string, now time.Time) bool {
-	return l.Writer != "" && l.Writer != id && now.Before(l.Until.Add(leaseSkew))
-}
-
-// storedLease returns the lease of a stored record's intent (the zero
-// lease when it names none).
-func storedLease(stored []byte) lease {
-	var probe struct {
-		Writer string    `json:"s3Writer"`
-		Until  time.Time `json:"s3Until"`
-	}
-	if json.Unmarshal(stored, &probe) != nil {
-		return lease{}
-	}
-	return lease{Writer: probe.Writer, Until: probe.Until}
-}
 
 func nonce() string {
 	var b [16]byte
@@ -113,9 +68,7 @@ func sealRecord(canonical []byte, markers []string) []byte {
 // so that the workload's next write deletes those it does not want, and
 // its intent, a change of the record, fails the commit of every other
 // writer of the workload that planned before it, as a commit would.
-//
-// The intent carries the writing write's lease (the zero lease: none).
-func withPending(sealed []byte, pending []string, l lease) []byte {
+func withPending(sealed []byte, pending []string) []byte {
 	body, ok := bytes.CutSuffix(sealed, []byte("\n}\n"))
 	if !ok || len(pending) == 0 {
 		return sealed
@@ -124,11 +77,7 @@ func withPending(sealed []byte, pending []string, l lease) []byte {
 	if err != nil {
 		panic(err) // only strings
 	}
-	body = fmt.Appendf(slices.Clip(body), ",\n  %q: %s", pendingField, list) // sealed stays as it is
-	if l.Writer != "" {
-		body = fmt.Appendf(body, ",\n  %q: %q,\n  %q: %q", writerField, l.Writer, untilField, l.Until.UTC().Format(time.RFC3339Nano))
-	}
-	return append(body, "\n}\n"...)
+	return fmt.Appendf(body, ",\n  %q: %s\n}\n", pendingField, list)
 }
 
 // storedPending returns the paths a stored record's pending write was

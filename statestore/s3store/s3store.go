@@ -144,11 +144,6 @@ type Store struct {
 	// dropped once a write of this Store publishes anything.
 	viewMu sync.Mutex
 	view   *snapshot
-	// ended holds the ids of this Store's writes that ended: they send
-	// nothing more, so their intents' leases hold nothing (a write that
-	// could not let go of its lease, see release, does not hold up the
-	// next write of the same process, a render's or a drain's redo).
-	ended sync.Map
 }
 
 var _ statestore.Store = (*Store)(nil)
