@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -114,14 +113,9 @@ func readSome(ctx context.Context, c *minio.Client, bucket, prefix string, prefi
 			if o.Err != nil {
 				return nil, o.Err
 			}
-			obj, err := c.GetObject(ctx, bucket, o.Key, minio.GetObjectOptions{})
+			b, err := readObject(ctx, c, bucket, o.Key)
 			if err != nil {
 				return nil, err
-			}
-			b, err := io.ReadAll(obj)
-			obj.Close()
-			if err != nil {
-				return nil, fmt.Errorf("get %s: %w", o.Key, err)
 			}
 			out[strings.TrimPrefix(o.Key, prefix+"/")] = b
 		}

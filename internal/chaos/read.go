@@ -160,14 +160,9 @@ func readBucket(ctx context.Context, c *minio.Client, bucket, prefix string) (*S
 		if o.Err != nil {
 			return nil, o.Err
 		}
-		obj, err := c.GetObject(ctx, bucket, o.Key, minio.GetObjectOptions{})
+		b, err := readObject(ctx, c, bucket, o.Key)
 		if err != nil {
 			return nil, err
-		}
-		b, err := io.ReadAll(obj)
-		obj.Close()
-		if err != nil {
-			return nil, fmt.Errorf("get %s: %w", o.Key, err)
 		}
 		rel, ok := strings.CutPrefix(o.Key, prefix+"/")
 		if !ok {
@@ -176,6 +171,20 @@ func readBucket(ctx context.Context, c *minio.Client, bucket, prefix string) (*S
 		st.Files[rel] = b
 	}
 	return st, nil
+}
+
+// readObject reads one object whole.
+func readObject(ctx context.Context, c *minio.Client, bucket, key string) ([]byte, error) {
+	obj, err := c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", key, err)
+	}
+	return b, nil
 }
 
 // ociReader reads an OCI store: its state manifest, and each destination's
