@@ -73,20 +73,46 @@ func turnTime(slowest time.Duration, waiting int, budget time.Duration) time.Dur
 	return max(stagger, min(turnPushes*push, budget/4))
 }
 
+// awaited is how a wait in line ended.
+type awaited int
+
+const (
+	// awaitLead: it is this writer's turn to lead.
+	awaitLead awaited = iota
+	// awaitGone: this writer's request is gone (carried by another
+	// writer's push, which deletes it in the push that lands it, or
+	// deleted as stale); the commits the branch gained say which.
+	awaitGone
+	// awaitCarried: the branch holds this writer's update already, its
+	// request still listed (see await).
+	awaitCarried
+)
+
 // await waits, with cheap reads of the server's refs only, until this
-// writer's request is gone (true: carried by another writer's push, which
-// deletes it in the push that lands it, or deleted as stale), or until it
-// is this writer's turn to lead (false). tip is the branch's tip the last
-// listing showed. slowest is the slowest push this writer has timed (see
+// writer's request is gone, or its update is seen on the branch, or it
+// is this writer's turn to lead. tip is the branch's tip the last listing
+// showed. slowest is the slowest push this writer has timed (see
 // turnTime).
-func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, slowest time.Duration, lost error) (gone bool, tip plumbing.Hash, err error) {
+//
+// A leader's push moves the branch and deletes the requests it carries in
+// one atomic update, but a server commits that update ref by ref (git's
+// files backend does), so a listing made meanwhile can show the new tip
+// with some of the carried requests still there: on a loaded Gitea, the
+// deletions followed the branch's move by seconds, and a carried writer
+// polled on, its update landed, until its ref went. So when a poll finds
+// the branch moved since the poll before, with this writer's request
+// still listed, carried (the commits the branch gained, confirm.go) says
+// whether the update is on the branch; if it is, the wait is over. That
+// is one small request per move of the branch during the wait: a waiter
+// polls far more often than the branch moves.
+func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, slowest time.Duration, lost error, carried func(tip plumbing.Hash) bool) (how awaited, tip plumbing.Hash, err error) {
 	began := statestore.Now(ctx)
 	var seen plumbing.Hash
 	moved := began
 	waiting := -1 // requests seen at the previous poll
 	_, budget := statestore.RetryDeadline(ctx)
 	turn := turnTime(slowest, 0, budget)
-	done := func(gone bool, why string, polls int) {
+	done := func(why string, polls int) {
 		s.debug("wait", "workload", workload, "for", "its request to be carried, or its turn to lead",
 			"outcome", why, "polls", polls, "turn", turn.Round(time.Millisecond).String(),
 			"took", statestore.Since(ctx, began).Round(time.Millisecond).String())
@@ -94,25 +120,29 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 	var listed time.Duration // how long the last listing took
 	for poll := 1; ; poll++ {
 		if err := pollPause(ctx, poll, listed, lost); err != nil {
-			done(false, "gave up", poll-1)
-			return false, tip, err
+			done("gave up", poll-1)
+			return awaitLead, tip, err
 		}
 		t0 := statestore.Now(ctx)
 		refs, err := r.list(ctx)
 		listed = statestore.Since(ctx, t0)
 		if err != nil {
-			done(false, "error", poll)
-			return false, tip, err
+			done("error", poll)
+			return awaitLead, tip, err
 		}
 		tip = refs[r.branch]
 		ahead, all := rank(refs, r.space, mine)
 		s.debug("poll", "workload", workload, "poll", poll, "tip", tip.String(), "request_present", refs[mine] == h,
 			"ahead", ahead, "waiting", all)
 		if refs[mine] != h {
-			done(true, "request gone", poll)
-			return true, tip, nil
+			done("request gone", poll)
+			return awaitGone, tip, nil
 		}
 		if tip != seen {
+			if !seen.IsZero() && carried != nil && carried(tip) {
+				done("carried: its update is on the branch, its request not yet deleted", poll)
+				return awaitCarried, tip, nil
+			}
 			seen, moved = tip, statestore.Now(ctx)
 		}
 		settled := all == waiting || poll >= 4
@@ -120,11 +150,11 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 		turn = turnTime(slowest, all, budget)
 		switch {
 		case ahead == 0 && settled:
-			done(false, "first in line: leads", poll)
-			return false, tip, nil
+			done("first in line: leads", poll)
+			return awaitLead, tip, nil
 		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*turn:
-			done(false, fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
-			return false, tip, nil
+			done(fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
+			return awaitLead, tip, nil
 		}
 	}
 }

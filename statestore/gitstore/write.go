@@ -376,28 +376,33 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 	// deleted as stale (see fold). The commits the branch gained say
 	// which (carried, confirm.go): carried, the write is done; otherwise
 	// (or when the server cannot say) plan again, which finds the update
-	// landed (Commit reports it) or the staleness.
-	gone, tip, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, g.slowest, lost)
-	if err != nil || !gone || tip.IsZero() {
-		return statestore.Outcome{}, err
+	// landed (Commit reports it) or the staleness. await asks the same of
+	// a branch that moved while the request is still listed (a leader's
+	// push seen half-way, see await).
+	confirm := func(tip plumbing.Hash) bool {
+		t0 := statestore.Now(ctx)
+		ok, cerr := g.carried(ctx, tip)
+		outcome := "not found: plans again"
+		switch {
+		case cerr != nil:
+			outcome = "could not tell (" + cerr.Error() + "): plans again"
+		case ok:
+			outcome = "landed"
+		}
+		g.s.debug("confirm", "workload", g.u.Workload, "attempt", attempt, "tip", tip.String(), "outcome", outcome,
+			"took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+		return ok
 	}
-	t0 := statestore.Now(ctx)
-	ok, cerr := g.carried(ctx, tip)
-	outcome := "not found: plans again"
+	how, tip, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, g.slowest, lost, confirm)
 	switch {
-	case cerr != nil:
-		outcome = "could not tell (" + cerr.Error() + "): plans again"
-	case ok:
-		outcome = "landed"
-	}
-	g.s.debug("confirm", "workload", g.u.Workload, "attempt", attempt, "tip", tip.String(), "outcome", outcome,
-		"took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
-	if !ok {
+	case err != nil || how == awaitLead || tip.IsZero():
+		return statestore.Outcome{}, err
+	case how == awaitGone && !confirm(tip):
 		return statestore.Outcome{}, nil
 	}
-	// The clone's refs as the listing showed them: the request is gone,
-	// and the branch is past the tip the clone holds, which a later
-	// write of this store fetches anew.
+	// The clone's refs as the listing showed them, or as the leader's
+	// push leaves them: the request is gone, and the branch is past the
+	// tip the clone holds, which a later write of this store fetches anew.
 	_ = g.r.st.RemoveReference(g.mine)
 	g.r.fetched = false
 	g.published, g.pubBase = plumbing.ZeroHash, ""
