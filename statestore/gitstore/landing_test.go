@@ -163,6 +163,143 @@ func (p *holdingProxy) after() []proxied {
 	return append([]proxied(nil), p.log[p.heldIndex:]...)
 }
 
+// scene is one writer behind a holdingProxy, racing writers that go to
+// Gitea directly. The writer's first push is held at its advertisement;
+// the test moves the branch meanwhile (the writer then hands its update
+// over as a request), and the proxy holds one of its polls after that.
+type scene struct {
+	t       *testing.T
+	ctx     context.Context
+	p       *holdingProxy
+	direct  func() *gitstore.Store // a writer straight to Gitea
+	proxied *gitstore.Store        // the writer behind the proxy
+	done    chan error             // its Apply's error, once it returns
+}
+
+// newScene seeds a new repository with one workload, and puts a proxy,
+// set up by configure, in front of it.
+func newScene(t *testing.T, name string, configure func(*holdingProxy)) *scene {
+	t.Helper()
+	g := testenv.Gitea(t)
+	repo := g.CreateRepoInfo(t, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	sc := &scene{t: t, ctx: ctx, done: make(chan error, 1),
+		direct: func() *gitstore.Store { return giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminPassword()) }}
+	sc.land(groupUpdate("w/seed", map[string]string{"d1/seed/a.yaml": "seed\n"}))
+	sc.p = newHoldingProxy(g.URL())
+	if configure != nil {
+		configure(sc.p)
+	}
+	srv := httptest.NewServer(sc.p)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { // a held request would hold srv.Close up
+		for _, ch := range []chan struct{}{sc.p.letPush, sc.p.letPoll} {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+	})
+	u, _ := url.Parse(repo.CloneURL)
+	sc.proxied = giteaStore(t, g, srv.URL+u.Path, g.AdminUser(), g.AdminPassword())
+	return sc
+}
+
+// land applies u straight to Gitea.
+func (sc *scene) land(u statestore.Update) {
+	sc.t.Helper()
+	if _, err := sc.direct().Apply(sc.ctx, u); err != nil {
+		sc.t.Fatal(err)
+	}
+}
+
+// start applies u through the proxy, in the background; updated says,
+// once done has its error, whether the update landed.
+func (sc *scene) start(u statestore.Update) (updated *bool) {
+	updated = new(bool)
+	go func() {
+		res, err := sc.proxied.Apply(sc.ctx, u)
+		*updated = res.Updated
+		sc.done <- err
+	}()
+	return updated
+}
+
+// wait waits until the proxy holds the writer at ch.
+func (sc *scene) wait(ch chan struct{}, what string) {
+	sc.t.Helper()
+	select {
+	case <-ch:
+	case err := <-sc.done:
+		sc.t.Fatalf("the writer returned (%v) before %s", err, what)
+	case <-sc.ctx.Done():
+		sc.t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// handOver holds the writer's first push until another writer has moved
+// the branch (so the writer hands its update over as a request), then
+// waits until the proxy holds the poll it was set to hold.
+func (sc *scene) handOver() {
+	sc.t.Helper()
+	sc.wait(sc.p.atPush, "its first push")
+	sc.land(groupUpdate("w/first", map[string]string{"d1/first/a.yaml": "first\n"}))
+	close(sc.p.letPush)
+	sc.wait(sc.p.atPoll, "its held poll")
+}
+
+// finish lets the held poll go and returns the writer's error.
+func (sc *scene) finish() error {
+	sc.t.Helper()
+	close(sc.p.letPoll)
+	select {
+	case err := <-sc.done:
+		return err
+	case <-sc.ctx.Done():
+		sc.t.Fatal("the writer did not return")
+		return nil
+	}
+}
+
+// holds reports whether the branch holds path with content want.
+func (sc *scene) holds(path, want string) bool {
+	sc.t.Helper()
+	snap, err := sc.direct().Snapshot(sc.ctx)
+	if err != nil {
+		sc.t.Fatal(err)
+	}
+	got, err := snap.ReadFile(path)
+	return err == nil && string(got) == want
+}
+
+// checkAfterLanding checks what the writer sent from its held poll on:
+// one listing of the refs and fetches of commits alone (filter tree:0,
+// no depth), between minFetches and one; no other fetch, no push.
+func (sc *scene) checkAfterLanding(minFetches int) {
+	sc.t.Helper()
+	var kinds []string
+	listings, fetches := 0, 0
+	for _, e := range sc.p.after() {
+		kinds = append(kinds, e.kind)
+		switch e.kind {
+		case "advertisement (fetch)":
+			listings++
+		case "upload-pack":
+			fetches++
+			if !strings.Contains(e.body, "filter tree:0") || strings.Contains(e.body, "deepen") {
+				sc.t.Errorf("after the landing the writer fetched more than commits: %q", e.body)
+			}
+		default:
+			sc.t.Errorf("after the landing the writer sent %s", e.kind)
+		}
+	}
+	if listings != 1 || fetches < minFetches || fetches > 1 {
+		sc.t.Errorf("after the landing the writer sent %v; want one listing and %d to 1 fetch of commits", kinds, minFetches)
+	}
+}
+
 // TestCarriedWriterConfirmsWithoutAFetch: a writer whose request a leader
 // carried confirms its landing from what the poll that found its request
 // gone shows and the commits the branch gained, without fetching the
@@ -173,90 +310,19 @@ func (p *holdingProxy) after() []proxied {
 // which on a loaded Gitea took up to 30 s after the landing) and planned
 // its update once more.
 func TestCarriedWriterConfirmsWithoutAFetch(t *testing.T) {
-	g := testenv.Gitea(t)
-	repo := g.CreateRepoInfo(t, "carried")
-	direct := func() *gitstore.Store { return giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminPassword()) }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if _, err := direct().Apply(ctx, groupUpdate("w/seed", map[string]string{"d1/seed/a.yaml": "seed\n"})); err != nil {
-		t.Fatal(err)
-	}
-
-	p := newHoldingProxy(g.URL())
-	srv := httptest.NewServer(p)
-	defer srv.Close()
-	u, _ := url.Parse(repo.CloneURL)
-	carried := giteaStore(t, g, srv.URL+u.Path, g.AdminUser(), g.AdminPassword())
-	type result struct {
-		updated bool
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := carried.Apply(ctx, groupUpdate("w/carried", map[string]string{"d1/carried/a.yaml": "carried\n"}))
-		done <- result{res.Updated, err}
-	}()
-	wait := func(ch chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case r := <-done:
-			t.Fatalf("the writer returned (%+v) before %s", r, what)
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-	wait(p.atPush, "its first push")
-	// Another writer moves the branch: the held push finds it moved and
-	// hands the update over as a request.
-	if _, err := direct().Apply(ctx, groupUpdate("w/first", map[string]string{"d1/first/a.yaml": "first\n"})); err != nil {
-		t.Fatal(err)
-	}
-	close(p.letPush)
-	wait(p.atPoll, "its first poll")
+	sc := newScene(t, "carried", nil)
+	updated := sc.start(groupUpdate("w/carried", map[string]string{"d1/carried/a.yaml": "carried\n"}))
+	sc.handOver()
 	// A leader carries the request (its push deletes it) while the
 	// writer's poll is held: the poll, let go, sees the request gone.
-	if _, err := direct().Apply(ctx, groupUpdate("w/leader", map[string]string{"d1/leader/a.yaml": "leader\n"})); err != nil {
-		t.Fatal(err)
+	sc.land(groupUpdate("w/leader", map[string]string{"d1/leader/a.yaml": "leader\n"}))
+	if err := sc.finish(); err != nil || !*updated {
+		t.Fatalf("carried writer: updated %v, %v; want its update landed", *updated, err)
 	}
-	close(p.letPoll)
-	var r result
-	select {
-	case r = <-done:
-	case <-ctx.Done():
-		t.Fatal("the carried writer did not return")
+	if !sc.holds("d1/carried/a.yaml", "carried\n") {
+		t.Fatal("d1/carried/a.yaml is not on the branch: the leader did not carry the request")
 	}
-	if r.err != nil || !r.updated {
-		t.Fatalf("carried writer: updated %v, %v; want its update landed", r.updated, r.err)
-	}
-	snap, err := direct().Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := snap.ReadFile("d1/carried/a.yaml"); err != nil || string(got) != "carried\n" {
-		t.Fatalf("d1/carried/a.yaml on the branch = %q, %v: the leader did not carry the request", got, err)
-	}
-
-	after := p.after()
-	var kinds []string
-	listings, fetches := 0, 0
-	for _, e := range after {
-		kinds = append(kinds, e.kind)
-		switch e.kind {
-		case "advertisement (fetch)":
-			listings++
-		case "upload-pack":
-			fetches++
-			if !strings.Contains(e.body, "filter tree:0") || strings.Contains(e.body, "deepen") {
-				t.Errorf("after the landing the writer fetched more than commits: %q", e.body)
-			}
-		default:
-			t.Errorf("after the landing the writer sent %s", e.kind)
-		}
-	}
-	if listings != 1 || fetches > 1 {
-		t.Errorf("after the landing the writer sent %v; want the one listing that sees its request gone and at most one fetch of commits", kinds)
-	}
+	sc.checkAfterLanding(0)
 }
 
 // TestDroppedRequestIsNotTakenForLanded: a waiting writer whose request a
@@ -265,62 +331,18 @@ func TestCarriedWriterConfirmsWithoutAFetch(t *testing.T) {
 // for a landing: no commit on the branch names its request, so it plans
 // again and meets the staleness (its basis, no record, no longer holds).
 func TestDroppedRequestIsNotTakenForLanded(t *testing.T) {
-	g := testenv.Gitea(t)
-	repo := g.CreateRepoInfo(t, "dropped")
-	direct := func() *gitstore.Store { return giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminPassword()) }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if _, err := direct().Apply(ctx, groupUpdate("w/seed", map[string]string{"d1/seed/a.yaml": "seed\n"})); err != nil {
-		t.Fatal(err)
-	}
-	p := newHoldingProxy(g.URL())
-	srv := httptest.NewServer(p)
-	defer srv.Close()
-	u, _ := url.Parse(repo.CloneURL)
-	older := giteaStore(t, g, srv.URL+u.Path, g.AdminUser(), g.AdminPassword())
-	done := make(chan error, 1)
-	go func() {
-		up := groupUpdate("w/same", map[string]string{"d1/same/a.yaml": "older\n"})
-		up.Basis = &statestore.Basis{} // planned where the workload had no record
-		_, err := older.Apply(ctx, up)
-		done <- err
-	}()
-	wait := func(ch chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case err := <-done:
-			t.Fatalf("the writer returned (%v) before %s", err, what)
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-	wait(p.atPush, "its first push")
-	if _, err := direct().Apply(ctx, groupUpdate("w/first", map[string]string{"d1/first/a.yaml": "first\n"})); err != nil {
-		t.Fatal(err)
-	}
-	close(p.letPush)
-	wait(p.atPoll, "its first poll")
+	sc := newScene(t, "dropped", nil)
+	up := groupUpdate("w/same", map[string]string{"d1/same/a.yaml": "older\n"})
+	up.Basis = &statestore.Basis{} // planned where the workload had no record
+	sc.start(up)
+	sc.handOver()
 	// A newer render of the same workload lands and drops the request.
-	if _, err := direct().Apply(ctx, resourceUpdate(groupUpdate("w/same", map[string]string{"d1/same/a.yaml": "newer\n"}), "d1")); err != nil {
-		t.Fatal(err)
-	}
-	close(p.letPoll)
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		t.Fatal("the writer did not return")
-	}
-	if !errors.Is(err, statestore.ErrStale) {
+	sc.land(resourceUpdate(groupUpdate("w/same", map[string]string{"d1/same/a.yaml": "newer\n"}), "d1"))
+	if err := sc.finish(); !errors.Is(err, statestore.ErrStale) {
 		t.Fatalf("a writer whose request was dropped as stale returned %v; want the staleness", err)
 	}
-	snap, serr := direct().Snapshot(ctx)
-	if serr != nil {
-		t.Fatal(serr)
-	}
-	if got, _ := snap.ReadFile("d1/same/a.yaml"); string(got) != "newer\n" {
-		t.Fatalf("d1/same/a.yaml = %q, want the newer render's", got)
+	if !sc.holds("d1/same/a.yaml", "newer\n") {
+		t.Fatal("d1/same/a.yaml is not the newer render's")
 	}
 }
 
@@ -336,94 +358,18 @@ func TestDroppedRequestIsNotTakenForLanded(t *testing.T) {
 // request in every listing from the leader's push on, as if the deletion
 // never came.
 func TestCarriedWriterSeesItsUpdateBeforeItsRequestGoes(t *testing.T) {
-	g := testenv.Gitea(t)
-	repo := g.CreateRepoInfo(t, "halfway")
-	direct := func() *gitstore.Store { return giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminPassword()) }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if _, err := direct().Apply(ctx, groupUpdate("w/seed", map[string]string{"d1/seed/a.yaml": "seed\n"})); err != nil {
-		t.Fatal(err)
+	sc := newScene(t, "halfway", func(p *holdingProxy) { p.holdPoll, p.relist = 2, true })
+	updated := sc.start(groupUpdate("w/carried", map[string]string{"d1/carried/a.yaml": "carried\n"}))
+	sc.handOver()
+	sc.land(groupUpdate("w/leader", map[string]string{"d1/leader/a.yaml": "leader\n"}))
+	if !sc.holds("d1/carried/a.yaml", "carried\n") {
+		t.Fatal("d1/carried/a.yaml is not on the branch: the leader did not carry the request")
 	}
-	p := newHoldingProxy(g.URL())
-	p.holdPoll, p.relist = 2, true
-	srv := httptest.NewServer(p)
-	defer srv.Close()
-	defer func() { // a held request would hold srv.Close up
-		for _, ch := range []chan struct{}{p.letPush, p.letPoll} {
-			select {
-			case <-ch:
-			default:
-				close(ch)
-			}
-		}
-	}()
-	u, _ := url.Parse(repo.CloneURL)
-	carried := giteaStore(t, g, srv.URL+u.Path, g.AdminUser(), g.AdminPassword())
-	type result struct {
-		updated bool
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := carried.Apply(ctx, groupUpdate("w/carried", map[string]string{"d1/carried/a.yaml": "carried\n"}))
-		done <- result{res.Updated, err}
-	}()
-	wait := func(ch chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case r := <-done:
-			t.Fatalf("the writer returned (%+v) before %s", r, what)
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-	wait(p.atPush, "its first push")
-	if _, err := direct().Apply(ctx, groupUpdate("w/first", map[string]string{"d1/first/a.yaml": "first\n"})); err != nil {
-		t.Fatal(err)
-	}
-	close(p.letPush)
-	wait(p.atPoll, "its second poll")
-	if _, err := direct().Apply(ctx, groupUpdate("w/leader", map[string]string{"d1/leader/a.yaml": "leader\n"})); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := direct().Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := snap.ReadFile("d1/carried/a.yaml"); err != nil || string(got) != "carried\n" {
-		t.Fatalf("d1/carried/a.yaml on the branch = %q, %v: the leader did not carry the request", got, err)
-	}
-	if len(p.request) == 0 {
+	if len(sc.p.request) == 0 {
 		t.Fatal("the proxy saw no request in the writer's first poll")
 	}
-	close(p.letPoll)
-	var r result
-	select {
-	case r = <-done:
-	case <-ctx.Done():
-		t.Fatal("the carried writer did not return")
+	if err := sc.finish(); err != nil || !*updated {
+		t.Fatalf("carried writer: updated %v, %v; want its update landed", *updated, err)
 	}
-	if r.err != nil || !r.updated {
-		t.Fatalf("carried writer: updated %v, %v; want its update landed", r.updated, r.err)
-	}
-	var kinds []string
-	listings, fetches := 0, 0
-	for _, e := range p.after() {
-		kinds = append(kinds, e.kind)
-		switch e.kind {
-		case "advertisement (fetch)":
-			listings++
-		case "upload-pack":
-			fetches++
-			if !strings.Contains(e.body, "filter tree:0") || strings.Contains(e.body, "deepen") {
-				t.Errorf("after the landing the writer fetched more than commits: %q", e.body)
-			}
-		default:
-			t.Errorf("after the landing the writer sent %s", e.kind)
-		}
-	}
-	if listings != 1 || fetches != 1 {
-		t.Errorf("after the landing the writer sent %v; want the one listing that shows the branch moved and one fetch of commits", kinds)
-	}
+	sc.checkAfterLanding(1)
 }
