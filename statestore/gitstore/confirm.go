@@ -7,8 +7,6 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
-	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/render-dev/render/statestore"
@@ -77,27 +75,13 @@ func (r *remoteRepo) commitsSince(ctx context.Context, tip, known plumbing.Hash,
 		return nil, errNoFilter
 	}
 	scratch := memory.NewStorage()
-	err := r.retry(ctx, func() error {
-		sess, err := r.uploadSession()
-		if err != nil {
-			return err
-		}
-		if r.up == nil {
-			defer sess.Close()
-		}
-		req := packp.NewUploadPackRequestFromCapabilities(r.caps)
-		req.Wants = []plumbing.Hash{tip}
-		if !known.IsZero() {
-			req.Haves = []plumbing.Hash{known}
-		}
-		req.Filter = packp.FilterTreeDepth(0)
-		_ = req.Capabilities.Set(capability.Filter)
-		return r.receiveInto(ctx, sess, req, scratch)
-	})
-	if err != nil {
+	var have []plumbing.Hash
+	if !known.IsZero() {
+		have = []plumbing.Hash{known}
+	}
+	if err := r.fetchFiltered(ctx, []plumbing.Hash{tip}, have, scratch); err != nil {
 		return nil, err
 	}
-	r.requests++
 	var out []*object.Commit
 	for h := tip; !h.IsZero() && h != known && len(out) < limit; {
 		c, err := object.GetCommit(scratch, h)

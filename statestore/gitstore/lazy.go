@@ -403,6 +403,18 @@ func (r *remoteRepo) fetchObjects(ctx context.Context, want []plumbing.Hash) err
 	if len(want) == 0 {
 		return nil
 	}
+	err := r.fetchFiltered(ctx, want, nil, r.st)
+	if err == nil {
+		r.objectsFetched += len(want)
+	}
+	return err
+}
+
+// fetchFiltered fetches want, with haves have, without trees below the
+// wanted objects' own (filter tree:0), into st, in one request on the
+// upload session (the listing's, over http), retrying what a network may
+// break.
+func (r *remoteRepo) fetchFiltered(ctx context.Context, want, have []plumbing.Hash, st storer.Storer) error {
 	err := r.retry(ctx, func() error {
 		sess, err := r.uploadSession()
 		if err != nil {
@@ -412,13 +424,12 @@ func (r *remoteRepo) fetchObjects(ctx context.Context, want []plumbing.Hash) err
 			defer sess.Close()
 		}
 		req := packp.NewUploadPackRequestFromCapabilities(r.caps)
-		req.Wants = want
+		req.Wants, req.Haves = want, have
 		req.Filter = packp.FilterTreeDepth(0)
 		_ = req.Capabilities.Set(capability.Filter)
-		return r.receive(ctx, sess, req)
+		return r.receiveInto(ctx, sess, req, st)
 	})
 	if err == nil {
-		r.objectsFetched += len(want)
 		r.requests++
 	}
 	return err
