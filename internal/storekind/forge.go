@@ -81,14 +81,13 @@ func checkPullRequest(s *inputs.GitStateStore) error {
 	return nil
 }
 
-// OpenForge builds the client of the forge a GitStateStore in pull-request
+// openForge builds the client of the forge a GitStateStore in pull-request
 // mode (spec.pullRequest) opens its pull requests on: the forge and its
 // repository (ForgeOf), and the API token from the store's secret (key
 // token, or basicAuth's username and password) with its ca.crt. What is
 // missing or wrong is an InputError naming the store and the field,
 // before any store is contacted.
-func OpenForge(gs *inputs.GitStateStore, secrets Secrets, opts Options) (*forge.Gitea, error) {
-	v := newEnv(gs, secrets, opts)
+func openForge(gs *inputs.GitStateStore, v env) (*forge.Gitea, error) {
 	f, err := ForgeOf(gs)
 	if err != nil {
 		return nil, v.bad(err.Error())

@@ -27,7 +27,18 @@ import (
 // ca.crt; spec.signing's secret holds signingKey.
 func Git() Kind {
 	return factory[*inputs.GitStateStore]{name: "GitStateStore", check: checkGit, open: openGit,
-		caps: Capabilities{FluxSource: "GitRepository"}}
+		caps:   Capabilities{FluxSource: "GitRepository", PullRequests: true},
+		commit: func(s *inputs.GitStateStore) *inputs.Commit { return s.Commit },
+		pullRequests: func(s *inputs.GitStateStore, v env) (*PullRequests, error) {
+			if s.PullRequest == nil {
+				return nil, nil
+			}
+			c, err := openForge(s, v)
+			if err != nil {
+				return nil, err
+			}
+			return &PullRequests{Spec: s.PullRequest, Forge: c, Base: s.Branch}, nil
+		}}
 }
 
 // checkGit validates a GitStateStore's spec and fills its defaults (the

@@ -58,10 +58,11 @@ func TestBasicAuthOverPlainHTTP(t *testing.T) {
 
 // Every kind render writes declares the Flux source that reads it, one
 // fluxcheck knows (it decides which files Flux serves of a folder), and
-// whether its writes are uploads: callers ask this, never the kind's name.
+// whether its writes are uploads, and whether it writes through pull
+// requests: callers ask this, never the kind's name.
 func TestKindsDeclareCapabilities(t *testing.T) {
 	want := map[string]Capabilities{
-		"GitStateStore":    {FluxSource: string(fluxcheck.GitRepository)},
+		"GitStateStore":    {FluxSource: string(fluxcheck.GitRepository), PullRequests: true},
 		"BucketStateStore": {Uploads: true, FluxSource: string(fluxcheck.Bucket)},
 		"OCIStateStore":    {Uploads: true, FluxSource: string(fluxcheck.OCIRepository)},
 	}

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/render-dev/render/internal/forge"
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
@@ -49,6 +50,27 @@ type Kind interface {
 	// Capabilities are what the kind declares of itself, for callers
 	// that would otherwise ask by its name.
 	Capabilities() Capabilities
+	// Commit is how a store of a kind that writes commits composes
+	// their messages and authors (spec.commit; nil for the defaults);
+	// ok is false for a kind that writes no commits.
+	Commit(spec inputs.StoreSpec) (c *inputs.Commit, ok bool)
+	// PullRequests resolves a store's pull-request mode: the forge's
+	// client and the branch the pull requests go into. It is nil for a
+	// store that writes directly (a kind without PullRequests, or a
+	// store that does not ask for them).
+	PullRequests(spec inputs.StoreSpec, secrets Secrets, opts Options) (*PullRequests, error)
+}
+
+// PullRequests is a store's pull-request mode, resolved before anything is
+// written: the engine writes such a store's changes through its client,
+// which is a statestore.Proposer, and opens their pull requests on Forge.
+type PullRequests struct {
+	// Spec is the store's spec.pullRequest.
+	Spec *inputs.PullRequest
+	// Forge is the client of the forge the pull requests go to.
+	Forge *forge.Gitea
+	// Base is the branch the pull requests go into.
+	Base string
 }
 
 // Capabilities are what a kind of store is, besides a place for files,
@@ -62,6 +84,10 @@ type Capabilities struct {
 	// (GitRepository, Bucket, OCIRepository): it decides which files Flux
 	// serves of a folder (see fluxcheck.Source).
 	FluxSource string
+	// PullRequests is true when a store of the kind may write through
+	// pull requests (Kind.PullRequests): its client is then a
+	// statestore.Proposer.
+	PullRequests bool
 }
 
 // Secrets resolves a store's secretRef (an *inputs.Platform does).
@@ -106,6 +132,30 @@ func (r *Registry) Capabilities(kind string) Capabilities {
 		return k.Capabilities()
 	}
 	return Capabilities{}
+}
+
+// Commit is what the store's kind says of its commits (Kind.Commit); ok
+// is false for a store of a kind that writes none, or of no kind the
+// registry holds.
+func (r *Registry) Commit(spec inputs.StoreSpec) (*inputs.Commit, bool) {
+	k, err := r.kindOf(spec)
+	if err != nil {
+		return nil, false
+	}
+	return k.Commit(spec)
+}
+
+// PullRequests resolves the pull-request mode of the store ref names in
+// the platform (Kind.PullRequests): nil for a store that writes directly.
+// What is missing or wrong is an InputError naming the store and the
+// field, before any store is contacted.
+func (r *Registry) PullRequests(p *inputs.Platform, ref renderer.StoreRef, opts Options) (*PullRequests, error) {
+	k, ok := r.Lookup(ref.Kind)
+	spec := p.Store(ref)
+	if !ok || spec == nil || !k.Capabilities().PullRequests {
+		return nil, nil
+	}
+	return k.PullRequests(spec, p, opts)
 }
 
 // Lookup returns the kind of that name.
@@ -181,6 +231,12 @@ type factory[S inputs.StoreSpec] struct {
 	checkDestination func(S, string) error
 	open             func(S, env) (statestore.Store, string, error)
 	caps             Capabilities
+	// commit, for a kind that writes commits, is the spec's commit
+	// settings.
+	commit func(S) *inputs.Commit
+	// pullRequests, for a kind with Capabilities.PullRequests, resolves
+	// the store's pull-request mode.
+	pullRequests func(S, env) (*PullRequests, error)
 }
 
 func (f factory[S]) Name() string { return f.name }
@@ -209,6 +265,22 @@ func (f factory[S]) CheckDestination(spec inputs.StoreSpec, path string) error {
 		return err
 	}
 	return f.checkDestination(s, path)
+}
+
+func (f factory[S]) Commit(spec inputs.StoreSpec) (*inputs.Commit, bool) {
+	s, err := f.spec(spec)
+	if err != nil || f.commit == nil {
+		return nil, false
+	}
+	return f.commit(s), true
+}
+
+func (f factory[S]) PullRequests(spec inputs.StoreSpec, secrets Secrets, opts Options) (*PullRequests, error) {
+	s, err := f.spec(spec)
+	if err != nil || f.pullRequests == nil {
+		return nil, err
+	}
+	return f.pullRequests(s, newEnv(spec, secrets, opts))
 }
 
 func (f factory[S]) Open(spec inputs.StoreSpec, secrets Secrets, opts Options) (statestore.Store, string, error) {
