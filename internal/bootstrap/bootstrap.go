@@ -44,6 +44,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -58,6 +59,9 @@ const (
 type FluxOptions struct {
 	Namespace string        // default "flux-system"
 	Interval  time.Duration // default 1m
+	// Kinds are the store kinds, which say what a worker reads each
+	// store from (storekind.WorkerSource); default storekind.Default.
+	Kinds *storekind.Registry
 }
 
 // ArgoCDOptions tune the Argo CD Applications.
@@ -69,7 +73,10 @@ type ArgoCDOptions struct {
 	// SOPS-encrypted Secrets of a destination that encrypts them (see
 	// argoSOPS); without it such a destination is refused.
 	SOPSPlugin string
-	sopsNote   string // set by ArgoCD: what the plugin must do
+	// Kinds are the store kinds, which say what a worker reads each
+	// store from (storekind.WorkerSource); default storekind.Default.
+	Kinds    *storekind.Registry
+	sopsNote string // set by ArgoCD: what the plugin must do
 }
 
 // sops makes Application d read through the SOPS plugin, when the
@@ -94,38 +101,33 @@ type Output struct {
 	Warnings []string
 }
 
-// target is a destination resolved against its store.
+// target is a destination resolved against its store: what a worker reads
+// it from, as the store's kind says (one of git, bucket, oci is set).
 type target struct {
 	dest   renderer.Destination
-	git    *inputs.GitStateStore
-	bucket *inputs.BucketStateStore
-	oci    *inputs.OCIStateStore
+	git    *storekind.GitStateStore
+	bucket *storekind.BucketStateStore
+	oci    *storekind.OCIStateStore
 	// folder is <store path>/<destination path>, without a leading "./".
 	folder string
 }
 
-func resolve(p *inputs.Platform, name string) (*target, error) {
+func resolve(kinds *storekind.Registry, p *inputs.Platform, name string) (*target, error) {
+	if kinds == nil {
+		kinds = storekind.Default
+	}
 	var known []string
 	for _, d := range p.Destinations {
 		if d.Name == name {
 			t := &target{dest: d}
-			storePath := ""
-			switch d.Store.Kind {
-			case "GitStateStore":
-				t.git = p.GitStores[d.Store.Name]
-				if t.git != nil {
-					storePath = t.git.Path
-				}
-			case "BucketStateStore":
-				t.bucket = p.BucketStores[d.Store.Name]
-				if t.bucket != nil {
-					storePath = t.bucket.Path
-				}
-			case "OCIStateStore":
-				t.oci = p.OCIStores[d.Store.Name]
-			}
+			src, _ := kinds.WorkerSource(p, d.Store)
+			t.git, t.bucket, t.oci = src.Git, src.Bucket, src.OCI
 			if t.git == nil && t.bucket == nil && t.oci == nil {
 				return nil, &renderer.InputError{File: p.DestinationFile(name), Where: "Destination " + name, Msg: fmt.Sprintf("its state store %s is not defined", d.Store)}
+			}
+			storePath := ""
+			if s := p.Store(d.Store); s != nil {
+				storePath = s.Meta().Path
 			}
 			t.folder = strings.Trim(path.Join(strings.Trim(storePath, "/"), d.Path), "/")
 			if t.oci != nil {
@@ -155,7 +157,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	t, err := resolve(p, destination)
+	t, err := resolve(o.Kinds, p, destination)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +293,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	t, err := resolve(p, destination)
+	t, err := resolve(o.Kinds, p, destination)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +365,7 @@ const argoOrderNote = "Applied together, the resources one waits by retrying: it
 // password, and for http(s) no user name either (git sends it as one).
 // The platform loader refuses such URLs already; this keeps a Platform
 // built any other way from copying credentials into printed manifests.
-func withoutCredentials(s *inputs.GitStateStore, out *Output) (string, error) {
+func withoutCredentials(s *storekind.GitStateStore, out *Output) (string, error) {
 	raw := s.URL
 	if !strings.Contains(raw, "://") {
 		// scp-like user[:password]@host:path
@@ -525,11 +527,11 @@ func encode(comments []string, docs ...doc) ([]byte, error) {
 }
 
 // ociURL is the oci:// URL of a destination's artifact.
-func ociURL(s *inputs.OCIStateStore, d renderer.Destination) string {
+func ociURL(s *storekind.OCIStateStore, d renderer.Destination) string {
 	return "oci://" + s.Registry + "/" + s.Repository + "/" + d.Path
 }
 
-func ociTag(s *inputs.OCIStateStore) string {
+func ociTag(s *storekind.OCIStateStore) string {
 	if s.Tag == "" {
 		return "latest"
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/render-dev/render/internal/forge"
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -62,7 +63,7 @@ type PullRequestReport struct {
 // prSetup is one store's pull-request mode, resolved before anything is
 // written.
 type prSetup struct {
-	spec   *inputs.PullRequest
+	spec   *storekind.PullRequest
 	client *forge.Gitea
 	base   string
 	// labels of the store's destinations, by destination path.

@@ -44,7 +44,7 @@ func TestBasicAuthOverPlainHTTP(t *testing.T) {
 		{"http://localhost:3000/render/state.git", false, true},
 		{"http://[::1]:3000/render/state.git", false, true},
 	} {
-		gs := &inputs.GitStateStore{Name: "s", File: "p.yaml", URL: c.url, AuthMethod: "basicAuth", SecretRef: &inputs.SecretRef{Name: "creds"}, AllowInsecureHTTP: c.allow}
+		gs := &GitStateStore{Name: "s", File: "p.yaml", URL: c.url, AuthMethod: "basicAuth", SecretRef: &inputs.SecretRef{Name: "creds"}, AllowInsecureHTTP: c.allow}
 		_, err := gitAuth(gs, secret, "GitStateStore s")
 		var ie *renderer.InputError
 		switch {

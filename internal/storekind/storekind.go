@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -35,6 +36,10 @@ import (
 type Kind interface {
 	// Name is the kind of the documents that declare such stores.
 	Name() string
+	// Document is how such documents are written: their apiVersion,
+	// their shape and the kind's spec type, which package inputs decodes
+	// them into.
+	Document() inputs.StoreDocument
 	// Check validates a spec as decoded from its document and fills in
 	// its defaults. The error is the message, naming the field (spec.…).
 	Check(spec inputs.StoreSpec) error
@@ -59,6 +64,24 @@ type Kind interface {
 	// store that writes directly (a kind without PullRequests, or a
 	// store that does not ask for them).
 	PullRequests(spec inputs.StoreSpec, secrets Secrets, opts Options) (*PullRequests, error)
+	// WorkerSource is what a worker cluster's Flux or Argo CD reads a
+	// store of the kind from (see WorkerSource); ok is false for a kind
+	// no worker reads.
+	WorkerSource(spec inputs.StoreSpec) (src WorkerSource, ok bool)
+}
+
+// WorkerSource is what a worker cluster's reconciler reads a store from,
+// as the store's kind describes it for render bootstrap (package
+// internal/bootstrap, which writes the Flux source or Argo CD
+// Applications): a git repository and branch, a bucket, or a base
+// repository in an OCI registry whose destinations are artifacts. Exactly
+// one is set, in the shape of the kind that reads that way: a new kind
+// read like an existing one describes itself in that kind's shape, and
+// bootstrap needs no change.
+type WorkerSource struct {
+	Git    *GitStateStore
+	Bucket *BucketStateStore
+	OCI    *OCIStateStore
 }
 
 // PullRequests is a store's pull-request mode, resolved before anything is
@@ -66,7 +89,7 @@ type Kind interface {
 // which is a statestore.Proposer, and opens their pull requests on Forge.
 type PullRequests struct {
 	// Spec is the store's spec.pullRequest.
-	Spec *inputs.PullRequest
+	Spec *PullRequest
 	// Forge is the client of the forge the pull requests go to.
 	Forge *forge.Gitea
 	// Base is the branch the pull requests go into.
@@ -111,6 +134,7 @@ type Options struct {
 // Registry holds the kinds a program knows, by name.
 type Registry struct {
 	kinds map[string]Kind
+	names []string // in the order the kinds were registered
 }
 
 // NewRegistry makes a registry of kinds.
@@ -123,7 +147,26 @@ func NewRegistry(kinds ...Kind) *Registry {
 }
 
 // Register adds a kind, replacing one of the same name.
-func (r *Registry) Register(k Kind) { r.kinds[k.Name()] = k }
+func (r *Registry) Register(k Kind) {
+	if _, ok := r.kinds[k.Name()]; !ok {
+		r.names = append(r.names, k.Name())
+	}
+	r.kinds[k.Name()] = k
+}
+
+// StoreDocument implements inputs.StoreKinds: how the kind of that name
+// is written.
+func (r *Registry) StoreDocument(kind string) (inputs.StoreDocument, bool) {
+	k, ok := r.kinds[kind]
+	if !ok {
+		return inputs.StoreDocument{}, false
+	}
+	return k.Document(), true
+}
+
+// StoreKindNames implements inputs.StoreKinds: the kinds' names in the
+// order they were registered.
+func (r *Registry) StoreKindNames() []string { return append([]string(nil), r.names...) }
 
 // Capabilities are what the kind of that name declares; the zero value
 // for a kind the registry does not hold.
@@ -156,6 +199,18 @@ func (r *Registry) PullRequests(p *inputs.Platform, ref renderer.StoreRef, opts 
 		return nil, nil
 	}
 	return k.PullRequests(spec, p, opts)
+}
+
+// WorkerSource is what a worker reads the store ref names in the platform
+// from (Kind.WorkerSource); ok is false for a store the platform does not
+// define, or of a kind no worker reads.
+func (r *Registry) WorkerSource(p *inputs.Platform, ref renderer.StoreRef) (WorkerSource, bool) {
+	k, ok := r.Lookup(ref.Kind)
+	spec := p.Store(ref)
+	if !ok || spec == nil {
+		return WorkerSource{}, false
+	}
+	return k.WorkerSource(spec)
 }
 
 // Lookup returns the kind of that name.
@@ -224,9 +279,12 @@ func SecretName(spec inputs.StoreSpec) string {
 	return sr.Name
 }
 
-// factory is a Kind made of functions of its own spec type S.
+// factory is a Kind made of functions of its own spec type S, a pointer
+// to the struct its documents' spec decodes into.
 type factory[S inputs.StoreSpec] struct {
 	name             string
+	apiVersion       string
+	newSpec          func(name, file string) S
 	check            func(S) error
 	checkDestination func(S, string) error
 	open             func(S, env) (statestore.Store, string, error)
@@ -237,9 +295,19 @@ type factory[S inputs.StoreSpec] struct {
 	// pullRequests, for a kind with Capabilities.PullRequests, resolves
 	// the store's pull-request mode.
 	pullRequests func(S, env) (*PullRequests, error)
+	// source is what a worker reads a store of the kind from.
+	source func(S) WorkerSource
 }
 
 func (f factory[S]) Name() string { return f.name }
+
+func (f factory[S]) Document() inputs.StoreDocument {
+	return inputs.StoreDocument{
+		APIVersion: f.apiVersion,
+		Shape:      reflect.TypeFor[inputs.Document[S]](),
+		New:        func(name, file string) inputs.StoreSpec { return f.newSpec(name, file) },
+	}
+}
 
 func (f factory[S]) Capabilities() Capabilities { return f.caps }
 
@@ -281,6 +349,14 @@ func (f factory[S]) PullRequests(spec inputs.StoreSpec, secrets Secrets, opts Op
 		return nil, err
 	}
 	return f.pullRequests(s, newEnv(spec, secrets, opts))
+}
+
+func (f factory[S]) WorkerSource(spec inputs.StoreSpec) (WorkerSource, bool) {
+	s, err := f.spec(spec)
+	if err != nil || f.source == nil {
+		return WorkerSource{}, false
+	}
+	return f.source(s), true
 }
 
 func (f factory[S]) Open(spec inputs.StoreSpec, secrets Secrets, opts Options) (statestore.Store, string, error) {
