@@ -110,6 +110,8 @@ type target struct {
 	oci    *storekind.OCIStateStore
 	// folder is <store path>/<destination path>, without a leading "./".
 	folder string
+	// store names the store in messages: its kind and name.
+	store string
 }
 
 func resolve(kinds *storekind.Registry, p *inputs.Platform, name string) (*target, error) {
@@ -119,7 +121,7 @@ func resolve(kinds *storekind.Registry, p *inputs.Platform, name string) (*targe
 	var known []string
 	for _, d := range p.Destinations {
 		if d.Name == name {
-			t := &target{dest: d}
+			t := &target{dest: d, store: d.Store.Kind + " " + d.Store.Name}
 			src, _ := kinds.WorkerSource(p, d.Store)
 			t.git, t.bucket, t.oci = src.Git, src.Bucket, src.OCI
 			if t.git == nil && t.bucket == nil && t.oci == nil {
@@ -191,7 +193,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		s := t.git
 		sourceKind = "GitRepository"
 		srcName = fluxSourceName(sourceKind, o.Namespace, s.Name)
-		clean, err := withoutCredentials(s, out)
+		clean, err := withoutCredentials(s, t.store, out)
 		if err != nil {
 			return nil, err
 		}
@@ -200,7 +202,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			out.Warnings = append(out.Warnings, warn)
 		}
 		if s.InsecureSkipTLSVerify {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s skips TLS verification; Flux's GitRepository cannot: give it the server's CA with spec.certSecretRef", s.Name))
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s skips TLS verification; Flux's GitRepository cannot: give it the server's CA with spec.certSecretRef", t.store))
 		}
 		spec := mapping{
 			{"interval", interval},
@@ -221,7 +223,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		sourceKind = "Bucket"
 		srcName = fluxSourceName(sourceKind, o.Namespace, s.Name+"-"+t.dest.Name)
 		if s.AuthMethod == "IAM" {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("BucketStateStore %s uses IAM; the generic provider printed here authenticates with a Secret only: on AWS, set spec.provider: aws so Flux uses the worker's IAM role", s.Name))
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s uses IAM; the generic provider printed here authenticates with a Secret only: on AWS, set spec.provider: aws so Flux uses the worker's IAM role", t.store))
 		}
 		endpoint, insecure := bucketEndpoint(s.Endpoint, s.Insecure)
 		spec := mapping{
@@ -313,7 +315,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	s := t.git
 	out := &Output{}
 	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies", o.Namespace))
-	repoURL, err := withoutCredentials(s, out)
+	repoURL, err := withoutCredentials(s, t.store, out)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +367,7 @@ const argoOrderNote = "Applied together, the resources one waits by retrying: it
 // password, and for http(s) no user name either (git sends it as one).
 // The platform loader refuses such URLs already; this keeps a Platform
 // built any other way from copying credentials into printed manifests.
-func withoutCredentials(s *storekind.GitStateStore, out *Output) (string, error) {
+func withoutCredentials(s *storekind.GitStateStore, store string, out *Output) (string, error) {
 	raw := s.URL
 	if !strings.Contains(raw, "://") {
 		// scp-like user[:password]@host:path
@@ -374,12 +376,12 @@ func withoutCredentials(s *storekind.GitStateStore, out *Output) (string, error)
 			return raw, nil
 		}
 		user, _, _ := strings.Cut(raw[:at], ":")
-		out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s: its url holds a password, which is left out: use spec.secretRef", s.Name))
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%s: its url holds a password, which is left out: use spec.secretRef", store))
 		return user + raw[at:], nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", &renderer.InputError{File: s.File, Where: "GitStateStore " + s.Name, Msg: "spec.url is not a valid URL"}
+		return "", &renderer.InputError{File: s.File, Where: store, Msg: "spec.url is not a valid URL"}
 	}
 	if u.User == nil {
 		return raw, nil
@@ -393,7 +395,7 @@ func withoutCredentials(s *storekind.GitStateStore, out *Output) (string, error)
 	default:
 		return raw, nil
 	}
-	out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s: its url holds credentials, which are left out: use spec.secretRef", s.Name))
+	out.Warnings = append(out.Warnings, fmt.Sprintf("%s: its url holds credentials, which are left out: use spec.secretRef", store))
 	return u.String(), nil
 }
 

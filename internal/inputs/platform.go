@@ -61,7 +61,8 @@ type SecretRef struct {
 	Namespace string `yaml:"namespace"`
 }
 
-// Commit is how a GitStateStore's commits are written: a Go text/template
+// Commit is how a store that writes commits (a GitStateStore: see
+// storekind.Kind.Commit) writes them: a Go text/template
 // for the subject (first line) and body, the annotations of object.yaml it
 // may read, and the annotation naming the git author ("Name <email>").
 // render's trailers always follow the template's text.
