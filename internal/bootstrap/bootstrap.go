@@ -27,7 +27,10 @@
 // An aggregatedYAML or none destination is flat (no dependencies/ or
 // resources/): it gets one Kustomization or Application on its folder.
 //
-// Credentials are referenced by Secret name and never printed; the worker's
+// What a worker reads a store from is the store's kind's to say
+// (storekind.WorkerSource: a git repository, a bucket or an OCI
+// registry's artifacts); this package knows those three sources, not the
+// kinds. Credentials are referenced by Secret name and never printed; the worker's
 // Secret is the worker's own (read-only) credential, with the keys its
 // reconciler expects, which the comments at the top of the output list.
 package bootstrap

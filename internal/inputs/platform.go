@@ -3,8 +3,9 @@
 // metadata and input — and validates it completely, so that bad input is
 // refused with one message naming the file and document before anything is
 // written. It knows the Kubernetes shapes of Kratix's resources; each
-// state store's own fields are checked by its kind, which it asks through
-// StoreKinds (package internal/storekind).
+// state store's spec type, its apiVersion and its own fields belong to
+// its kind, which it asks through StoreKinds (package internal/storekind),
+// and it keeps the stores as StoreSpecs without knowing their types.
 package inputs
 
 import (

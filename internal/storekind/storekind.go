@@ -1,17 +1,23 @@
 // Package storekind is the registry of state store kinds: GitStateStore (a
 // git repository, written with go-git), BucketStateStore (an S3 bucket,
-// minio-go) and OCIStateStore (an OCI registry, oras-go). Each kind checks
-// its spec and builds its client from it: the credentials in the store's
-// secret (basic auth, SSH keys and known hosts, S3 access keys or the IAM
-// chain, registry passwords or tokens), TLS (a CA bundle, or verification
-// turned off) and, for git, the commit signing key.
+// minio-go) and OCIStateStore (an OCI registry, oras-go). Each kind owns
+// its spec type (gitspec.go, bucketspec.go, ocispec.go), checks it, and builds its client from it: the
+// credentials in the store's secret (basic auth, SSH keys and known hosts,
+// S3 access keys or the IAM chain, registry passwords or tokens), TLS (a
+// CA bundle, or verification turned off) and, for git, the commit signing
+// key. It declares what callers would otherwise learn from its name
+// (Capabilities: uploads, the Flux source, pull requests), its commit
+// settings, its pull-request mode and what a worker reads it from
+// (WorkerSource, for render bootstrap).
 //
-// Package inputs asks the registry to check each store it reads (its
-// user passes Default to inputs.LoadPlatform); the engine asks it for a
-// store's client by the kind's name. A problem with a spec or its
-// secret is a renderer.InputError naming the file and the store, found
-// before any store is contacted. The backends (statestore/gitstore,
-// s3store, ocistore) know nothing of specs: a kind fills their Config.
+// Package inputs decodes each store's document into its kind's spec type
+// and asks the registry to check it (its user passes Default to
+// inputs.LoadPlatform); the engine and bootstrap ask the registry by the
+// kind's name. A problem with a spec or its secret is a
+// renderer.InputError naming the file and the store, found before any
+// store is contacted. The backends (statestore/gitstore, s3store,
+// ocistore) know nothing of specs: a kind fills their Config. A new kind
+// is its spec type and a factory here, and a line in Default.
 package storekind
 
 import (
