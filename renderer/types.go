@@ -126,7 +126,7 @@ const (
 
 // StoreRef names a state store.
 type StoreRef struct {
-	Kind string // GitStateStore or BucketStateStore
+	Kind string // the kind of its document: GitStateStore, BucketStateStore, OCIStateStore (see internal/storekind)
 	Name string
 }
 

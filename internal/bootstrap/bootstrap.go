@@ -27,7 +27,10 @@
 // An aggregatedYAML or none destination is flat (no dependencies/ or
 // resources/): it gets one Kustomization or Application on its folder.
 //
-// Credentials are referenced by Secret name and never printed; the worker's
+// What a worker reads a store from is the store's kind's to say
+// (storekind.WorkerSource: a git repository, a bucket or an OCI
+// registry's artifacts); this package knows those three sources, not the
+// kinds. Credentials are referenced by Secret name and never printed; the worker's
 // Secret is the worker's own (read-only) credential, with the keys its
 // reconciler expects, which the comments at the top of the output list.
 package bootstrap
@@ -44,6 +47,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -58,6 +62,9 @@ const (
 type FluxOptions struct {
 	Namespace string        // default "flux-system"
 	Interval  time.Duration // default 1m
+	// Kinds are the store kinds, which say what a worker reads each
+	// store from (storekind.WorkerSource); default storekind.Default.
+	Kinds *storekind.Registry
 }
 
 // ArgoCDOptions tune the Argo CD Applications.
@@ -69,7 +76,10 @@ type ArgoCDOptions struct {
 	// SOPS-encrypted Secrets of a destination that encrypts them (see
 	// argoSOPS); without it such a destination is refused.
 	SOPSPlugin string
-	sopsNote   string // set by ArgoCD: what the plugin must do
+	// Kinds are the store kinds, which say what a worker reads each
+	// store from (storekind.WorkerSource); default storekind.Default.
+	Kinds    *storekind.Registry
+	sopsNote string // set by ArgoCD: what the plugin must do
 }
 
 // sops makes Application d read through the SOPS plugin, when the
@@ -94,38 +104,35 @@ type Output struct {
 	Warnings []string
 }
 
-// target is a destination resolved against its store.
+// target is a destination resolved against its store: what a worker reads
+// it from, as the store's kind says (one of git, bucket, oci is set).
 type target struct {
 	dest   renderer.Destination
-	git    *inputs.GitStateStore
-	bucket *inputs.BucketStateStore
-	oci    *inputs.OCIStateStore
+	git    *storekind.GitStateStore
+	bucket *storekind.BucketStateStore
+	oci    *storekind.OCIStateStore
 	// folder is <store path>/<destination path>, without a leading "./".
 	folder string
+	// store names the store in messages: its kind and name.
+	store string
 }
 
-func resolve(p *inputs.Platform, name string) (*target, error) {
+func resolve(kinds *storekind.Registry, p *inputs.Platform, name string) (*target, error) {
+	if kinds == nil {
+		kinds = storekind.Default
+	}
 	var known []string
 	for _, d := range p.Destinations {
 		if d.Name == name {
-			t := &target{dest: d}
-			storePath := ""
-			switch d.Store.Kind {
-			case "GitStateStore":
-				t.git = p.GitStores[d.Store.Name]
-				if t.git != nil {
-					storePath = t.git.Path
-				}
-			case "BucketStateStore":
-				t.bucket = p.BucketStores[d.Store.Name]
-				if t.bucket != nil {
-					storePath = t.bucket.Path
-				}
-			case "OCIStateStore":
-				t.oci = p.OCIStores[d.Store.Name]
-			}
+			t := &target{dest: d, store: d.Store.Kind + " " + d.Store.Name}
+			src, _ := kinds.WorkerSource(p, d.Store)
+			t.git, t.bucket, t.oci = src.Git, src.Bucket, src.OCI
 			if t.git == nil && t.bucket == nil && t.oci == nil {
 				return nil, &renderer.InputError{File: p.DestinationFile(name), Where: "Destination " + name, Msg: fmt.Sprintf("its state store %s is not defined", d.Store)}
+			}
+			storePath := ""
+			if s := p.Store(d.Store); s != nil {
+				storePath = s.Meta().Path
 			}
 			t.folder = strings.Trim(path.Join(strings.Trim(storePath, "/"), d.Path), "/")
 			if t.oci != nil {
@@ -155,7 +162,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	t, err := resolve(p, destination)
+	t, err := resolve(o.Kinds, p, destination)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +196,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		s := t.git
 		sourceKind = "GitRepository"
 		srcName = fluxSourceName(sourceKind, o.Namespace, s.Name)
-		clean, err := withoutCredentials(s, out)
+		clean, err := withoutCredentials(s, t.store, out)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +205,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 			out.Warnings = append(out.Warnings, warn)
 		}
 		if s.InsecureSkipTLSVerify {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s skips TLS verification; Flux's GitRepository cannot: give it the server's CA with spec.certSecretRef", s.Name))
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s skips TLS verification; Flux's GitRepository cannot: give it the server's CA with spec.certSecretRef", t.store))
 		}
 		spec := mapping{
 			{"interval", interval},
@@ -219,7 +226,7 @@ func Flux(p *inputs.Platform, destination string, o FluxOptions) (*Output, error
 		sourceKind = "Bucket"
 		srcName = fluxSourceName(sourceKind, o.Namespace, s.Name+"-"+t.dest.Name)
 		if s.AuthMethod == "IAM" {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("BucketStateStore %s uses IAM; the generic provider printed here authenticates with a Secret only: on AWS, set spec.provider: aws so Flux uses the worker's IAM role", s.Name))
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s uses IAM; the generic provider printed here authenticates with a Secret only: on AWS, set spec.provider: aws so Flux uses the worker's IAM role", t.store))
 		}
 		endpoint, insecure := bucketEndpoint(s.Endpoint, s.Insecure)
 		spec := mapping{
@@ -291,7 +298,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	t, err := resolve(p, destination)
+	t, err := resolve(o.Kinds, p, destination)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +318,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 	s := t.git
 	out := &Output{}
 	warnLabelTracking(out, applicationName(t.dest.Name, "dependencies", o.Namespace))
-	repoURL, err := withoutCredentials(s, out)
+	repoURL, err := withoutCredentials(s, t.store, out)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +370,7 @@ const argoOrderNote = "Applied together, the resources one waits by retrying: it
 // password, and for http(s) no user name either (git sends it as one).
 // The platform loader refuses such URLs already; this keeps a Platform
 // built any other way from copying credentials into printed manifests.
-func withoutCredentials(s *inputs.GitStateStore, out *Output) (string, error) {
+func withoutCredentials(s *storekind.GitStateStore, store string, out *Output) (string, error) {
 	raw := s.URL
 	if !strings.Contains(raw, "://") {
 		// scp-like user[:password]@host:path
@@ -372,12 +379,12 @@ func withoutCredentials(s *inputs.GitStateStore, out *Output) (string, error) {
 			return raw, nil
 		}
 		user, _, _ := strings.Cut(raw[:at], ":")
-		out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s: its url holds a password, which is left out: use spec.secretRef", s.Name))
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%s: its url holds a password, which is left out: use spec.secretRef", store))
 		return user + raw[at:], nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", &renderer.InputError{File: s.File, Where: "GitStateStore " + s.Name, Msg: "spec.url is not a valid URL"}
+		return "", &renderer.InputError{File: s.File, Where: store, Msg: "spec.url is not a valid URL"}
 	}
 	if u.User == nil {
 		return raw, nil
@@ -391,7 +398,7 @@ func withoutCredentials(s *inputs.GitStateStore, out *Output) (string, error) {
 	default:
 		return raw, nil
 	}
-	out.Warnings = append(out.Warnings, fmt.Sprintf("GitStateStore %s: its url holds credentials, which are left out: use spec.secretRef", s.Name))
+	out.Warnings = append(out.Warnings, fmt.Sprintf("%s: its url holds credentials, which are left out: use spec.secretRef", store))
 	return u.String(), nil
 }
 
@@ -525,11 +532,11 @@ func encode(comments []string, docs ...doc) ([]byte, error) {
 }
 
 // ociURL is the oci:// URL of a destination's artifact.
-func ociURL(s *inputs.OCIStateStore, d renderer.Destination) string {
+func ociURL(s *storekind.OCIStateStore, d renderer.Destination) string {
 	return "oci://" + s.Registry + "/" + s.Repository + "/" + d.Path
 }
 
-func ociTag(s *inputs.OCIStateStore) string {
+func ociTag(s *storekind.OCIStateStore) string {
 	if s.Tag == "" {
 		return "latest"
 	}

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -59,7 +60,7 @@ func TestBootstrapDurationsAndEndpoints(t *testing.T) {
 // (and change revision with) "dev-eu".
 func TestBootstrapBucketPrefixPerDestination(t *testing.T) {
 	p := &inputs.Platform{
-		BucketStores: map[string]*inputs.BucketStateStore{"s3": {Name: "s3", Endpoint: "s3:9000", BucketName: "b", Path: "clusters"}},
+		Stores: inputs.StoreMap(&storekind.BucketStateStore{Name: "s3", Endpoint: "s3:9000", BucketName: "b", Path: "clusters"}),
 		Destinations: []renderer.Destination{
 			{Name: "dev", Path: "dev", Store: renderer.StoreRef{Kind: "BucketStateStore", Name: "s3"}},
 			{Name: "dev-eu", Path: "dev-eu", Store: renderer.StoreRef{Kind: "BucketStateStore", Name: "s3"}},
@@ -115,7 +116,7 @@ func TestBootstrapNeverPrintsURLCredentials(t *testing.T) {
 		"git:" + pw + "@git.example.com:org/state.git",
 	} {
 		p := &inputs.Platform{
-			GitStores:    map[string]*inputs.GitStateStore{"g": {Name: "g", URL: u, Branch: "main"}},
+			Stores:       inputs.StoreMap(&storekind.GitStateStore{Name: "g", URL: u, Branch: "main"}),
 			Destinations: []renderer.Destination{{Name: "dev", Path: "dev", Store: renderer.StoreRef{Kind: "GitStateStore", Name: "g"}}},
 		}
 		for name, run := range map[string]func() (*Output, error){
@@ -144,7 +145,7 @@ func TestBootstrapNeverPrintsURLCredentials(t *testing.T) {
 // Kustomization, and Argo CD with one Application; a nestedByMetadata one
 // keeps the two.
 func TestBootstrapFlatDestinationsReadTheirRoot(t *testing.T) {
-	git := map[string]*inputs.GitStateStore{"g": {Name: "g", URL: "https://git.example.com/state.git", Branch: "main", Path: "clusters"}}
+	git := inputs.StoreMap(&storekind.GitStateStore{Name: "g", URL: "https://git.example.com/state.git", Branch: "main", Path: "clusters"})
 	ref := renderer.StoreRef{Kind: "GitStateStore", Name: "g"}
 	for _, c := range []struct {
 		mode  renderer.FilepathMode
@@ -154,7 +155,7 @@ func TestBootstrapFlatDestinationsReadTheirRoot(t *testing.T) {
 		{renderer.NoNesting, []string{"./clusters/dev"}},
 		{renderer.NestedByMetadata, []string{"./clusters/dev/dependencies", "./clusters/dev/resources"}},
 	} {
-		p := &inputs.Platform{GitStores: git, Destinations: []renderer.Destination{{Name: "dev", Path: "dev", Store: ref, Mode: c.mode, Filename: "aggregated.yaml"}}}
+		p := &inputs.Platform{Stores: git, Destinations: []renderer.Destination{{Name: "dev", Path: "dev", Store: ref, Mode: c.mode, Filename: "aggregated.yaml"}}}
 		out, err := Flux(p, "dev", FluxOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -110,13 +110,13 @@ func checkTarget(p *inputs.Platform, t *target) error {
 	fields := map[string]string{}
 	switch {
 	case t.git != nil:
-		store, file, ref = "GitStateStore "+t.git.Name, t.git.File, t.git.SecretRef
+		store, file, ref = t.store, t.git.File, t.git.SecretRef
 		fields["spec.url"], fields["spec.branch"] = t.git.URL, t.git.Branch
 	case t.bucket != nil:
-		store, file, ref = "BucketStateStore "+t.bucket.Name, t.bucket.File, t.bucket.SecretRef
+		store, file, ref = t.store, t.bucket.File, t.bucket.SecretRef
 		fields["spec.endpoint"], fields["spec.bucketName"], fields["spec.region"] = t.bucket.Endpoint, t.bucket.BucketName, t.bucket.Region
 	case t.oci != nil:
-		store, file, ref = "OCIStateStore "+t.oci.Name, t.oci.File, t.oci.SecretRef
+		store, file, ref = t.store, t.oci.File, t.oci.SecretRef
 		fields["spec.registry"], fields["spec.repository"], fields["spec.tag"] = t.oci.Registry, t.oci.Repository, t.oci.Tag
 	}
 	fields["spec.path"] = t.folder

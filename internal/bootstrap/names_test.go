@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -38,8 +39,9 @@ func names(t *testing.T, out *Output) (kinds, names []string, dependsOn map[stri
 
 func longPlatform(dests ...string) *inputs.Platform {
 	p := &inputs.Platform{
-		GitStores:    map[string]*inputs.GitStateStore{"git": {Name: "git", URL: "https://git.example.com/state.git", Branch: "main", Path: "clusters"}},
-		BucketStores: map[string]*inputs.BucketStateStore{"bucket": {Name: "bucket", Endpoint: "s3:9000", BucketName: "b"}},
+		Stores: inputs.StoreMap(
+			&storekind.GitStateStore{Name: "git", URL: "https://git.example.com/state.git", Branch: "main", Path: "clusters"},
+			&storekind.BucketStateStore{Name: "bucket", Endpoint: "s3:9000", BucketName: "b"}),
 	}
 	for _, d := range dests {
 		store := renderer.StoreRef{Kind: "GitStateStore", Name: "git"}

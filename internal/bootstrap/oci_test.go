@@ -7,15 +7,16 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 )
 
 func ociPlatform() *inputs.Platform {
 	return &inputs.Platform{
-		OCIStores: map[string]*inputs.OCIStateStore{"reg": {
+		Stores: inputs.StoreMap(&storekind.OCIStateStore{
 			Name: "reg", Registry: "registry.example.com:5000", Repository: "fleet/state",
 			Insecure: true, SecretRef: &inputs.SecretRef{Name: "reg-creds"},
-		}},
+		}),
 		Destinations: []renderer.Destination{
 			{Name: "dev", Path: "clusters/dev", Store: renderer.StoreRef{Kind: "OCIStateStore", Name: "reg"}},
 		},

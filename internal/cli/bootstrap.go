@@ -89,6 +89,7 @@ func newBootstrapFluxCommand(io IO) *cobra.Command {
 				return optionExit(err)
 			}
 			return runBootstrap(io, platform, func(p *inputs.Platform) (*bootstrap.Output, error) {
+				o.Kinds = storekind.Default
 				return bootstrap.Flux(p, args[0], o)
 			})
 		},
@@ -115,6 +116,7 @@ func newBootstrapArgoCDCommand(io IO) *cobra.Command {
 				return optionExit(err)
 			}
 			return runBootstrap(io, platform, func(p *inputs.Platform) (*bootstrap.Output, error) {
+				o.Kinds = storekind.Default
 				return bootstrap.ArgoCD(p, args[0], o)
 			})
 		},

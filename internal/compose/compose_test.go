@@ -359,10 +359,11 @@ func TestComposePlatform(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: the platform does not load: %v", name, err)
 		}
-		if len(p.GitStores) == 0 || len(p.BucketStores) == 0 {
-			t.Errorf("%s: want a git and a bucket store, got %d and %d", name, len(p.GitStores), len(p.BucketStores))
+		gits, buckets := inputs.StoresOf[*storekind.GitStateStore](p), inputs.StoresOf[*storekind.BucketStateStore](p)
+		if len(gits) == 0 || len(buckets) == 0 {
+			t.Errorf("%s: want a git and a bucket store, got %d and %d", name, len(gits), len(buckets))
 		}
-		for _, g := range p.GitStores {
+		for _, g := range gits {
 			if !strings.HasPrefix(g.URL, "http://gitea:") {
 				t.Errorf("%s: GitStateStore %s: url %s is not the gitea service", name, g.Name, g.URL)
 			}
@@ -370,7 +371,7 @@ func TestComposePlatform(t *testing.T) {
 				t.Errorf("%s: GitStateStore %s: its secret is not defined", name, g.Name)
 			}
 		}
-		for _, b := range p.BucketStores {
+		for _, b := range buckets {
 			if !strings.HasPrefix(b.Endpoint, "minio:") {
 				t.Errorf("%s: BucketStateStore %s: endpoint %s is not the minio service", name, b.Name, b.Endpoint)
 			}

@@ -21,12 +21,15 @@ import (
 // time, on counts no run here had, is an InputError too: the store writes
 // nothing and the render exits 2.
 func (e *Engine) commitSettings(p *inputs.Platform, ref renderer.StoreRef, wf renderer.Workflow, obj *inputs.Object, u *statestore.Update) error {
-	gs, ok := p.Store(ref).(*inputs.GitStateStore)
+	st := p.Store(ref)
+	if st == nil {
+		return nil
+	}
+	spec, ok := e.opts.Kinds.Commit(st)
 	if !ok {
 		return nil
 	}
-	where := "GitStateStore " + ref.Name
-	spec := gs.Commit
+	where := ref.Kind + " " + ref.Name
 	if spec == nil {
 		spec = &inputs.Commit{}
 	}
@@ -42,7 +45,7 @@ func (e *Engine) commitSettings(p *inputs.Platform, ref renderer.StoreRef, wf re
 			u.Author = &statestore.Author{Name: name, Email: email}
 		}
 	}
-	text, field, file := spec.Template, "spec.commit.template", gs.File
+	text, field, file := spec.Template, "spec.commit.template", st.Meta().File
 	if e.opts.CommitTemplate != "" {
 		text, field, file = e.opts.CommitTemplate, "--commit-template", e.opts.CommitTemplateFile
 	}

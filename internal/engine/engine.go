@@ -26,7 +26,6 @@ import (
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
-	"github.com/render-dev/render/statestore/gitstore"
 )
 
 // Options configure an Engine. The CLI fills them from flags.
@@ -773,7 +772,7 @@ func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.
 // server so far (requests, objects fetched one by one and whole, bytes),
 // and whether it read the store partially.
 func logFetched(log *slog.Logger, st statestore.Store) {
-	if f, ok := st.(interface{ FetchStats() gitstore.FetchStats }); ok {
+	if f, ok := st.(statestore.FetchReporter); ok {
 		fs := f.FetchStats()
 		log.Debug("fetched", "store", st.String(), "requests", fs.Requests, "objects", fs.Objects, "bytes", fs.Bytes, "partial", fs.Partial, "whole", fs.Whole)
 	}

@@ -411,7 +411,7 @@ func TestStoreClientsAreKept(t *testing.T) {
 	if s1[ref] != s2[ref] {
 		t.Error("an unchanged store got a new client")
 	}
-	p1.GitStores["default"].Branch = "other"
+	inputs.StoresOf[*storekind.GitStateStore](p1)["default"].Branch = "other"
 	s3, err := e.open(p1, storeRefs(p1))
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
-	"github.com/render-dev/render/statestore/gitstore"
 )
 
 // publish is the last step of a render, a drain and a prune. Entering the
@@ -60,7 +59,10 @@ func (e *Engine) publishStore(wait, pub context.Context, p *inputs.Platform, ref
 	if pr != nil && err == nil && res.Updated {
 		// A dry run of a store in pull-request mode: the diff is what the
 		// pull request would propose, planned on the base.
-		sr.PullRequest = &PullRequestReport{Action: PRDirect, Branch: gitstore.ProposalBranch(key), Base: pr.base}
+		sr.PullRequest = &PullRequestReport{Action: PRDirect, Base: pr.base}
+		if gs, ok := st.(statestore.Proposer); ok {
+			sr.PullRequest.Branch = gs.ProposalBranch(key)
+		}
 		if pr.selects(splitByDestination(p, ref, ownDiff(res.Diff, us))) {
 			sr.PullRequest.Action = PRWould
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
-	"github.com/render-dev/render/statestore/gitstore"
 )
 
 // Pull-request actions (PullRequestReport.Action).
@@ -64,7 +63,7 @@ type PullRequestReport struct {
 // prSetup is one store's pull-request mode, resolved before anything is
 // written.
 type prSetup struct {
-	spec   *inputs.PullRequest
+	spec   *storekind.PullRequest
 	client *forge.Gitea
 	base   string
 	// labels of the store's destinations, by destination path.
@@ -77,15 +76,14 @@ type prSetup struct {
 func (e *Engine) pullRequests(p *inputs.Platform, refs []renderer.StoreRef) (map[renderer.StoreRef]*prSetup, error) {
 	out := map[renderer.StoreRef]*prSetup{}
 	for _, ref := range refs {
-		gs, ok := p.Store(ref).(*inputs.GitStateStore)
-		if !ok || gs.PullRequest == nil {
-			continue
-		}
-		c, err := storekind.OpenForge(gs, p, e.storeOptions())
+		m, err := e.opts.Kinds.PullRequests(p, ref, e.storeOptions())
 		if err != nil {
 			return nil, err
 		}
-		s := &prSetup{spec: gs.PullRequest, client: c, base: gs.Branch, labels: map[string]map[string]string{}}
+		if m == nil {
+			continue
+		}
+		s := &prSetup{spec: m.Spec, client: m.Forge, base: m.Base, labels: map[string]map[string]string{}}
 		for _, d := range p.Destinations {
 			if d.Store == ref {
 				s.labels[d.Path] = d.Labels
@@ -141,13 +139,14 @@ func ownDiff(d statestore.Diff, us []statestore.Update) statestore.Diff {
 func (e *Engine) publishPR(wait, pub context.Context, p *inputs.Platform, ref renderer.StoreRef, st statestore.Store, us []statestore.Update, key string, pr *prSetup) StoreReport {
 	t0 := time.Now()
 	sr := StoreReport{Store: ref, Name: st.String()}
-	rep := &PullRequestReport{Branch: gitstore.ProposalBranch(key), Base: pr.base}
-	sr.PullRequest = rep
-	gs, ok := st.(*gitstore.Store)
+	gs, ok := st.(statestore.Proposer)
 	if !ok {
-		sr.Err = fmt.Errorf("%s: pull requests need a git store", st)
+		sr.PullRequest = &PullRequestReport{Base: pr.base}
+		sr.Err = fmt.Errorf("%s: pull requests need a store that proposes changes (a git store)", st)
 		return sr
 	}
+	rep := &PullRequestReport{Branch: gs.ProposalBranch(key), Base: pr.base}
+	sr.PullRequest = rep
 	fail := func(op string, err error) StoreReport {
 		sr.Err = &statestore.StoreError{Store: st.String(), Op: op, Err: err}
 		sr.Duration = time.Since(t0)
@@ -259,7 +258,7 @@ func (e *Engine) publishPR(wait, pub context.Context, p *inputs.Platform, ref re
 // closeStale closes the workload's open pull request, if there is one:
 // the base branch already holds what the workload wants. Its branch goes
 // too.
-func (e *Engine) closeStale(ctx context.Context, gs *gitstore.Store, pr *prSetup, rep *PullRequestReport) error {
+func (e *Engine) closeStale(ctx context.Context, gs statestore.Proposer, pr *prSetup, rep *PullRequestReport) error {
 	open, err := pr.client.FindOpen(ctx, pr.base, rep.Branch)
 	if err != nil || open == nil {
 		return err
@@ -372,7 +371,7 @@ func bodyDigest(body string) string {
 
 // prBody is the pull request's description: the per-destination diff, as
 // --dry-run prints it, in Markdown.
-func prBody(store string, prop gitstore.Proposal, diffs []DestinationDiff, digest string) string {
+func prBody(store string, prop statestore.Proposal, diffs []DestinationDiff, digest string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "render proposes this change to `%s`, planned on `%s` (%d added, %d changed, %d deleted).\n",
 		store, short12(prop.Base), len(prop.Added), len(prop.Changed), len(prop.Deleted))

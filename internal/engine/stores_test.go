@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 )
@@ -19,9 +20,9 @@ func TestStoreDebugLogNamesTheStore(t *testing.T) {
 	var logs bytes.Buffer
 	e := New(Options{Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	dir := t.TempDir()
-	p := &inputs.Platform{GitStores: map[string]*inputs.GitStateStore{
-		"default": {Name: "default", File: "p.yaml", URL: "file://" + filepath.Join(dir, "state.git")},
-	}}
+	p := &inputs.Platform{Stores: inputs.StoreMap(
+		&storekind.GitStateStore{Name: "default", File: "p.yaml", URL: "file://" + filepath.Join(dir, "state.git")},
+	)}
 	ref := renderer.StoreRef{Kind: "GitStateStore", Name: "default"}
 	st, _, err := e.openStore(p, ref)
 	if err != nil {

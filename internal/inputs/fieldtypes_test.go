@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 )
 
 const prStore = `apiVersion: platform.kratix.io/v1alpha1
@@ -52,7 +53,7 @@ func TestFieldTypesAreNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := p.GitStores["s"]; !s.MassDeletion.Allow || s.MassDeletion.MaxDestinationPercent != 50 || s.PullRequest.Wait != 90*time.Minute || !strings.HasPrefix(s.Commit.Template, "x") {
+	if s := inputs.StoresOf[*storekind.GitStateStore](p)["s"]; !s.MassDeletion.Allow || s.MassDeletion.MaxDestinationPercent != 50 || s.PullRequest.Wait != 90*time.Minute || !strings.HasPrefix(s.Commit.Template, "x") {
 		t.Errorf("read as %+v, %+v, %+v", s.MassDeletion, s.PullRequest, s.Commit)
 	}
 }

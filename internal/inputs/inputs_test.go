@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 )
 
@@ -113,7 +114,7 @@ func TestLoadPlatformReadsFoldersRecursively(t *testing.T) {
 	if d := byName["solo"]; d.Mode != renderer.AggregatedYAML || d.Filename != "aggregated.yaml" {
 		t.Errorf("aggregatedYAML defaults: %+v", d)
 	}
-	gs := p.GitStores["default"]
+	gs := inputs.StoresOf[*storekind.GitStateStore](p)["default"]
 	if gs == nil || gs.Branch != "main" || gs.URL != "file:///tmp/state.git" || gs.File != filepath.Join(plat, "stores.yml") {
 		t.Errorf("store defaults: %+v", gs)
 	}
@@ -337,7 +338,7 @@ func TestGitAuthMethodDefaultsAsKratix(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"withsecret": "basicAuth", "public": "", "keys": "ssh"} {
-		if got := p.GitStores[name].AuthMethod; got != want {
+		if got := inputs.StoresOf[*storekind.GitStateStore](p)[name].AuthMethod; got != want {
 			t.Errorf("%s: authMethod %q, want %q", name, got, want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/render-dev/render/internal/inputs"
+	"github.com/render-dev/render/internal/storekind"
 )
 
 const ociStore = `apiVersion: render.dev/v1alpha1
@@ -33,7 +34,7 @@ func TestOCIStateStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := p.OCIStores["reg"]
+	s := inputs.StoresOf[*storekind.OCIStateStore](p)["reg"]
 	if s == nil || s.Registry != "registry.example.com:5000" || s.Repository != "fleet/state" || s.Tag != "stable" ||
 		!s.Insecure || !s.Create || s.SecretRef == nil || s.SecretRef.Name != "reg-creds" || s.Author == "" || s.Source == "" {
 		t.Fatalf("OCIStateStore read as %+v", s)
@@ -45,7 +46,7 @@ func TestOCIStateStore(t *testing.T) {
 	if p, err = inputs.LoadPlatform(kinds, []string{dir}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if md := p.OCIStores["reg"].MassDeletion; !md.Allow || md.MaxDestinationPercent != 50 {
+	if md := inputs.StoresOf[*storekind.OCIStateStore](p)["reg"].MassDeletion; !md.Allow || md.MaxDestinationPercent != 50 {
 		t.Fatalf("massDeletion read as %+v", md)
 	}
 	if len(p.Destinations) != 1 || p.Destinations[0].Store.Kind != "OCIStateStore" {

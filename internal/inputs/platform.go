@@ -3,8 +3,9 @@
 // metadata and input — and validates it completely, so that bad input is
 // refused with one message naming the file and document before anything is
 // written. It knows the Kubernetes shapes of Kratix's resources; each
-// state store's own fields are checked by its kind, which it asks through
-// StoreKinds (package internal/storekind).
+// state store's spec type, its apiVersion and its own fields belong to
+// its kind, which it asks through StoreKinds (package internal/storekind),
+// and it keeps the stores as StoreSpecs without knowing their types.
 package inputs
 
 import (
@@ -13,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -35,10 +35,10 @@ import (
 // Platform is the platform configuration: Kratix-shaped documents.
 type Platform struct {
 	Destinations []renderer.Destination
-	GitStores    map[string]*GitStateStore
-	BucketStores map[string]*BucketStateStore
-	OCIStores    map[string]*OCIStateStore
-	Promises     map[string]*renderer.Promise
+	// Stores are the state stores, by the reference destinations use;
+	// each spec is of its kind's own type (package internal/storekind).
+	Stores   map[renderer.StoreRef]StoreSpec
+	Promises map[string]*renderer.Promise
 	// Secrets are the Secret documents by "namespace/name", key -> value
 	// (see Secret for how a reference finds one).
 	Secrets map[string]map[string][]byte
@@ -62,38 +62,8 @@ type SecretRef struct {
 	Namespace string `yaml:"namespace"`
 }
 
-// GitAuthor signs commits.
-type GitAuthor struct {
-	Name  string `yaml:"name"`
-	Email string `yaml:"email"`
-}
-
-// GitStateStore is Kratix's GitStateStore spec, plus TLS options.
-type GitStateStore struct {
-	Name       string     `yaml:"-"`
-	File       string     `yaml:"-"`
-	URL        string     `yaml:"url"`
-	Branch     string     `yaml:"branch"`
-	Path       string     `yaml:"path"`
-	AuthMethod string     `yaml:"authMethod"`
-	SecretRef  *SecretRef `yaml:"secretRef"`
-	GitAuthor  GitAuthor  `yaml:"gitAuthor"`
-	// InsecureSkipTLSVerify turns TLS verification off (logged as a warning).
-	InsecureSkipTLSVerify bool `yaml:"insecureSkipTLSVerify"`
-	// AllowInsecureHTTP lets basicAuth send its password over plain
-	// http:// to a host that is not this machine (refused otherwise).
-	AllowInsecureHTTP bool `yaml:"allowInsecureHTTP"`
-	// MassDeletion sets the store's mass-deletion breaker.
-	MassDeletion MassDeletion `yaml:"massDeletion"`
-	// Signing, when set, signs every commit render makes.
-	Signing *Signing `yaml:"signing"`
-	// Commit sets the commit message and author.
-	Commit *Commit `yaml:"commit"`
-	// PullRequest, when set, writes through pull requests (see PullRequest).
-	PullRequest *PullRequest `yaml:"pullRequest"`
-}
-
-// Commit is how a GitStateStore's commits are written: a Go text/template
+// Commit is how a store that writes commits (a GitStateStore: see
+// storekind.Kind.Commit) writes them: a Go text/template
 // for the subject (first line) and body, the annotations of object.yaml it
 // may read, and the annotation naming the git author ("Name <email>").
 // render's trailers always follow the template's text.
@@ -101,15 +71,6 @@ type Commit struct {
 	Template         string   `yaml:"template"`
 	Annotations      []string `yaml:"annotations"`
 	AuthorAnnotation string   `yaml:"authorAnnotation"`
-}
-
-// Signing is how a GitStateStore signs its commits: the key is the
-// signingKey of the secret secretRef names (default: the store's own
-// secretRef), with an optional signingKeyPassphrase.
-type Signing struct {
-	// Format is git's gpg.format: ssh or openpgp.
-	Format    string     `yaml:"format"`
-	SecretRef *SecretRef `yaml:"secretRef"`
 }
 
 // MassDeletion is a store's mass-deletion breaker (statestore.Check): a
@@ -136,48 +97,6 @@ func (m MassDeletion) Check() error {
 	}
 	return nil
 }
-
-// BucketStateStore is Kratix's BucketStateStore spec, plus region and bucket creation.
-type BucketStateStore struct {
-	Name         string     `yaml:"-"`
-	File         string     `yaml:"-"`
-	Endpoint     string     `yaml:"endpoint"`
-	BucketName   string     `yaml:"bucketName"`
-	Path         string     `yaml:"path"`
-	Insecure     bool       `yaml:"insecure"`
-	Region       string     `yaml:"region"`
-	AuthMethod   string     `yaml:"authMethod"`
-	SecretRef    *SecretRef `yaml:"secretRef"`
-	CreateBucket bool       `yaml:"createBucket"`
-	// MassDeletion sets the store's mass-deletion breaker.
-	MassDeletion MassDeletion `yaml:"massDeletion"`
-}
-
-// OCIStateStore is render's own kind (Kratix has no OCI store): a base
-// repository in an OCI registry, each destination published as the artifact
-// <repository>/<destination path>. Its secret holds username and password,
-// or token, and optionally ca.crt.
-type OCIStateStore struct {
-	Name       string `yaml:"-"`
-	File       string `yaml:"-"`
-	Registry   string `yaml:"registry"`
-	Repository string `yaml:"repository"`
-	// Tag is the moving tag of every destination artifact ("latest").
-	Tag       string     `yaml:"tag"`
-	Insecure  bool       `yaml:"insecure"`
-	SecretRef *SecretRef `yaml:"secretRef"`
-	// Create lets the first write start a store in a repository that has none.
-	Create bool `yaml:"create"`
-	// Source is org.opencontainers.image.source on the artifacts.
-	Source string `yaml:"source"`
-	// Author is added to each write's provenance.
-	Author string `yaml:"author"`
-	// MassDeletion sets the store's mass-deletion breaker.
-	MassDeletion MassDeletion `yaml:"massDeletion"`
-}
-
-// OCIAPIVersion is the apiVersion of render's own kinds.
-const OCIAPIVersion = "render.dev/v1alpha1"
 
 type meta struct {
 	Name        string            `yaml:"name"`
@@ -230,17 +149,6 @@ type promiseSpec struct {
 	Requirements yaml.Node `yaml:"requirements"`
 }
 
-// kratixDoc is the shape of a platform.kratix.io document, for the check
-// of unknown fields; metadata is apimachinery's, so that documents
-// exported from a cluster (uid, annotations, managedFields) are accepted.
-type kratixDoc[Spec any] struct {
-	APIVersion string            `yaml:"apiVersion"`
-	Kind       string            `yaml:"kind"`
-	Metadata   metav1.ObjectMeta `yaml:"metadata"`
-	Spec       Spec              `yaml:"spec"`
-	Status     yaml.Node         `yaml:"status"`
-}
-
 // secretDoc is the shape of a v1 Secret.
 type secretDoc struct {
 	APIVersion string            `yaml:"apiVersion"`
@@ -253,20 +161,22 @@ type secretDoc struct {
 }
 
 // kinds are the documents render reads from the platform configuration,
-// with their apiVersion and shape. Other kinds are ignored.
+// with their apiVersion and shape, besides the state stores (whose kinds
+// say theirs: StoreKinds.StoreDocument). Other kinds are ignored.
 var kinds = map[string]struct {
 	apiVersion string
 	shape      reflect.Type
 }{
-	"Destination":      {kratixAPI, reflect.TypeFor[kratixDoc[destinationSpec]]()},
-	"GitStateStore":    {kratixAPI, reflect.TypeFor[kratixDoc[GitStateStore]]()},
-	"BucketStateStore": {kratixAPI, reflect.TypeFor[kratixDoc[BucketStateStore]]()},
-	"OCIStateStore":    {OCIAPIVersion, reflect.TypeFor[kratixDoc[OCIStateStore]]()},
-	"Promise":          {kratixAPI, reflect.TypeFor[kratixDoc[promiseSpec]]()},
-	"Secret":           {"v1", reflect.TypeFor[secretDoc]()},
+	"Destination": {kratixAPI, reflect.TypeFor[Document[destinationSpec]]()},
+	"Promise":     {kratixAPI, reflect.TypeFor[Document[promiseSpec]]()},
+	"Secret":      {"v1", reflect.TypeFor[secretDoc]()},
 }
 
 const kratixAPI = "platform.kratix.io/v1alpha1"
+
+// KratixAPIVersion is the apiVersion of Kratix's documents, its state
+// stores' among them.
+const KratixAPIVersion = kratixAPI
 
 // LoadPlatform reads the platform configuration from files and folders of
 // YAML files (a folder is read recursively, in name order, through an
@@ -279,17 +189,15 @@ func LoadPlatform(kinds StoreKinds, paths []string, secretsDir string) (*Platfor
 		return nil, errors.New("inputs: LoadPlatform needs the store kinds (storekind.Default) to check state stores")
 	}
 	p := &Platform{
-		kinds:        kinds,
-		GitStores:    map[string]*GitStateStore{},
-		BucketStores: map[string]*BucketStateStore{},
-		OCIStores:    map[string]*OCIStateStore{},
-		Promises:     map[string]*renderer.Promise{},
-		Secrets:      map[string]map[string][]byte{},
-		mounted:      map[string]map[string][]byte{},
-		secretFrom:   map[string]secretOrigin{},
-		secretsDir:   secretsDir,
-		destFile:     map[string]string{},
-		promiseFile:  map[string]string{},
+		kinds:       kinds,
+		Stores:      map[renderer.StoreRef]StoreSpec{},
+		Promises:    map[string]*renderer.Promise{},
+		Secrets:     map[string]map[string][]byte{},
+		mounted:     map[string]map[string][]byte{},
+		secretFrom:  map[string]secretOrigin{},
+		secretsDir:  secretsDir,
+		destFile:    map[string]string{},
+		promiseFile: map[string]string{},
 	}
 	if len(paths) == 0 {
 		return nil, &renderer.InputError{Where: "--platform", Msg: "no platform configuration given: pass --platform with a file or folder of Destination and state store documents"}
@@ -427,7 +335,10 @@ func (p *Platform) loadFile(file string, data []byte) error {
 			return &renderer.InputError{File: file, Where: where, Msg: "apiVersion is missing"}
 		}
 		k, ours := kinds[kind]
-		if !ours {
+		store, isStore := p.kinds.StoreDocument(kind)
+		if isStore {
+			k.apiVersion, k.shape = store.APIVersion, store.Shape
+		} else if !ours {
 			continue // other documents may share the folder; they are not ours
 		}
 		if err := root.Decode(&doc); err != nil {
@@ -544,42 +455,6 @@ func (p *Platform) add(file, where string, doc *document) error {
 		}
 		p.Destinations = append(p.Destinations, d)
 		p.destFile[name] = file
-	case "GitStateStore":
-		s := &GitStateStore{Name: name, File: file}
-		if err := decodeSpec(doc, file, where, s); err != nil {
-			return err
-		}
-		if _, dup := p.GitStores[name]; dup {
-			return bad("GitStateStore %s is defined twice", name)
-		}
-		if err := p.checkStore(s); err != nil {
-			return bad("%v", err)
-		}
-		p.GitStores[name] = s
-	case "BucketStateStore":
-		s := &BucketStateStore{Name: name, File: file}
-		if err := decodeSpec(doc, file, where, s); err != nil {
-			return err
-		}
-		if _, dup := p.BucketStores[name]; dup {
-			return bad("BucketStateStore %s is defined twice", name)
-		}
-		if err := p.checkStore(s); err != nil {
-			return bad("%v", err)
-		}
-		p.BucketStores[name] = s
-	case "OCIStateStore":
-		s := &OCIStateStore{Name: name, File: file}
-		if err := decodeSpec(doc, file, where, s); err != nil {
-			return err
-		}
-		if _, dup := p.OCIStores[name]; dup {
-			return bad("OCIStateStore %s is defined twice", name)
-		}
-		if err := p.checkStore(s); err != nil {
-			return bad("%v", err)
-		}
-		p.OCIStores[name] = s
 	case "Promise":
 		var spec promiseSpec
 		if err := decodeSpec(doc, file, where, &spec); err != nil {
@@ -614,6 +489,10 @@ func (p *Platform) add(file, where string, doc *document) error {
 		registerSecret(values)
 		if err := p.addSecret(file, where, doc.Metadata.Namespace, name, values); err != nil {
 			return bad("%v", err)
+		}
+	default:
+		if sd, ok := p.kinds.StoreDocument(doc.Kind); ok {
+			return p.addStore(file, where, doc, sd)
 		}
 	}
 	return nil
@@ -685,8 +564,8 @@ func (p *Platform) validate() error {
 		}
 		spec := p.Store(d.Store)
 		switch {
-		case spec == nil && !isStoreKind(d.Store.Kind):
-			return bad("spec.stateStoreRef.kind %q is not GitStateStore, BucketStateStore or OCIStateStore", d.Store.Kind)
+		case spec == nil && !p.isStoreKind(d.Store.Kind):
+			return bad("spec.stateStoreRef.kind %q is not %s", d.Store.Kind, p.storeKindList())
 		case spec == nil:
 			return bad("spec.stateStoreRef names %s %s, which is not defined", d.Store.Kind, d.Store.Name)
 		}
@@ -737,35 +616,6 @@ func (p *Platform) location(ref renderer.StoreRef) (string, string) {
 		return s.Location()
 	}
 	return ref.String(), ""
-}
-
-// repoKey names a git repository the same way however its URL is spelled:
-// https://Git.example.com/org/repo.git, ssh://git@git.example.com/org/repo
-// and git@git.example.com:org/repo are one repository; a local path is
-// made absolute.
-func repoKey(raw string) string {
-	u := raw
-	if strings.HasPrefix(u, "file://") || filepath.IsAbs(u) {
-		abs, err := filepath.Abs(strings.TrimPrefix(u, "file://"))
-		if err != nil {
-			return raw
-		}
-		return strings.TrimSuffix(abs, "/")
-	}
-	if !strings.Contains(u, "://") { // scp-like: [user@]host:path
-		if host, p, ok := strings.Cut(u, ":"); ok {
-			if _, h, ok := strings.Cut(host, "@"); ok {
-				host = h
-			}
-			u = "ssh://" + host + "/" + strings.TrimPrefix(p, "/")
-		}
-	}
-	pu, err := url.Parse(u)
-	if err != nil || pu.Host == "" {
-		return raw
-	}
-	p := strings.TrimSuffix(strings.TrimSuffix(pu.Path, "/"), ".git")
-	return strings.ToLower(pu.Hostname() + p)
 }
 
 // DestinationFile is the file that defined a destination.

@@ -2,13 +2,19 @@ package inputs
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/render-dev/render/renderer"
 )
 
-// StoreSpec is a state store's spec, whatever its kind: a *GitStateStore,
-// a *BucketStateStore or an *OCIStateStore.
+// StoreSpec is a state store's spec, whatever its kind: each kind of
+// store (package internal/storekind) has its own spec type, which this
+// package decodes from the store's document and keeps without knowing it.
 type StoreSpec interface {
 	// Meta is what every kind of store has.
 	Meta() StoreMeta
@@ -30,42 +36,9 @@ type StoreMeta struct {
 // Ref names the store as destinations do.
 func (m StoreMeta) Ref() renderer.StoreRef { return renderer.StoreRef{Kind: m.Kind, Name: m.Name} }
 
-// Meta implements StoreSpec.
-func (s *GitStateStore) Meta() StoreMeta {
-	return StoreMeta{Kind: "GitStateStore", Name: s.Name, File: s.File, Path: s.Path, SecretRef: s.SecretRef, MassDeletion: s.MassDeletion}
-}
-
-// Meta implements StoreSpec.
-func (s *BucketStateStore) Meta() StoreMeta {
-	return StoreMeta{Kind: "BucketStateStore", Name: s.Name, File: s.File, Path: s.Path, SecretRef: s.SecretRef, MassDeletion: s.MassDeletion}
-}
-
-// Meta implements StoreSpec. An OCI store has no folder of its own.
-func (s *OCIStateStore) Meta() StoreMeta {
-	return StoreMeta{Kind: "OCIStateStore", Name: s.Name, File: s.File, SecretRef: s.SecretRef, MassDeletion: s.MassDeletion}
-}
-
-// Location implements StoreSpec: the repository (however its URL is
-// spelled) and branch.
-func (s *GitStateStore) Location() (string, string) {
-	return fmt.Sprintf("repository %s, branch %s", repoKey(s.URL), s.Branch), trimFolder(s.Path)
-}
-
-// Location implements StoreSpec: the bucket and its endpoint.
-func (s *BucketStateStore) Location() (string, string) {
-	host := strings.ToLower(s.Endpoint)
-	if _, rest, ok := strings.Cut(host, "://"); ok {
-		host = rest
-	}
-	return fmt.Sprintf("bucket %s at %s", s.BucketName, strings.TrimSuffix(host, "/")), trimFolder(s.Path)
-}
-
-// Location implements StoreSpec: the base repository.
-func (s *OCIStateStore) Location() (string, string) {
-	return fmt.Sprintf("repository %s/%s", strings.ToLower(s.Registry), s.Repository), ""
-}
-
-func trimFolder(s string) string {
+// TrimFolder is a store's spec.path as its Location gives it: without
+// leading or trailing slashes, and "" for the store's root.
+func TrimFolder(s string) string {
 	s = strings.Trim(s, "/")
 	if s == "." {
 		return ""
@@ -76,41 +49,65 @@ func trimFolder(s string) string {
 // Store returns the spec of the store ref names, or nil when the platform
 // defines no such store.
 func (p *Platform) Store(ref renderer.StoreRef) StoreSpec {
-	switch ref.Kind {
-	case "GitStateStore":
-		if s := p.GitStores[ref.Name]; s != nil {
-			return s
-		}
-	case "BucketStateStore":
-		if s := p.BucketStores[ref.Name]; s != nil {
-			return s
-		}
-	case "OCIStateStore":
-		if s := p.OCIStores[ref.Name]; s != nil {
-			return s
-		}
+	if s, ok := p.Stores[ref]; ok && s != nil {
+		return s
 	}
 	return nil
 }
 
-// isStoreKind reports whether kind is a kind of state store this package
-// reads.
-func isStoreKind(kind string) bool {
-	switch kind {
-	case "GitStateStore", "BucketStateStore", "OCIStateStore":
-		return true
+// StoresOf are the platform's stores whose spec is of type S (one kind's),
+// by name.
+func StoresOf[S StoreSpec](p *Platform) map[string]S {
+	out := map[string]S{}
+	for ref, s := range p.Stores {
+		if s, ok := s.(S); ok {
+			out[ref.Name] = s
+		}
 	}
-	return false
+	return out
 }
 
-// StoreKinds checks what each kind of state store says about its spec:
-// the fields it takes and their defaults, and what its backend accepts (a
-// git URL and branch as go-git reads them, an OCI reference as the
-// registry client does). This package knows the documents' shapes and
-// checks what lies between documents; it asks StoreKinds about each
-// store's own fields. The registry of store kinds (internal/storekind) is
-// the implementation, which its user passes to LoadPlatform.
+// StoreDocument is how a kind of state store is written in the platform
+// configuration: the apiVersion of its documents, the Go shape of a whole
+// document (Document of its spec type), against which unknown fields and
+// values of the wrong type are refused, and a new, empty spec for the
+// store of that name, defined in that file, to decode the document's
+// spec into.
+type StoreDocument struct {
+	APIVersion string
+	Shape      reflect.Type
+	New        func(name, file string) StoreSpec
+}
+
+// Document is the shape of a platform.kratix.io document with a spec of
+// type Spec, for the check of unknown fields; metadata is apimachinery's,
+// so that documents exported from a cluster (uid, annotations,
+// managedFields) are accepted. A kind's StoreDocument.Shape is
+// reflect.TypeFor[Document[its spec type]]().
+type Document[Spec any] struct {
+	APIVersion string            `yaml:"apiVersion"`
+	Kind       string            `yaml:"kind"`
+	Metadata   metav1.ObjectMeta `yaml:"metadata"`
+	Spec       Spec              `yaml:"spec"`
+	Status     yaml.Node         `yaml:"status"`
+}
+
+// StoreKinds are the kinds of state store a program writes: how each
+// kind's documents are written (StoreDocument), and what each kind says
+// about its spec: the fields it takes and their defaults, and what its
+// backend accepts (a git URL and branch as go-git reads them, an OCI
+// reference as the registry client does). This package knows the
+// documents' shapes and checks what lies between documents; it asks
+// StoreKinds about each store's own fields. The registry of store kinds
+// (internal/storekind) is the implementation, which its user passes to
+// LoadPlatform.
 type StoreKinds interface {
+	// StoreDocument is how the documents of the store kind of that name
+	// are written; ok is false for a kind that is no store kind.
+	StoreDocument(kind string) (d StoreDocument, ok bool)
+	// StoreKindNames are the kinds' names, in the order messages list
+	// them.
+	StoreKindNames() []string
 	// CheckStore validates a store's spec as decoded from its document,
 	// and fills in its defaults. The error is the message, which names
 	// the field (spec.…).
@@ -120,17 +117,57 @@ type StoreKinds interface {
 	CheckDestination(spec StoreSpec, path string) error
 }
 
-// checkStore asks the store's kind to check and complete its spec.
-func (p *Platform) checkStore(s StoreSpec) error { return p.kinds.CheckStore(s) }
-
-// Check refuses an author name or email git does not take: a line break,
-// another control character or an angle bracket. The error names the
-// field.
-func (a GitAuthor) Check() error {
-	for _, f := range [][2]string{{"name", a.Name}, {"email", a.Email}} {
-		if strings.IndexFunc(f[1], func(r rune) bool { return lineBreaking(r) || r == '<' || r == '>' }) >= 0 {
-			return fmt.Errorf("spec.gitAuthor.%s holds a line break, another control character or an angle bracket, which git does not take in an author or committer", f[0])
-		}
+// addStore decodes a store's document into its kind's spec, and asks
+// the kind to check and complete it.
+func (p *Platform) addStore(file, where string, doc *document, sd StoreDocument) error {
+	name := doc.Metadata.Name
+	s := sd.New(name, file)
+	if err := decodeSpec(doc, file, where, s); err != nil {
+		return err
 	}
+	ref := renderer.StoreRef{Kind: doc.Kind, Name: name}
+	if _, dup := p.Stores[ref]; dup {
+		return &renderer.InputError{File: file, Where: where, Msg: fmt.Sprintf("%s %s is defined twice", doc.Kind, name)}
+	}
+	if err := p.kinds.CheckStore(s); err != nil {
+		return &renderer.InputError{File: file, Where: where, Msg: err.Error()}
+	}
+	p.Stores[ref] = s
 	return nil
+}
+
+// isStoreKind reports whether kind is a kind of state store the platform
+// may define.
+func (p *Platform) isStoreKind(kind string) bool {
+	_, ok := p.kinds.StoreDocument(kind)
+	return ok
+}
+
+// storeKindList names the store kinds for a message: "A, B or C".
+func (p *Platform) storeKindList() string {
+	names := p.kinds.StoreKindNames()
+	switch len(names) {
+	case 0:
+		return "a state store kind"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// UnsafeInAuthor reports whether s holds what git does not take in an
+// author or committer's name or email: a line break, another control
+// character or an angle bracket.
+func UnsafeInAuthor(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return lineBreaking(r) || r == '<' || r == '>' }) >= 0
+}
+
+// StoreMap is specs by the reference destinations use, for a Platform
+// built by hand (tests).
+func StoreMap(specs ...StoreSpec) map[renderer.StoreRef]StoreSpec {
+	out := map[renderer.StoreRef]StoreSpec{}
+	for _, s := range specs {
+		out[s.Meta().Ref()] = s
+	}
+	return out
 }

@@ -15,12 +15,15 @@ import (
 // (authMethod accessKey, the default) and optionally ca.crt; authMethod
 // IAM uses the ambient credential chain.
 func Bucket() Kind {
-	return factory[*inputs.BucketStateStore]{name: "BucketStateStore", check: checkBucket, open: openBucket,
+	return factory[*BucketStateStore]{name: "BucketStateStore", apiVersion: inputs.KratixAPIVersion,
+		newSpec: func(name, file string) *BucketStateStore { return &BucketStateStore{Name: name, File: file} },
+		source:  func(s *BucketStateStore) WorkerSource { return WorkerSource{Bucket: s} },
+		check:   checkBucket, open: openBucket,
 		caps: Capabilities{Uploads: true, FluxSource: "Bucket"}}
 }
 
 // checkBucket validates a BucketStateStore's spec.
-func checkBucket(s *inputs.BucketStateStore) error {
+func checkBucket(s *BucketStateStore) error {
 	if s.Endpoint == "" || s.BucketName == "" {
 		return errors.New("spec.endpoint and spec.bucketName are required")
 	}
@@ -39,7 +42,7 @@ func checkBucket(s *inputs.BucketStateStore) error {
 }
 
 // openBucket builds a BucketStateStore's client.
-func openBucket(bs *inputs.BucketStateStore, v env) (statestore.Store, string, error) {
+func openBucket(bs *BucketStateStore, v env) (statestore.Store, string, error) {
 	cfg := s3store.Config{
 		Name: v.name, Endpoint: bs.Endpoint, Bucket: bs.BucketName, Path: bs.Path,
 		Region: bs.Region, Insecure: bs.Insecure, CreateBucket: bs.CreateBucket,

@@ -10,7 +10,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/render-dev/render/internal/forge"
-	"github.com/render-dev/render/internal/inputs"
 )
 
 // Forge is where a store's pull requests go: the API root and the
@@ -27,7 +26,7 @@ type Forge struct {
 // the URL's last two path segments. A store whose forge cannot be known (a
 // repository on this machine, an ssh URL without apiURL) is an error naming
 // the field.
-func ForgeOf(s *inputs.GitStateStore) (Forge, error) {
+func ForgeOf(s *GitStateStore) (Forge, error) {
 	pr := s.PullRequest
 	if strings.HasPrefix(s.URL, "/") || strings.HasPrefix(s.URL, "./") || strings.HasPrefix(s.URL, "../") || strings.HasPrefix(s.URL, "file://") {
 		return Forge{}, errors.New("spec.pullRequest: spec.url is a repository on this machine, which has no forge to open a pull request on: remove spec.pullRequest, or use the forge's http(s) URL")
@@ -64,7 +63,7 @@ func ForgeOf(s *inputs.GitStateStore) (Forge, error) {
 // checkPullRequest validates spec.pullRequest and fills its defaults: its
 // own fields, the forge spec.url leads to, and the credentials the forge's
 // API needs.
-func checkPullRequest(s *inputs.GitStateStore) error {
+func checkPullRequest(s *GitStateStore) error {
 	pr := s.PullRequest
 	if pr == nil {
 		return nil
@@ -81,14 +80,13 @@ func checkPullRequest(s *inputs.GitStateStore) error {
 	return nil
 }
 
-// OpenForge builds the client of the forge a GitStateStore in pull-request
+// openForge builds the client of the forge a GitStateStore in pull-request
 // mode (spec.pullRequest) opens its pull requests on: the forge and its
 // repository (ForgeOf), and the API token from the store's secret (key
 // token, or basicAuth's username and password) with its ca.crt. What is
 // missing or wrong is an InputError naming the store and the field,
 // before any store is contacted.
-func OpenForge(gs *inputs.GitStateStore, secrets Secrets, opts Options) (*forge.Gitea, error) {
-	v := newEnv(gs, secrets, opts)
+func openForge(gs *GitStateStore, v env) (*forge.Gitea, error) {
 	f, err := ForgeOf(gs)
 	if err != nil {
 		return nil, v.bad(err.Error())

@@ -3,8 +3,6 @@ package storekind
 import (
 	"strings"
 	"testing"
-
-	"github.com/render-dev/render/internal/inputs"
 )
 
 func TestForge(t *testing.T) {
@@ -24,7 +22,7 @@ func TestForge(t *testing.T) {
 		{url: "https://git.example.com/org/repo", apiURL: "ftp://x/api", err: "spec.pullRequest.apiURL is not an http(s) URL"},
 		{url: "https://git.example.com/org/repo", apiURL: "https://u:p@x/api", err: "spec.pullRequest.apiURL is not an http(s) URL"},
 	} {
-		s := &inputs.GitStateStore{URL: tc.url, PullRequest: &inputs.PullRequest{APIURL: tc.apiURL}}
+		s := &GitStateStore{URL: tc.url, PullRequest: &PullRequest{APIURL: tc.apiURL}}
 		got, err := ForgeOf(s)
 		switch {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):

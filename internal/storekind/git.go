@@ -26,13 +26,27 @@ import (
 // basicAuth), or sshPrivateKey and knownHosts (ssh), and optionally
 // ca.crt; spec.signing's secret holds signingKey.
 func Git() Kind {
-	return factory[*inputs.GitStateStore]{name: "GitStateStore", check: checkGit, open: openGit,
-		caps: Capabilities{FluxSource: "GitRepository"}}
+	return factory[*GitStateStore]{name: "GitStateStore", apiVersion: inputs.KratixAPIVersion,
+		newSpec: func(name, file string) *GitStateStore { return &GitStateStore{Name: name, File: file} },
+		source:  func(s *GitStateStore) WorkerSource { return WorkerSource{Git: s} },
+		check:   checkGit, open: openGit,
+		caps:   Capabilities{FluxSource: "GitRepository", PullRequests: true},
+		commit: func(s *GitStateStore) *inputs.Commit { return s.Commit },
+		pullRequests: func(s *GitStateStore, v env) (*PullRequests, error) {
+			if s.PullRequest == nil {
+				return nil, nil
+			}
+			c, err := openForge(s, v)
+			if err != nil {
+				return nil, err
+			}
+			return &PullRequests{Spec: s.PullRequest, Forge: c, Base: s.Branch}, nil
+		}}
 }
 
 // checkGit validates a GitStateStore's spec and fills its defaults (the
 // branch main; authMethod basicAuth when only a secretRef is given).
-func checkGit(s *inputs.GitStateStore) error {
+func checkGit(s *GitStateStore) error {
 	if s.URL == "" {
 		return errors.New("spec.url is missing")
 	}
@@ -87,7 +101,7 @@ func checkGit(s *inputs.GitStateStore) error {
 
 // openGit builds a GitStateStore's client: its auth and CA from the
 // secret (a repository on this machine needs neither), and its signer.
-func openGit(gs *inputs.GitStateStore, v env) (statestore.Store, string, error) {
+func openGit(gs *GitStateStore, v env) (statestore.Store, string, error) {
 	cfg := gitstore.Config{
 		Name: v.name, URL: gs.URL, Branch: gs.Branch, Path: gs.Path,
 		AuthorName: gs.GitAuthor.Name, AuthorEmail: gs.GitAuthor.Email,
@@ -143,7 +157,7 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-func gitAuth(gs *inputs.GitStateStore, secret map[string][]byte, where string) (transport.AuthMethod, error) {
+func gitAuth(gs *GitStateStore, secret map[string][]byte, where string) (transport.AuthMethod, error) {
 	need := func(keys ...string) error {
 		for _, k := range keys {
 			if len(secret[k]) == 0 {
@@ -196,7 +210,7 @@ func sshUser(u string) string {
 // unless the store opts in with spec.allowInsecureHTTP: the password
 // would cross the network unencrypted. A loopback host is allowed: the
 // password never leaves this machine.
-func plainHTTP(gs *inputs.GitStateStore, where string) error {
+func plainHTTP(gs *GitStateStore, where string) error {
 	if !sendsPasswordInClear(gs) || gs.AllowInsecureHTTP {
 		return nil
 	}
@@ -205,7 +219,7 @@ func plainHTTP(gs *inputs.GitStateStore, where string) error {
 
 // sendsPasswordInClear reports whether the store's basic auth goes over
 // plain http:// to another machine.
-func sendsPasswordInClear(gs *inputs.GitStateStore) bool {
+func sendsPasswordInClear(gs *GitStateStore) bool {
 	ep, err := transport.NewEndpoint(gs.URL)
 	return err == nil && gs.AuthMethod == "basicAuth" && ep.Protocol == "http" && !loopback(ep.Host)
 }
@@ -247,6 +261,6 @@ func knownHostsCallback(data []byte) (ssh.HostKeyCallback, error) {
 
 // gitKey identifies a store's configuration, so a kept client is reused
 // only while its configuration is unchanged.
-func gitKey(gs *inputs.GitStateStore) string {
+func gitKey(gs *GitStateStore) string {
 	return fmt.Sprintf("git|%s|%s|%s|%s|%t", gs.URL, gs.Branch, gs.Path, gs.AuthMethod, gs.InsecureSkipTLSVerify)
 }

@@ -44,7 +44,7 @@ func TestBasicAuthOverPlainHTTP(t *testing.T) {
 		{"http://localhost:3000/render/state.git", false, true},
 		{"http://[::1]:3000/render/state.git", false, true},
 	} {
-		gs := &inputs.GitStateStore{Name: "s", File: "p.yaml", URL: c.url, AuthMethod: "basicAuth", SecretRef: &inputs.SecretRef{Name: "creds"}, AllowInsecureHTTP: c.allow}
+		gs := &GitStateStore{Name: "s", File: "p.yaml", URL: c.url, AuthMethod: "basicAuth", SecretRef: &inputs.SecretRef{Name: "creds"}, AllowInsecureHTTP: c.allow}
 		_, err := gitAuth(gs, secret, "GitStateStore s")
 		var ie *renderer.InputError
 		switch {
@@ -58,10 +58,11 @@ func TestBasicAuthOverPlainHTTP(t *testing.T) {
 
 // Every kind render writes declares the Flux source that reads it, one
 // fluxcheck knows (it decides which files Flux serves of a folder), and
-// whether its writes are uploads: callers ask this, never the kind's name.
+// whether its writes are uploads, and whether it writes through pull
+// requests: callers ask this, never the kind's name.
 func TestKindsDeclareCapabilities(t *testing.T) {
 	want := map[string]Capabilities{
-		"GitStateStore":    {FluxSource: string(fluxcheck.GitRepository)},
+		"GitStateStore":    {FluxSource: string(fluxcheck.GitRepository), PullRequests: true},
 		"BucketStateStore": {Uploads: true, FluxSource: string(fluxcheck.Bucket)},
 		"OCIStateStore":    {Uploads: true, FluxSource: string(fluxcheck.OCIRepository)},
 	}

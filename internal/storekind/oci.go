@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/ocistore"
 )
@@ -15,13 +14,16 @@ import (
 // written by statestore/ocistore. Its secret, when it has one, holds
 // username and password, or token, and optionally ca.crt.
 func OCI() Kind {
-	return factory[*inputs.OCIStateStore]{name: "OCIStateStore", check: checkOCI, checkDestination: checkOCIDestination, open: openOCI,
+	return factory[*OCIStateStore]{name: "OCIStateStore", apiVersion: OCIAPIVersion,
+		newSpec: func(name, file string) *OCIStateStore { return &OCIStateStore{Name: name, File: file} },
+		source:  func(s *OCIStateStore) WorkerSource { return WorkerSource{OCI: s} },
+		check:   checkOCI, checkDestination: checkOCIDestination, open: openOCI,
 		caps: Capabilities{Uploads: true, FluxSource: "OCIRepository"}}
 }
 
 // checkOCI validates an OCIStateStore's spec: its references as the
 // registry client reads them.
-func checkOCI(s *inputs.OCIStateStore) error {
+func checkOCI(s *OCIStateStore) error {
 	if s.Registry == "" || s.Repository == "" {
 		return errors.New("spec.registry and spec.repository are required")
 	}
@@ -33,7 +35,7 @@ func checkOCI(s *inputs.OCIStateStore) error {
 
 // checkOCIDestination refuses a destination path that cannot name an
 // artifact below the store's repository.
-func checkOCIDestination(s *inputs.OCIStateStore, path string) error {
+func checkOCIDestination(s *OCIStateStore, path string) error {
 	if err := ocistore.CheckConfig(ocistore.Config{Registry: s.Registry, Repository: s.Repository + "/" + path}); err != nil {
 		return fmt.Errorf("spec.path %q cannot name an artifact of OCIStateStore %s: %v", path, s.Name, err)
 	}
@@ -41,7 +43,7 @@ func checkOCIDestination(s *inputs.OCIStateStore, path string) error {
 }
 
 // openOCI builds an OCIStateStore's client.
-func openOCI(os *inputs.OCIStateStore, v env) (statestore.Store, string, error) {
+func openOCI(os *OCIStateStore, v env) (statestore.Store, string, error) {
 	cfg := ocistore.Config{
 		Name: v.name, Registry: os.Registry, Repository: os.Repository, Tag: os.Tag,
 		Insecure: os.Insecure, Create: os.Create, Source: os.Source, Author: os.Author,

@@ -3,7 +3,6 @@ package storekind
 import (
 	"fmt"
 
-	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/statestore/gitstore"
 )
 
@@ -13,7 +12,7 @@ import (
 // before anything is written; no key material is ever in a message. It
 // also returns a digest of the secret, so a kept client notices a rotated
 // key.
-func gitSigner(v env, gs *inputs.GitStateStore) (gitstore.Signer, string, error) {
+func gitSigner(v env, gs *GitStateStore) (gitstore.Signer, string, error) {
 	sg := gs.Signing
 	if sg == nil {
 		return nil, "", nil

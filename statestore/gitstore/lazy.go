@@ -22,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/statestore"
 )
 
 // A remote clone is partial when the server allows it (git's partial
@@ -673,14 +674,9 @@ func (r *remoteRepo) setRefs(refs map[plumbing.ReferenceName]plumbing.Hash) {
 // fetches brought, and the bytes of the packs received one by one and by
 // the first look at the tip (a whole fetch's bytes are not counted). A
 // local repository fetches nothing.
-type FetchStats struct {
-	Requests int
-	Objects  int
-	Whole    int
-	Bytes    int64
-	// Partial is whether the store was read as a partial clone.
-	Partial bool
-}
+type FetchStats = statestore.FetchStats
+
+var _ statestore.FetchReporter = (*Store)(nil)
 
 // FetchStats reports what the store fetched so far.
 func (s *Store) FetchStats() FetchStats {

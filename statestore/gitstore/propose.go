@@ -15,19 +15,11 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
-// Proposal is what Propose did.
-type Proposal struct {
-	statestore.Result
-	// Base is the store branch's tip the change was planned on and is a
-	// child of.
-	Base string
-	// Branch is the branch the change was pushed to.
-	Branch string
-	// Unchanged is set when the branch already held this very proposal
-	// (the same tree on the same base): nothing was pushed, so a forge's
-	// checks on the pull request do not start again.
-	Unchanged bool
-}
+// Proposal is what Propose did (statestore.Proposal: a Store is a
+// statestore.Proposer).
+type Proposal = statestore.Proposal
+
+var _ statestore.Proposer = (*Store)(nil)
 
 // ProposalBranch is the branch a workload's pull requests come from:
 // "render/" and the workload key, each of its components with every
@@ -56,6 +48,10 @@ func ProposalBranch(workload string) string {
 	}
 	return "render/" + strings.Join(parts, "/")
 }
+
+// ProposalBranch implements statestore.Proposer: the package's
+// ProposalBranch.
+func (s *Store) ProposalBranch(workload string) string { return ProposalBranch(workload) }
 
 var refUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]`)
 
