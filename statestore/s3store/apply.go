@@ -261,9 +261,10 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 // record does not commit yet: Write then finishes it past a cancellation.
 func (w *write) Unfinished() bool { return w.dirty && !w.committed }
 
-// Finish settles the load summaries this write announced changes in,
-// whatever the outcome, and a write that wrote anything creates the
-// summaries its reads lacked.
+// Finish takes back or lets go of this write's intent when it did not
+// commit (see takeBack and holder.release), settles the load summaries
+// this write announced changes in, whatever the outcome, and a write that
+// wrote anything creates the summaries its reads lacked.
 // A write of a batch leaves the summaries to its batch, which settles
 // them once its last write ended (see Store.ApplyAll). It is not cut off
 // by a cancellation: a change left pending costs every later reader.
@@ -540,11 +541,11 @@ type written struct {
 	etags     map[string]string
 	uncertain map[string]bool
 	// intent is the ETag of the intent this attempt wrote in the record
-	// ("" for none), as last renewed, id the write's (see write.id),
-	// hold the attempt's hold on it, and
-	// prior the record it replaced (nil: none, or a tombstone). uploaded
-	// is set once an upload may have reached the server (it succeeded, or
-	// failed other than on its precondition).
+	// ("" for none), as last renewed; hold is the attempt's hold on it
+	// and id the write's (see write.id); prior is the record it replaced
+	// (nil: none, or a tombstone). uploaded is set once an upload may
+	// have reached the server (it succeeded, or failed other than on its
+	// precondition).
 	intent   string
 	id       string
 	hold     *holder
