@@ -221,10 +221,11 @@ func (h *holder) release(ctx context.Context) {
 }
 
 // awaitLease waits while l, another write's lease on the workload's intent,
-// holds against write id: until it ended leaseSkew ago, or the record
-// names no live lease of another write any more (committed, let go of,
-// taken over by a write whose lease ended). It does not wait past the
-// render's retry deadline.
+// holds against write id: until it ended leaseSkew ago (renewals extend
+// it), or the record no longer names that write's lease (it committed or
+// let go, or another write took the intent over: the caller plans again
+// on what the record says then). It does not wait past the render's retry
+// deadline.
 func (s *Store) awaitLease(ctx context.Context, recPath, id string, l lease) error {
 	for {
 		now := statestore.Now(ctx)
@@ -242,6 +243,10 @@ func (s *Store) awaitLease(ctx context.Context, recPath, id string, l lease) err
 		if err != nil {
 			return nil // planned again, the listing says what happened
 		}
-		l = storedLease(raw)
+		next := storedLease(raw)
+		if next.Writer != l.Writer {
+			return nil // committed, let go of or taken over: plan again
+		}
+		l = next // renewed
 	}
 }
