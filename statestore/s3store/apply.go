@@ -42,7 +42,7 @@ func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.
 	if err != nil {
 		return nil, statestore.InOp("plan", err)
 	}
-	w := &write{s: b.s, u: us[0], dests: dests, load: newLoadState()}
+	w := &write{s: b.s, u: us[0], dests: dests, load: newLoadState(), id: nonce()}
 	if b.batch != nil {
 		w.load, w.batch = b.batch.load, b.batch
 	}
@@ -76,6 +76,11 @@ type write struct {
 	// uploads are the ETags of every upload of this write that succeeded
 	// (see written.mine).
 	uploads map[string]string
+	// id names this write in its intents' leases; hold is its hold on
+	// the last intent it named, let go of when it ends without committing
+	// (see lease.go).
+	id   string
+	hold *holder
 	// snap and pr are the current attempt's snapshot and what its record
 	// said.
 	snap *snapshot
@@ -156,9 +161,7 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 		}
 		return statestore.Outcome{}, failed("read", err)
 	}
-	w.diff.add(plan.Diff)
-	d := w.diff.result()
-	out := statestore.Outcome{Diff: &d}
+	out := statestore.Outcome{}
 	recPath := statestore.RecordPath(u.Workload)
 	if o, ok, _ := snap.lookup(recPath); ok && !o.tomb {
 		out.Revision = o.etag
@@ -169,6 +172,26 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	}
 	commit := plan.Changed() || w.dirty || len(ms.stale) > 0 ||
 		plan.Record != nil && !slices.Equal(pr.markers, w.dests)
+	if commit && !u.DryRun {
+		// An intent of another write of the workload whose lease holds
+		// is waited for, then the write plans again (see lease.go).
+		raw, err := snap.readRaw(recPath)
+		if err != nil && !errors.Is(err, statestore.ErrNotFound) {
+			return out, failed("read", err)
+		}
+		if l := storedLease(raw); l.heldFor(w.id, statestore.Now(ctx)) {
+			if s.cfg.Debug != nil {
+				s.cfg.Debug("another write of the workload is under way: waiting for its lease", "record", recPath, "until", l.Until.Format(time.RFC3339Nano))
+			}
+			if err := s.awaitLease(ctx, recPath, w.id, l); err != nil {
+				return out, failed("read", err)
+			}
+			return out, &statestore.ConflictError{Op: "write", What: "another write of the workload was under way"}
+		}
+	}
+	w.diff.add(plan.Diff)
+	d := w.diff.result()
+	out.Diff = &d
 	if !commit && len(ms.write) == 0 {
 		return out, nil
 	}
@@ -182,7 +205,7 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	if w.uploads == nil {
 		w.uploads = map[string]string{}
 	}
-	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}, mine: w.uploads}
+	wr := &written{etags: map[string]string{}, uncertain: map[string]bool{}, mine: w.uploads, id: w.id}
 	committed := snap.etag(recPath)
 	// From the first upload to the record that commits them, readers see
 	// the write step by step: it is not cut off half-way by a
@@ -196,6 +219,9 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 			return out, failed("write load summary", err)
 		}
 		op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr)
+		if wr.hold != nil {
+			w.hold = wr.hold
+		}
 		switch {
 		case wr.uploaded:
 			w.kept, w.undo = true, nil
@@ -235,16 +261,19 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 // record does not commit yet: Write then finishes it past a cancellation.
 func (w *write) Unfinished() bool { return w.dirty && !w.committed }
 
-// Finish settles the load summaries this write announced changes in,
-// whatever the outcome, and a write that wrote anything creates the
-// summaries its reads lacked.
+// Finish takes back or lets go of this write's intent when it did not
+// commit (see takeBack and holder.release), settles the load summaries
+// this write announced changes in, whatever the outcome, and a write that
+// wrote anything creates the summaries its reads lacked.
 // A write of a batch leaves the summaries to its batch, which settles
 // them once its last write ended (see Store.ApplyAll). It is not cut off
 // by a cancellation: a change left pending costs every later reader.
 func (w *write) Finish(ctx context.Context) {
 	ctx, cancel := statestore.Finishing(ctx)
 	defer cancel()
-	w.takeBack(ctx)
+	if !w.takeBack(ctx) && !w.committed && w.hold != nil && !w.u.DryRun {
+		w.hold.release(ctx)
+	}
 	if w.batch != nil {
 		if w.dirty {
 			w.batch.dirty.Store(true)
@@ -263,10 +292,11 @@ func (w *write) Finish(ctx context.Context) {
 // intent would otherwise keep naming paths the workload never wrote, as
 // if they were its own. Conditioned on the intent's ETag: a record moved
 // since is left as it is. A failure here leaves the intent for the
-// workload's next write, which deletes what it does not want.
-func (w *write) takeBack(ctx context.Context) {
+// workload's next write, which deletes what it does not want. It reports
+// whether it tried.
+func (w *write) takeBack(ctx context.Context) bool {
 	if w.committed || w.kept || w.undo == nil || w.u.DryRun {
-		return
+		return false
 	}
 	data := w.undo.prior
 	if data == nil {
@@ -278,6 +308,7 @@ func (w *write) takeBack(ctx context.Context) {
 	if _, err := w.s.put(ctx, recPath, data, cond{exists: true, etag: w.undo.intent}); err != nil && w.s.cfg.Debug != nil {
 		w.s.cfg.Debug("could not take back a write's intent; the workload's next write will", "record", recPath, "error", err.Error())
 	}
+	return true
 }
 
 // failed names the step of an attempt that failed with err. An object
@@ -510,10 +541,14 @@ type written struct {
 	etags     map[string]string
 	uncertain map[string]bool
 	// intent is the ETag of the intent this attempt wrote in the record
-	// ("" for none), and prior the record it replaced (nil: none, or a
-	// tombstone). uploaded is set once an upload may have reached the
-	// server (it succeeded, or failed other than on its precondition).
+	// ("" for none), as last renewed; hold is the attempt's hold on it
+	// and id the write's (see write.id); prior is the record it replaced
+	// (nil: none, or a tombstone). uploaded is set once an upload may
+	// have reached the server (it succeeded, or failed other than on its
+	// precondition).
 	intent   string
+	id       string
+	hold     *holder
 	prior    []byte
 	uploaded bool
 	// mine are the ETags of this write's uploads that succeeded, in any
@@ -522,18 +557,51 @@ type written struct {
 	mine map[string]string
 }
 
-// tried notes the outcome of an upload (see uploaded).
+// tried notes the outcome of an upload (see uploaded): one refused on its
+// precondition reached nothing, unless an earlier try of it failed in
+// transit or its lease cut it off (maybeSentError).
 func (w *written) tried(err error) {
-	if err == nil || !errors.Is(err, errChanged) {
+	var ms *maybeSentError
+	if err == nil || !errors.Is(err, errChanged) || errors.As(err, &ms) {
 		w.sent()
 	}
 }
+
+// maybeSentError is a write refused on its precondition after an earlier
+// try of it failed in transit, or cut off by the end of its writer's
+// lease: that try may have landed (its answer lost), so the write may
+// have changed the store. It is still a lost race.
+type maybeSentError struct{ err error }
+
+func (e *maybeSentError) Error() string {
+	return e.err.Error() + " (an earlier try, or this one, may have landed)"
+}
+func (e *maybeSentError) Unwrap() error { return e.err }
 
 // sent notes that a change of the store may have reached the server.
 func (w *written) sent() {
 	w.mu.Lock()
 	w.uploaded = true
 	w.mu.Unlock()
+}
+
+// put is an upload of the write, within its lease (see holder.act).
+func (w *written) put(ctx context.Context, s *Store, p string, data []byte, c cond) (string, error) {
+	var etag string
+	err := w.hold.act(ctx, func(ctx context.Context) error {
+		var err error
+		etag, err = s.put(ctx, p, data, c)
+		return err
+	})
+	return etag, err
+}
+
+// remove is a delete of the write, within its lease.
+func (w *written) remove(ctx context.Context, s *Store, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	return w.hold.act(ctx, func(ctx context.Context) error { return s.remove(ctx, paths) })
 }
 
 func (w *written) set(p, etag string) {
@@ -620,16 +688,38 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 		}
 	}
 	// The intent: before any upload, the record names what this write
-	// creates that it does not own yet (see withPending).
+	// creates that it does not own yet (see withPending). A write that
+	// creates nothing new but changes or deletes what the record owns (a
+	// removal too) names those paths the same way: cut off half-way
+	// (SIGKILL, its deadline, a connection that broke), it leaves a record
+	// that says its write did not finish, for the workload's next write,
+	// rather than one that looks committed while its files are changed or
+	// gone (the campaign's s3 seed 70015). An intent the record names
+	// already (another write's, or this write's from an earlier attempt)
+	// is named again: every attempt that uploads or deletes does so under
+	// its own lease (see lease.go).
 	recCond := snap.cond(recPath)
 	pending := setOf(rec.pending)
-	fresh := false
 	for _, op := range slices.Concat(claims, puts) {
-		if !rec.files[op.Path] && !pending[op.Path] {
-			pending[op.Path], fresh = true, true
+		if !rec.files[op.Path] {
+			pending[op.Path] = true
 		}
 	}
-	if fresh && (rec.canonical != nil || plan.Record != nil) {
+	if len(pending) == 0 && rec.canonical != nil {
+		for _, op := range slices.Concat(claims, puts) {
+			pending[op.Path] = true
+		}
+		for _, p := range deletes {
+			pending[p] = true
+		}
+		if plan.Record == nil {
+			for _, t := range targetDeletes {
+				pending[t] = true
+			}
+		}
+	}
+	acts := len(claims)+len(puts)+len(shared)+len(deletes)+len(staleMarkers)+len(targets)+len(targetDeletes) > 0
+	if acts && len(pending) > 0 && (rec.canonical != nil || plan.Record != nil) {
 		base := rec.canonical
 		if base == nil {
 			// No record yet: one that names the workload and owns nothing
@@ -643,45 +733,12 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 				return "read", err
 			}
 		}
-		etag, err := s.put(ctx, recPath, withPending(sealRecord(base, rec.markers), sortedSet(pending)), recCond)
+		h, err := s.acquire(ctx, recPath, w.id, sealRecord(base, rec.markers), sortedSet(pending), recCond)
 		if err != nil {
 			return "write", err
 		}
-		recCond = cond{exists: true, etag: etag}
-		w.intent, w.prior = etag, prior
-	}
-	// A write that creates nothing new but changes or deletes what the
-	// record owns (a removal too) names those paths first, the same way:
-	// cut off half-way (SIGKILL, its deadline, a connection that broke),
-	// it leaves a record that says its write did not finish, for the
-	// workload's next write, rather than one that looks committed while
-	// its files are changed or gone (the campaign's s3 seed 70015). A
-	// record that names an intent already says so.
-	if len(pending) == 0 && rec.canonical != nil {
-		touched := map[string]bool{}
-		for _, op := range slices.Concat(claims, puts) {
-			touched[op.Path] = true
-		}
-		for _, p := range deletes {
-			touched[p] = true
-		}
-		if plan.Record == nil {
-			for _, t := range targetDeletes {
-				touched[t] = true
-			}
-		}
-		if len(touched) > 0 {
-			prior, err := snap.readRaw(recPath)
-			if err != nil {
-				return "read", err
-			}
-			etag, err := s.put(ctx, recPath, withPending(sealRecord(rec.canonical, rec.markers), sortedSet(touched)), recCond)
-			if err != nil {
-				return "write", err
-			}
-			recCond = cond{exists: true, etag: etag}
-			w.intent, w.prior = etag, prior
-		}
+		w.hold, w.intent, w.prior = h, h.etag, prior
+		defer func() { w.intent = h.cond().etag }() // as last renewed
 	}
 
 	// 0. Claims on the workload's objects, before anything a reader (Flux)
@@ -690,7 +747,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	jobs := make([]func(context.Context) error, 0, len(claims))
 	for _, op := range claims {
 		jobs = append(jobs, func(ctx context.Context) error {
-			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
+			etag, err := w.put(ctx, s, op.Path, op.Data, snap.cond(op.Path))
 			w.tried(err)
 			if err == nil {
 				w.set(op.Path, etag)
@@ -705,7 +762,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	jobs = make([]func(context.Context) error, 0, len(puts)+len(shared))
 	for _, op := range puts {
 		jobs = append(jobs, func(ctx context.Context) error {
-			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
+			etag, err := w.put(ctx, s, op.Path, op.Data, snap.cond(op.Path))
 			w.tried(err)
 			if err == nil {
 				w.set(op.Path, etag)
@@ -715,7 +772,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	}
 	for _, op := range shared {
 		jobs = append(jobs, func(ctx context.Context) error {
-			etag, err := s.put(ctx, op.Path, op.Data, cond{})
+			etag, err := w.put(ctx, s, op.Path, op.Data, cond{})
 			switch {
 			case errors.Is(err, errChanged): // created by somebody else first: theirs stays
 				w.mu.Lock()
@@ -737,7 +794,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	if len(deletes) > 0 {
 		w.sent() // a delete cannot be taken back, whatever its answer
 	}
-	if err := s.remove(ctx, deletes); err != nil {
+	if err := w.remove(ctx, s, deletes); err != nil {
 		return "delete", err
 	}
 	for _, p := range deletes {
@@ -747,7 +804,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	jobs = jobs[:0]
 	for _, op := range targets {
 		jobs = append(jobs, func(ctx context.Context) error {
-			etag, err := s.put(ctx, op.Path, op.Data, snap.cond(op.Path))
+			etag, err := w.put(ctx, s, op.Path, op.Data, snap.cond(op.Path))
 			if err == nil {
 				w.set(op.Path, etag)
 			}
@@ -759,7 +816,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 	}
 	for _, t := range targetDeletes {
 		w.sent()
-		if err := s.remove(ctx, []string{t}); err != nil {
+		if err := w.remove(ctx, s, []string{t}); err != nil {
 			return "delete", err
 		}
 		w.set(t, "")
@@ -773,7 +830,10 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			return "delete", fmt.Errorf("%w: %s gained a contribution while it was deleted", errChanged, t)
 		}
 	}
-	// 4. Commit.
+	// 4. Commit, on the intent as last renewed.
+	if w.hold != nil {
+		recCond = w.hold.cond()
+	}
 	var data []byte
 	if plan.Record != nil {
 		data = sealRecord(plan.Record.Encode(), dests)
@@ -852,13 +912,21 @@ func (s *Store) put(ctx context.Context, p string, data []byte, c cond) (string,
 		opts.SetMatchETagExcept("*")
 	}
 	var etag string
+	tries := 0
 	err := s.retry(ctx, func() error {
+		tries++
 		info, err := s.client.PutObject(ctx, s.cfg.Bucket, s.key(p), bytes.NewReader(data), int64(len(data)), opts)
 		etag = trimETag(info.ETag)
 		return err
 	})
 	if errors.Is(err, errNoKey) { // If-Match on an object deleted meanwhile
 		err = errChanged
+	}
+	if err != nil && tries > 1 && errors.Is(err, errChanged) {
+		// An earlier try failed in transit (a connection that broke) and
+		// may have landed: the precondition that fails now may be its
+		// own doing.
+		return "", fmt.Errorf("%s: %w", p, &maybeSentError{err})
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p, err)

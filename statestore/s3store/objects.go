@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
@@ -27,6 +28,10 @@ const (
 	// pendingField names, in a stored record, the paths a write of the
 	// workload is creating and has not committed yet (see withPending).
 	pendingField = "s3Pending"
+	// writerField and untilField are, beside pendingField, the intent's
+	// lease (see lease.go).
+	writerField = "s3Writer"
+	untilField  = "s3Until"
 )
 
 func nonce() string {
@@ -68,7 +73,10 @@ func sealRecord(canonical []byte, markers []string) []byte {
 // so that the workload's next write deletes those it does not want, and
 // its intent, a change of the record, fails the commit of every other
 // writer of the workload that planned before it, as a commit would.
-func withPending(sealed []byte, pending []string) []byte {
+//
+// The intent carries its writer's lease (see lease.go; the zero lease:
+// none).
+func withPending(sealed []byte, pending []string, l lease) []byte {
 	body, ok := bytes.CutSuffix(sealed, []byte("\n}\n"))
 	if !ok || len(pending) == 0 {
 		return sealed
@@ -77,7 +85,11 @@ func withPending(sealed []byte, pending []string) []byte {
 	if err != nil {
 		panic(err) // only strings
 	}
-	return fmt.Appendf(body, ",\n  %q: %s\n}\n", pendingField, list)
+	body = fmt.Appendf(slices.Clip(body), ",\n  %q: %s", pendingField, list) // sealed stays as it is
+	if l.Writer != "" {
+		body = fmt.Appendf(body, ",\n  %q: %q,\n  %q: %q", writerField, l.Writer, untilField, l.Until.UTC().Format(time.RFC3339Nano))
+	}
+	return append(body, "\n}\n"...)
 }
 
 // storedPending returns the paths a stored record's pending write was

@@ -17,7 +17,9 @@
 // commit first names in the record what it is about to create, change or
 // delete (its intent, conditioned on the record's ETag: a write that dies
 // leaves a record that says so, and the files it created owned, for the
-// workload's next write to finish), writes again any file the record does
+// workload's next write to finish; the intent carries a short lease its
+// writer renews and never acts past, which another write of the workload
+// waits for: see lease.go), writes again any file the record does
 // not own yet that is listed already with the wanted bytes (never trusting
 // a write that did not commit), then uploads claims, files and parts, each
 // conditioned on the ETag it was listed with, deletes what the workload no

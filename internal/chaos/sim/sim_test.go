@@ -50,14 +50,6 @@ type knownFailure struct {
 
 var knownFailures = map[chaos.Kind][]knownFailure{
 	chaos.S3: {
-		{1085, 64, true, "37 writers, two drains of d1: w7's record lists d1/resources/team/db/w7/configure/5058f/w7-b.yaml " +
-			"(and its object and placement entry), which the store does not hold, while d2 holds that file for no workload " +
-			"(rules 2, 3): the file moved and the record still places it on d1. Found by the long campaign (10 minutes, " +
-			"2026-11-27); fails on every replay with main merged (before issue 35's fix it also failed as seed 14 does). Cause " +
-			"(branch drain1085): a drain's upload and delete, held after its intent, land after a render of w7 committed " +
-			"on that intent's record; S3 has no conditional DELETE. A lease on the intent for the writer's whole retry " +
-			"deadline fixed the seed but made a killed render's next run wait up to 2m40s (past its own 2-minute " +
-			"deadline: TestKillS3), so it was reverted; the fix needs a short lease the writer renews and never acts past"},
 		{15, 64, true, "18 writers, no foreign state drawn, two drains: w1's record (writer 7's configure, exit 0) lists " +
 			"its aggregate part .render/aggregate/d4/aggregated.yaml/promise/w1/configure.part, object files and " +
 			".render/placed/d{2,3}/promise/7e37cc25e57681316930, which the store does not hold (rule 3), while writer 4's " +
@@ -87,6 +79,12 @@ var regressionSeeds = map[chaos.Kind][]knownFailure{
 			"d2/dependencies/w1/configure/5058f/w1-{a,c}.yaml, which MinIO then hid from every listing of d2 (rules 2 and 3); " +
 			"fixed by issue #35: an S3 write refuses a file below a key, or where keys lie below it, before it writes anything"},
 		{18, 6, true, "the same as seed 14"},
+		{1085, 64, true, "37 writers, two drains of d1: w7's record listed d1/resources/team/db/w7/configure/5058f/w7-b.yaml, " +
+			"which the store did not hold, while d2 held that file for no workload (rules 2, 3): a render of w7 committed on " +
+			"the intent of a drain moving it to d2; the drain, starved, then uploaded d2's copy, deleted the render's file and " +
+			"lost its commit (fixed: the intent's short lease, which its writer renews and never acts past, and which another " +
+			"write of the workload waits for); and a claim whose answer was lost, refused on its retry, was taken for nothing " +
+			"written and left nobody's (fixed: it counts as written)"},
 	},
 }
 
