@@ -22,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/minio/minio-go/v7"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -138,13 +139,21 @@ func readRemoteGit(ctx context.Context, url, user, password, prefix string) (*St
 	return readGit(r, refs, prefix)
 }
 
-// readLocalGit reads a bare repository on disk.
+// readLocalGit reads a bare repository on disk. git, updating a ref,
+// writes its new value to a lock file beside it (refs/.../name.lock)
+// first, and go-git, listing the refs, reads that file too: empty for a
+// moment (dotgit.ErrEmptyRefFile; in CI, a read while a killed writer's
+// request was being pushed over SSH). That moment is retried.
 func readLocalGit(dir, prefix string) (*State, error) {
 	r, err := git.PlainOpen(dir)
 	if err != nil {
 		return nil, err
 	}
 	iter, err := r.References()
+	for try := 0; errors.Is(err, dotgit.ErrEmptyRefFile) && try < 100; try++ {
+		time.Sleep(10 * time.Millisecond)
+		iter, err = r.References()
+	}
 	if err != nil {
 		return nil, err
 	}
