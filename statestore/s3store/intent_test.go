@@ -368,13 +368,7 @@ func (s *starve) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestLapsedLeaseSendsNothing(t *testing.T) {
 	m := testenv.MinIO(t)
 	cfg := minioConfig(m, m.CreateBucket(t, "lapse"))
-	upd := func(files map[string]string) statestore.Update {
-		u := statestore.Update{Workload: "w/lapse", Files: map[string][]byte{}, Record: &statestore.Record{}, Destinations: []string{"d"}}
-		for p, c := range files {
-			u.Files[p] = []byte(c)
-		}
-		return u
-	}
+	upd := func(files map[string]string) statestore.Update { return filesUpdate("w/lapse", files) }
 	applyOK(t, open(t, cfg), upd(map[string]string{"d/w/x.yaml": "0\n", "d/w/z.yaml": "0\n"}))
 
 	clk := newFastClock(5)
@@ -420,13 +414,7 @@ func TestLapsedLeaseSendsNothing(t *testing.T) {
 func TestDeadWritersLeaseHoldsUpOneLease(t *testing.T) {
 	m := testenv.MinIO(t)
 	cfg := minioConfig(m, m.CreateBucket(t, "dead"))
-	upd := func(files map[string]string) statestore.Update {
-		u := statestore.Update{Workload: "w/dead", Files: map[string][]byte{}, Record: &statestore.Record{}, Destinations: []string{"d"}}
-		for p, c := range files {
-			u.Files[p] = []byte(c)
-		}
-		return u
-	}
+	upd := func(files map[string]string) statestore.Update { return filesUpdate("w/dead", files) }
 	applyOK(t, open(t, cfg), upd(map[string]string{"d/w/a.yaml": "0\n"}))
 
 	// The dead write: its intent, naming b.yaml under a fresh lease, and
@@ -469,4 +457,14 @@ func TestDeadWritersLeaseHoldsUpOneLease(t *testing.T) {
 		t.Fatalf("the record still names an intent or a lease (%v):\n%s", err, data)
 	}
 	checkMarker(t, m, cfg.Bucket, "d")
+}
+
+// filesUpdate is workload's update to destination d writing files (path:
+// content), with an empty record.
+func filesUpdate(workload string, files map[string]string) statestore.Update {
+	u := statestore.Update{Workload: workload, Files: map[string][]byte{}, Record: &statestore.Record{}, Destinations: []string{"d"}}
+	for p, c := range files {
+		u.Files[p] = []byte(c)
+	}
+	return u
 }

@@ -775,13 +775,7 @@ func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestStaleUploadAfterOtherCommit(t *testing.T) {
 	m := testenv.MinIO(t)
 	cfg := minioConfig(m, m.CreateBucket(t, "stale"))
-	upd := func(files map[string]string) statestore.Update {
-		u := statestore.Update{Workload: "w/same", Files: map[string][]byte{}, Record: &statestore.Record{}, Destinations: []string{"d"}}
-		for p, c := range files {
-			u.Files[p] = []byte(c)
-		}
-		return u
-	}
+	upd := func(files map[string]string) statestore.Update { return filesUpdate("w/same", files) }
 	applyOK(t, open(t, cfg), upd(map[string]string{"d/w/x.yaml": "0\n"}))
 
 	g := &gate{base: http.DefaultTransport, suffix: "/d/w/x.yaml", reached: make(chan struct{}), released: make(chan struct{})}
