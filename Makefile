@@ -44,9 +44,9 @@ bench:
 
 ## chaos: both fault campaigns against every store (STORE to run one), each
 ## printing a table of trials, faults by kind and violations. First the
-## process-level one (internal/chaos: render processes, SIGKILL, a TCP fault
+## process-level one (internal/testinfra/chaos: render processes, SIGKILL, a TCP fault
 ## proxy): SEEDS trials per store from FIRST, or until DURATION per store
-## (0: no limit). Then the in-process one (internal/chaos/sim: render's engine
+## (0: no limit). Then the in-process one (internal/testinfra/chaos/sim: render's engine
 ## as goroutines on a virtual clock, faults drawn per request, 2-64 writers,
 ## foreign state): SIM_SEEDS trials per store from SIM_FIRST, SIM_PARALLEL at
 ## a time per store, the stores side by side, starting no trial that would
@@ -65,12 +65,12 @@ SIM_PARALLEL ?= 4
 SIM_DURATION ?= 45m
 MANY         ?= 64
 chaos:
-	scripts/testservers.sh with sh -c '$(GO) test -count=1 -timeout=0 -run TestCampaign -v ./internal/chaos/ \
+	scripts/testservers.sh with sh -c '$(GO) test -count=1 -timeout=0 -run TestCampaign -v ./internal/testinfra/chaos/ \
 	    -args -seeds $(SEEDS) -first $(FIRST) -duration $(DURATION) -store "$(STORE)"; rc=$$?; \
-	  $(GO) test -count=1 -timeout=0 -run TestSimCampaign -v ./internal/chaos/sim/ \
+	  $(GO) test -count=1 -timeout=0 -run TestSimCampaign -v ./internal/testinfra/chaos/sim/ \
 	    -args -seeds $(SIM_SEEDS) -first $(SIM_FIRST) -parallel $(SIM_PARALLEL) -duration $(SIM_DURATION) \
 	    -max-writers 64 -foreign -store "$(STORE)" || rc=$$?; \
-	  $(GO) test -count=1 -timeout=0 -run "TestManySidecars/$(STORE)" -v ./internal/chaos/ -args -many $(MANY) || rc=$$?; exit $$rc'
+	  $(GO) test -count=1 -timeout=0 -run "TestManySidecars/$(STORE)" -v ./internal/testinfra/chaos/ -args -many $(MANY) || rc=$$?; exit $$rc'
 
 ## image: build render's container image (Dockerfile) as $(IMAGE) with $(DOCKER).
 image:
@@ -79,7 +79,7 @@ image:
 ## test-containers: only the container tests (the image as a pod's sidecar, the
 ## docker-compose quickstart), with a private Docker engine set up by scripts/containers.sh.
 test-containers:
-	scripts/containers.sh with $(GO) test -count=1 -timeout=30m ./internal/containere2e/
+	scripts/containers.sh with $(GO) test -count=1 -timeout=30m ./internal/testinfra/containere2e/
 
 servers:
 	scripts/testservers.sh build

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/render-dev/render/internal/storegen"
+	"github.com/render-dev/render/internal/testinfra/storegen"
 )
 
 // Scenario 10: `render drain` (the binary) of a destination holding 1,000

@@ -9,14 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/render-dev/render/internal/storegen"
+	"github.com/render-dev/render/internal/testinfra/storegen"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/ocistore"
 )
 
 // Scenario 10 on S3 and OCI: `render drain` (the binary) of a destination
 // holding 1,000 workloads, in stores of 10,000 and 100,000 workloads in
-// render's own format (internal/storegen, 1,000 per destination: 10 and
+// render's own format (internal/testinfra/storegen, 1,000 per destination: 10 and
 // 100 destinations), the drained destination cordoned; every one of its
 // 1,000 resources must move. Reported as for git: wall time, render's CPU,
 // the server's CPU meanwhile, requests by kind (a counting proxy in front

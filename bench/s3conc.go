@@ -19,7 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/render-dev/render/internal/storegen"
+	"github.com/render-dev/render/internal/testinfra/storegen"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/s3store"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/render-dev/render/internal/layout"
-	"github.com/render-dev/render/internal/storegen"
+	"github.com/render-dev/render/internal/testinfra/storegen"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/s3store"
 )
@@ -25,7 +25,7 @@ import (
 // Scenario 8: store size on S3, the bucket twin of scenario 7. A cold
 // one-shot render of one new resource request into a MinIO bucket whose
 // store already holds 0, 10,000 or 100,000 workloads in render's own
-// format: internal/storegen's workloads (records, claims, placement index)
+// format: internal/testinfra/storegen's workloads (records, claims, placement index)
 // spread over 100 destinations, plus each workload's completeness marker
 // and each destination's canaries. The request matches every destination,
 // so the spread strategy weighs all 100.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # containers.sh - a private Docker engine for the container tests
-# (internal/containere2e): render's image as the sidecar of a pod, and the
+# (internal/testinfra/containere2e): render's image as the sidecar of a pod, and the
 # docker-compose.yaml quickstart, run for real.
 #
 # Usage:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test.sh - run the whole test suite against real Gitea, MinIO and the OCI
-# registry, then the Flux and Argo CD end-to-end tests (internal/fluxe2e,
-# internal/argocde2e) against a Flux stack (etcd, kube-apiserver, source-
+# registry, then the Flux and Argo CD end-to-end tests (internal/testinfra/fluxe2e,
+# internal/testinfra/argocde2e) against a Flux stack (etcd, kube-apiserver, source-
 # and kustomize-controller) and Argo CD (Redis, repo server and application
 # controller) on the same API server, then the container tests
-# (internal/containere2e: render's image as a pod's sidecar, and the
+# (internal/testinfra/containere2e: render's image as a pod's sidecar, and the
 # docker-compose quickstart) with a private Docker engine set up by
 # scripts/containers.sh.
 #
@@ -24,9 +24,9 @@
 # .test/ (git-ignored). docs/testing.md has the table and how to read it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-flux=github.com/render-dev/render/internal/fluxe2e
-argocd=github.com/render-dev/render/internal/argocde2e
-containers=github.com/render-dev/render/internal/containere2e
+flux=github.com/render-dev/render/internal/testinfra/fluxe2e
+argocd=github.com/render-dev/render/internal/testinfra/argocde2e
+containers=github.com/render-dev/render/internal/testinfra/containere2e
 mkdir -p .test
 log() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 t_start=$SECONDS
@@ -72,8 +72,8 @@ rc=0
 # container phase comes last, alone: TestSidecarPod times a render
 # against the pod's 10 s grace period, and with other suites beside it
 # that render was killed.
-lane_b=(github.com/render-dev/render/internal/chaos github.com/render-dev/render/internal/faulttest
-	github.com/render-dev/render/internal/chaos/sim)
+lane_b=(github.com/render-dev/render/internal/testinfra/chaos github.com/render-dev/render/internal/testinfra/faulttest
+	github.com/render-dev/render/internal/testinfra/chaos/sim)
 lane_a=()
 for p in "${pkgs[@]}"; do
 	case " ${lane_b[*]} " in *" $p "*) ;; *) lane_a+=("$p") ;; esac

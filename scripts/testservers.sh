@@ -30,7 +30,7 @@
 # RENDER_TEST_REGISTRY_DELETE=false at `start` writes a registry config with
 # storage.delete.enabled false: a registry that refuses DELETE, for tests.
 #
-# DIR/env contains `export` lines (see write_env) that internal/testenv reads.
+# DIR/env contains `export` lines (see write_env) that internal/testinfra/testenv reads.
 # With CI=true every failure is fatal and reported with a clear message (it is
 # fatal locally too; CI just gets the extra banner).
 set -euo pipefail

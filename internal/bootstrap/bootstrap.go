@@ -362,7 +362,7 @@ func ArgoCD(p *inputs.Platform, destination string, o ArgoCDOptions) (*Output, e
 }
 
 // argoOrderNote says what makes the resources Application wait for the
-// dependencies one (seen with Argo CD 3.2 in internal/argocde2e).
+// dependencies one (seen with Argo CD 3.2 in internal/testinfra/argocde2e).
 const argoOrderNote = "Applied together, the resources one waits by retrying: its sync fails until the dependencies' CRDs exist, and automated sync retries it (5 times by default, 5s apart and doubling). " +
 	"The sync waves order the two only in an app of apps whose Argo CD has a health check for Applications (resource.customizations.health.argoproj.io_Application in argocd-cm)."
 

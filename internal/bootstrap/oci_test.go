@@ -102,7 +102,7 @@ func TestBootstrapArgoCDOCI(t *testing.T) {
 
 // An aggregatedYAML or none destination in a registry is flat: one
 // Application on the artifact's root (an Application on dependencies/ fails
-// in Argo CD with "app path does not exist"; internal/argocde2e saw it).
+// in Argo CD with "app path does not exist"; internal/testinfra/argocde2e saw it).
 func TestBootstrapArgoCDOCIFlat(t *testing.T) {
 	for _, mode := range []renderer.FilepathMode{renderer.AggregatedYAML, renderer.NoNesting} {
 		p := ociPlatform()

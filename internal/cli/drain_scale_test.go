@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/render-dev/render/internal/storegen"
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/storegen"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore/gitstore"
 )
 

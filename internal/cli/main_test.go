@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/renderer"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 // A registry that refuses DELETE (distribution without

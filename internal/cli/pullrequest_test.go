@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/forge"
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 // prRepo is a Gitea repository a world's store "default" writes, in

@@ -9,7 +9,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 func bucketStore(name, endpoint, bucket, secret string, extra ...string) string {

@@ -16,7 +16,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/render-dev/render/internal/secrets"
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/renderer"
 )
 

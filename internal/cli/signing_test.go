@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 // signingPlatform writes a file:// store that signs with format, and the

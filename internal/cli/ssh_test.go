@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 func indent(s, pad string) string {

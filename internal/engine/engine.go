@@ -61,7 +61,7 @@ type Options struct {
 	Seed          uint64
 	// Transport, when set, carries every HTTP request of the S3 and OCI
 	// store clients the engine opens, in place of each client's own (the
-	// in-process fault campaign, internal/chaos/sim, injects its faults
+	// in-process fault campaign, internal/testinfra/chaos/sim, injects its faults
 	// there). Git's connections go through go-git's protocol registry.
 	Transport http.RoundTripper
 	Log       *slog.Logger

@@ -21,7 +21,7 @@ import (
 // aggregated file of a ConfigMap and two Secrets, listed by a
 // kustomization), then each built object that carries a sops block with
 // a mac is marshalled to JSON and decrypted with SOPS's JSON store and the
-// worker's age key, and unmarshalled back. (internal/fluxe2e runs the real
+// worker's age key, and unmarshalled back. (internal/testinfra/fluxe2e runs the real
 // controller.)
 func TestDecryptsAsKustomizeControllerDoes(t *testing.T) {
 	id := identity(t)

@@ -16,7 +16,7 @@ import (
 
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
 	"github.com/render-dev/render/statestore/storetest"
@@ -50,7 +50,7 @@ func TestGiteaConformance(t *testing.T) {
 		// The same backend races 64 writers over the file and SSH
 		// transports (the SSH one with group commit, through real git
 		// receive-pack without hooks), the benchmark 16 and 64 render
-		// processes on Gitea, and 16 render processes with every core busy in internal/chaos's
+		// processes on Gitea, and 16 render processes with every core busy in internal/testinfra/chaos's
 		// TestManySidecars/git-http. Here 8 (more writers than cores, so
 		// group commit folds several requests in one push) keep the
 		// suite's time down: Gitea runs three hook processes per push and

@@ -14,7 +14,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
 )

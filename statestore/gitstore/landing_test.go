@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
 )

@@ -318,7 +318,7 @@ func countEntries(t *treeSnap, dest string) (map[string]int, error) {
 
 // WithLoadSummary returns files (paths relative to a store's path, as one
 // git tree holds them) with the load summary render keeps beside them, for
-// tools that write a store without render (internal/storegen). files is not
+// tools that write a store without render (internal/testinfra/storegen). files is not
 // changed.
 func WithLoadSummary(files map[string][]byte) (map[string][]byte, error) {
 	ops := make([]statestore.Op, 0, len(files))

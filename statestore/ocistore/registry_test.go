@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/ocistore"
 	"github.com/render-dev/render/statestore/storetest"

@@ -14,7 +14,7 @@ import (
 // index entries) as the store's state in one new generation, with the
 // destinations dests, and publishes the destinations. It reads nothing but
 // the state manifest, plans nothing and takes no lock: it exists to build
-// large stores quickly for tests and benchmarks (internal/storegen), and
+// large stores quickly for tests and benchmarks (internal/testinfra/storegen), and
 // must never be pointed at a store in use, whose state it replaces.
 func (s *Store) Seed(ctx context.Context, files map[string][]byte, dests []string) error {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/layout"
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 )
 

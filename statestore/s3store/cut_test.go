@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -408,7 +408,7 @@ func TestLapsedLeaseSendsNothing(t *testing.T) {
 // killed mid-write) waits for that write's lease, and no longer: at most
 // leaseTerm + leaseSkew after the dead write's last renewal, not its retry
 // deadline (a render's next run after a SIGKILL has its own 2-minute
-// deadline: internal/faulttest's TestKillS3). Then it takes the intent
+// deadline: internal/testinfra/faulttest's TestKillS3). Then it takes the intent
 // over and lands, deleting what the dead write had named and it does not
 // want.
 func TestDeadWritersLeaseHoldsUpOneLease(t *testing.T) {

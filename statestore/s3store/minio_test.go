@@ -18,7 +18,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/render-dev/render/internal/layout"
-	"github.com/render-dev/render/internal/testenv"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/storetest"
 )
