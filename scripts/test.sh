@@ -42,7 +42,20 @@ gotest() {
 	return "${PIPESTATUS[0]}"
 }
 
+# lane NAME FLAGS... -- PKG...: the packages one after another through
+# scripts/testlane.sh (each test binary linked ahead of its turn, and kept
+# between runs), reported like gotest.
+lane() {
+	local name=$1
+	shift
+	scripts/testlane.sh "$@" | .test/testreport -out ".test/${name}.json"
+	return "${PIPESTATUS[0]}"
+}
+
 go build -o .test/testreport ./scripts/testreport
+# go test runs a subset of vet's checks before each package's tests; the
+# lanes run test binaries built ahead, so vet runs here, whole.
+go vet ./...
 
 mapfile -t pkgs < <(go list ./... | grep -vxF -e "$flux" -e "$argocd" -e "$containers")
 
@@ -60,8 +73,9 @@ trap 'kill -- -$prebuild_pid 2>/dev/null || true' EXIT
 rc=0
 # Two lanes side by side, each with servers of its own (its own Gitea,
 # MinIO and registry). Lane A: every package but those below, one package
-# at a time (-p 1): those that talk to the servers run their own tests in
-# parallel already. Lane B: the packages that make their own load and kill
+# at a time (scripts/testlane.sh, the next package's test binary linked
+# while this one runs, and kept between runs): those that talk to the
+# servers run their own tests in parallel already. Lane B: the packages that make their own load and kill
 # servers (the fault campaign, the fault tests, the simulated campaign),
 # then the Flux and Argo CD phase. Lane A is the longer of the two main
 # parts (about 22 minutes against lane B's 16 in CI), and before, the Flux
@@ -81,14 +95,14 @@ done
 t_a=$SECONDS
 (
 	rc_a=0
-	scripts/testservers.sh with bash -c "$(declare -f gotest); gotest main -p 1 -count=1 -timeout=30m $* ${lane_a[*]}" || rc_a=$?
+	scripts/testservers.sh with bash -c "$(declare -f lane); lane main -count=1 -timeout=30m $* -- ${lane_a[*]}" || rc_a=$?
 	log "lane A, the main packages: $((SECONDS - t_a))s (rc=$rc_a)"
 	exit $rc_a
 ) &
 lane_a_pid=$!
 
 t=$SECONDS
-scripts/testservers.sh with bash -c "$(declare -f gotest); gotest faults -p 1 -count=1 -timeout=30m $* ${lane_b[*]}" || rc=$?
+scripts/testservers.sh with bash -c "$(declare -f lane); lane faults -count=1 -timeout=30m $* -- ${lane_b[*]}" || rc=$?
 log "lane B, the fault packages: $((SECONDS - t))s (rc=$rc)"
 
 t=$SECONDS
