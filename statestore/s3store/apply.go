@@ -110,6 +110,9 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 	default:
 		snap = s.keptView(ctx)
 	}
+	if snap != nil && !snap.recordFirst(statestore.RecordPath(u.Workload)) {
+		snap = nil // it would read the record after its listings: list afresh
+	}
 	kept := snap != nil
 	if snap == nil {
 		snap = s.newSnapshot(ctx)
@@ -341,6 +344,11 @@ func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (pr
 		return prior{}, err
 	}
 	recPath := statestore.RecordPath(u.Workload)
+	// The record first, on its own: what the plan rests on is listed after
+	// it (see recordFirst).
+	if err := snap.need([]string{recPath}); err != nil {
+		return prior{}, err
+	}
 	paths := []string{recPath, statestore.IndexMarker}
 	var dirs []string
 	for p := range u.Files {
