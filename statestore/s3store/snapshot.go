@@ -1047,9 +1047,16 @@ func (sn *snapshot) prefetch(paths []string) error {
 func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	points, reads := sn.pointReads(h)
 	// Records first, the rest once they are known (see recordFirst): the
-	// records read by a GET, and the records and folders of records h
-	// names, side by side; then everything else.
-	var recPaths, paths, recDirs, dirs []string
+	// records h names, read by a GET or listed, and the folders of
+	// records it names, side by side; then everything else.
+	var recPoints, otherPoints, recPaths, paths, recDirs, dirs []string
+	for _, p := range points {
+		if isRecordPath(p) {
+			recPoints = append(recPoints, p)
+		} else {
+			otherPoints = append(otherPoints, p)
+		}
+	}
 	for _, p := range slices.Concat(h.Paths, reads) {
 		if isRecordPath(p) {
 			recPaths = append(recPaths, p)
@@ -1064,15 +1071,17 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 			dirs = append(dirs, d)
 		}
 	}
-	jobs := []func(context.Context) error{func(ctx context.Context) error {
-		err := parallel(ctx, 2, []func(context.Context) error{
+	look := func(ctx context.Context, points, paths, dirs []string) error {
+		return parallel(ctx, 2, []func(context.Context) error{
 			func(ctx context.Context) error { return sn.readPoints(ctx, points) },
-			func(context.Context) error { return sn.lookAll(recPaths, recDirs) },
+			func(context.Context) error { return sn.lookAll(paths, dirs) },
 		})
-		if err != nil {
+	}
+	jobs := []func(context.Context) error{func(ctx context.Context) error {
+		if err := look(ctx, recPoints, recPaths, recDirs); err != nil {
 			return err
 		}
-		if err := sn.lookAll(paths, dirs); err != nil {
+		if err := look(ctx, otherPoints, paths, dirs); err != nil {
 			return err
 		}
 		return sn.prefetch(reads)
