@@ -126,8 +126,8 @@ func testListingsAfterRecord(t *testing.T, view string) {
 		rendered <- err
 	}()
 	waitFor(t, hold.held, "the render's listing of the record")
-	// Before the fix the render lists d/w/ meanwhile; after it, it does
-	// not until its record is read (the hold ends here then).
+	// Before the fix the render lists d/w/ meanwhile; with it, not before
+	// its record (this wait then ends after 3 s).
 	select {
 	case <-hold.listed:
 	case <-time.After(3 * time.Second):
@@ -135,12 +135,16 @@ func testListingsAfterRecord(t *testing.T, view string) {
 
 	acfg := cfg
 	acfg.Transport = noTombstone{base: http.DefaultTransport}
-	ctx := statestore.WithRetryDeadline(testCtx(t), 2*time.Second)
+	ctx := statestore.WithRetryDeadline(testCtx(t), 4*time.Second)
 	if _, err := open(t, acfg).Apply(ctx, statestore.Update{Workload: key, Destinations: []string{"d"}}); err == nil {
 		t.Fatal("the removal committed: nothing to test")
 	}
 	if got := contents(t, open(t, cfg)); len(got) != 0 {
 		t.Fatalf("the removal left %v: nothing to test", got)
+	}
+	if data, err := getKey(t, m.Client(t), cfg.Bucket, testPath+"/"+statestore.RecordPath(key)); err != nil ||
+		len(storedPending(data)) == 0 || storedLease(data).Writer != "" {
+		t.Fatalf("the removal did not leave its intent let go of (%v): nothing to test\n%s", err, data)
 	}
 	close(hold.release)
 	if err := waitFor(t, rendered, "the render"); err != nil {
