@@ -334,11 +334,11 @@ type prior struct {
 	legacy  bool
 }
 
-// prepare looks up, in as few listings as possible and in parallel, every
-// path the planner will ask snap about for u: the record, the files,
-// shared files, aggregated files and parts, claims and markers, then
-// (knowing the record) the files the workload owned and the markers it
-// had. It returns what the record says.
+// prepare looks up every path the planner will ask snap about for u: the
+// record first, on its own (see recordFirst), then, in as few listings as
+// possible and in parallel, the files, shared files, aggregated files and
+// parts, claims and markers, then (knowing the record) the files the
+// workload owned and the markers it had. It returns what the record says.
 func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (prior, error) {
 	if err := s.locate(snap.ctx); err != nil {
 		return prior{}, err
