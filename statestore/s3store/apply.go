@@ -110,6 +110,9 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 	default:
 		snap = s.keptView(ctx)
 	}
+	if snap != nil && !snap.recordFirst(statestore.RecordPath(u.Workload)) {
+		snap = nil // it would read the record after its listings: list afresh
+	}
 	kept := snap != nil
 	if snap == nil {
 		snap = s.newSnapshot(ctx)
@@ -331,16 +334,21 @@ type prior struct {
 	legacy  bool
 }
 
-// prepare looks up, in as few listings as possible and in parallel, every
-// path the planner will ask snap about for u: the record, the files,
-// shared files, aggregated files and parts, claims and markers, then
-// (knowing the record) the files the workload owned and the markers it
-// had. It returns what the record says.
+// prepare looks up every path the planner will ask snap about for u: the
+// record first, on its own (see recordFirst), then, in as few listings as
+// possible and in parallel, the files, shared files, aggregated files and
+// parts, claims and markers, then (knowing the record) the files the
+// workload owned and the markers it had. It returns what the record says.
 func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (prior, error) {
 	if err := s.locate(snap.ctx); err != nil {
 		return prior{}, err
 	}
 	recPath := statestore.RecordPath(u.Workload)
+	// The record first, on its own: what the plan rests on is listed after
+	// it (see recordFirst).
+	if err := snap.need([]string{recPath}); err != nil {
+		return prior{}, err
+	}
 	paths := []string{recPath, statestore.IndexMarker}
 	var dirs []string
 	for p := range u.Files {

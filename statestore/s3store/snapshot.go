@@ -1046,12 +1046,42 @@ func (sn *snapshot) prefetch(paths []string) error {
 // requests (see readPoints).
 func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	points, reads := sn.pointReads(h)
-	paths := append(append([]string(nil), h.Paths...), reads...)
+	// Records first, the rest once they are known (see recordFirst): the
+	// records h names, read by a GET or listed, and the folders of
+	// records it names, side by side; then everything else.
+	var recPoints, otherPoints, recPaths, paths, recDirs, dirs []string
+	for _, p := range points {
+		if isRecordPath(p) {
+			recPoints = append(recPoints, p)
+		} else {
+			otherPoints = append(otherPoints, p)
+		}
+	}
+	for _, p := range slices.Concat(h.Paths, reads) {
+		if isRecordPath(p) {
+			recPaths = append(recPaths, p)
+		} else {
+			paths = append(paths, p)
+		}
+	}
+	for _, d := range h.Dirs {
+		if d = strings.Trim(d, "/"); d == statestore.RecordsDir || underDir(d, statestore.RecordsDir) {
+			recDirs = append(recDirs, d)
+		} else {
+			dirs = append(dirs, d)
+		}
+	}
+	look := func(ctx context.Context, points, paths, dirs []string) error {
+		return parallel(ctx, 2, []func(context.Context) error{
+			func(ctx context.Context) error { return sn.readPoints(ctx, points) },
+			func(context.Context) error { return sn.lookAll(paths, dirs) },
+		})
+	}
 	jobs := []func(context.Context) error{func(ctx context.Context) error {
-		if err := sn.readPoints(ctx, points); err != nil {
+		if err := look(ctx, recPoints, recPaths, recDirs); err != nil {
 			return err
 		}
-		if err := sn.lookAll(paths, h.Dirs); err != nil {
+		if err := look(ctx, otherPoints, paths, dirs); err != nil {
 			return err
 		}
 		return sn.prefetch(reads)
@@ -1066,6 +1096,24 @@ var (
 	_ statestore.Prefetcher = (*snapshot)(nil)
 	_ statestore.Debugger   = (*snapshot)(nil)
 )
+
+// recordFirst reports whether a write of the workload whose record is at
+// recPath may plan on what sn looked up: whether sn looked the record up
+// already. A write's plan rests on listings made after its record was
+// listed, never before: a write of the workload that the record then
+// showed finished (committed, or let go of its lease) had sent every
+// upload and delete before, so a listing made after the record shows
+// them; one made before may show files that write deleted since, which
+// the record owns, and the plan would not upload them again (the
+// simulated campaign's s3 seed 15). prepare lists the record on its own,
+// before everything else, and Prefetch, by which a render's view is
+// read, lists records first; a view that has not looked the record up
+// would list it after everything it holds.
+func (sn *snapshot) recordFirst(recPath string) bool {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	return sn.covered(recPath)
+}
 
 // Debug implements statestore.Debugger through the store's Config.Debug.
 func (sn *snapshot) Debug(msg string, args ...any) {
