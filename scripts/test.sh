@@ -53,6 +53,12 @@ lane() {
 }
 
 go build -o .test/testreport ./scripts/testreport
+# One render binary for every package that runs it (testenv.RenderBinary),
+# built as the Dockerfile builds it, beside the test binaries.
+TESTBIN=$(scripts/testlane.sh --dir)
+export TESTBIN
+CGO_ENABLED=0 go build -trimpath -o "$TESTBIN/render" ./cmd/render
+export RENDER_TEST_RENDER_BINARY="$TESTBIN/render"
 # go test runs a subset of vet's checks before each package's tests; the
 # lanes run test binaries built ahead, so vet runs here, whole.
 go vet ./...

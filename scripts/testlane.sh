@@ -4,6 +4,7 @@
 # runs.
 #
 #   scripts/testlane.sh [go test flags...] -- PKG...
+#   scripts/testlane.sh --dir    # print the folder of this clone's binaries
 #
 # `go test` links a package's test binary again on every run (its build
 # cache keeps compiled packages, not linked test binaries), one after the
@@ -28,9 +29,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 args=()
+dironly=0
 while (($#)); do
 	case $1 in
 	--) shift; break ;;
+	--dir) dironly=1; shift ;;
 	-run | -skip | -count | -timeout | -parallel)
 		args+=("-test.${1#-}=$2"); shift 2 ;;
 	-run=* | -skip=* | -count=* | -timeout=* | -parallel=* | -short | -short=* | -failfast | -failfast=*)
@@ -42,7 +45,7 @@ while (($#)); do
 	esac
 done
 pkgs=("$@")
-((${#pkgs[@]})) || { echo "testlane.sh: no packages (usage: testlane.sh [flags] -- PKG...)" >&2; exit 2; }
+((${#pkgs[@]} || dironly)) || { echo "testlane.sh: no packages (usage: testlane.sh [flags] -- PKG...)" >&2; exit 2; }
 
 cache="${RENDER_CACHE_DIR:-${HOME}/.cache/render}"
 testbin="${TESTBIN:-$cache/testbin/$(pwd -P | sha256sum | cut -c1-16)}"
@@ -52,6 +55,10 @@ touch "$testbin"
 # used last, and let the others go.
 if [[ -z ${TESTBIN:-} ]]; then
 	ls -1dt "$cache/testbin"/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
+fi
+if [[ $dironly == 1 ]]; then
+	echo "$testbin"
+	exit 0
 fi
 # Markers for this run only: a binary left by an earlier run is not taken
 # for this run's until this run's build has checked it is up to date.
