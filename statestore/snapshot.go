@@ -54,7 +54,7 @@ type Hint struct {
 	Reads []string
 	// Dirs will be listed (List), recursively.
 	Dirs []string
-	// Load names destinations whose load will be read (ReadLoad): each
+	// Load names destinations whose load will be read (bookkeeping.ReadLoad): each
 	// backend fetches what its way of counting needs.
 	Load []string
 }

@@ -62,7 +62,7 @@ type Store interface {
 	Apply(ctx context.Context, u Update) (Result, error)
 	// ApplyAll writes several workloads' updates, each planned on top of
 	// the ones before it: as one change where the store can (see
-	// Writer.AtomicBatches), one after the other otherwise.
+	// driver.Writer.AtomicBatches), one after the other otherwise.
 	ApplyAll(ctx context.Context, us []Update) (Result, error)
 	// Close releases what the store holds (clones, connections).
 	Close() error

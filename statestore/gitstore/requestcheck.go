@@ -20,7 +20,7 @@ import (
 // and none is render's own or a Kratix ledger), carries the state of its
 // workload it was planned on (its base, which fold then compares with the
 // store's), and asks to take over only its own workload's Kratix files
-// (statestore.Adoption.Check). The planner then refuses, as for any
+// (bookkeeping.CheckAdoption). The planner then refuses, as for any
 // update, a path or an object another workload owns. Anything else is
 // deleted, as a stale request is, with a warning: never folded, and
 // never left for every later leader to read again.

@@ -207,7 +207,7 @@ func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, 
 	committed := snap.etag(recPath)
 	// From the first upload to the record that commits them, readers see
 	// the write step by step: it is not cut off half-way by a
-	// cancellation (see driver.Unfinished); the retry deadline still
+	// cancellation (see driver.Committer.Unfinished); the retry deadline still
 	// bounds it.
 	ctx, cancel := driver.Finishing(ctx)
 	defer cancel()
