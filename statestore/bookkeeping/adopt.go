@@ -15,7 +15,7 @@ import (
 
 // Taking over a store Kratix wrote. Kratix keeps no records: what a
 // workload owns follows from its layout. An Update carries an Adoption
-// when its store has no record of the workload yet; PlanUpdate then counts
+// when its store has no record of the workload yet; planner.PlanUpdate then counts
 // what Kratix wrote for the workload as the workload's own, so the update
 // replaces it (stale files vanish) and its record takes over from there:
 //
@@ -28,7 +28,7 @@ import (
 //     ledger itself, which the record replaces;
 //   - aggregatedYAML: the first render that contributes to an aggregated
 //     file render has no parts of keeps the documents already in it as a
-//     part of their own (LegacyPart), less the documents of the workloads
+//     part of their own (planner.LegacyPart), less the documents of the workloads
 //     render writes there (by object identity): the documents of workloads
 //     render does not know stay.
 //

@@ -14,7 +14,7 @@ import (
 // destination: a small file at ClaimPath, named by the object's place and
 // identity, that the workload owns like any of its files. Two workloads that
 // write the same object to the same section want the same claim path, so
-// the ordinary ownership rule of PlanUpdate refuses the second, on whatever
+// the ordinary ownership rule of planner.PlanUpdate refuses the second, on whatever
 // snapshot the update is finally planned (a git re-plan after a lost race, a
 // folded request, an S3 re-listing). A claim also names its workload in its
 // content, so a claim uploaded by a writer that has not committed its record

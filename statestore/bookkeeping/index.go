@@ -29,7 +29,7 @@ import (
 // destination: .render/placed/<destination>/<type>/<flavour>/<hash>, whose
 // content is the workload's key (so that drain can name the workloads on a
 // destination by reading only theirs). The entries of a workload are a pure
-// function of its record (IndexPaths), so PlanUpdate keeps them in step
+// function of its record (IndexPaths), so planner.PlanUpdate keeps them in step
 // with the record on every write and every re-plan, with no record of its
 // own listing them.
 //
@@ -367,7 +367,7 @@ func PlacedOn(snap statestore.Snapshot, dest string) ([]string, error) {
 }
 
 // CheckClaims refuses, before anything is written, an update whose objects
-// another workload already holds in snap (the same check PlanUpdate makes
+// another workload already holds in snap (the same check planner.PlanUpdate makes
 // while writing, made early so that no store is written when another would
 // refuse). On a store that predates the index, all holds every record and
 // the claims are looked up there.

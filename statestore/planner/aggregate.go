@@ -10,9 +10,10 @@ import (
 	"sort"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
-	"gopkg.in/yaml.v3"
 )
 
 // LegacyPart is the name, in an aggregated file's parts folder, of the
