@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -153,4 +154,55 @@ func DecodeRecord(p string, b []byte) (Record, error) {
 		return r, fmt.Errorf("record %s: format %d is newer than this render understands (%d)", p, r.Format, RecordFormat)
 	}
 	return r, nil
+}
+
+// AggregateTarget returns the aggregated file that p, a part of workload
+// (see AggregatePath), contributes to.
+func AggregateTarget(p, workload string) (string, bool) {
+	prefix := layout.MetaDir + "/aggregate/"
+	suffix := "/" + workload + ".part"
+	if !strings.HasPrefix(p, prefix) || !strings.HasSuffix(p, suffix) {
+		return "", false
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(p, prefix), suffix), true
+}
+
+// ReadRecord reads the record at p in snap: nil, and no error, when there is
+// none.
+func ReadRecord(snap Snapshot, p string) (*Record, error) {
+	data, err := snap.ReadFile(p)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, err := DecodeRecord(p, data)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ReadRecords reads every record in a snapshot; backends use it to
+// implement Store.Records.
+func ReadRecords(snap Snapshot) ([]Record, error) {
+	paths, err := snap.List(RecordsDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, 0, len(paths))
+	for _, p := range paths {
+		if !strings.HasSuffix(p, ".json") {
+			continue
+		}
+		r, err := ReadRecord(snap, p)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
 }

@@ -1,18 +1,30 @@
-// Package statestore defines the contract every GitOps state store backend
-// (a git branch, an S3 bucket) fulfils, and the backend-neutral planning that
-// turns one workload's desired files into puts and deletes.
+// Package statestore is the contract between render and a GitOps state
+// store (a git branch, an S3 bucket, an OCI repository): the Store
+// interface, the Update a render asks a store to hold, the Result it
+// gets back, the Record a store keeps of each workload, and the errors
+// every store returns. It is what a caller of a store reads; it holds no
+// backend and no planning.
 //
-// A backend only has to take a consistent Snapshot of what it holds and
-// publish a set of operations atomically enough for its readers; ownership,
-// pruning, shared files and aggregation are decided here, once, so that
-// re-applying an update after losing a race is the same code for every store.
+// The rest is split by who reads it:
+//   - statestore/driver is the backend side: the Backend and Committer a
+//     store kind implements (its optional steps declared, not
+//     discovered), and Write, the one write loop every store runs.
+//   - statestore/planner decides the operations that make a snapshot
+//     hold an update: ownership, pruning, shared and aggregated files.
+//   - statestore/bookkeeping is what render keeps beside the workloads'
+//     files and reads back: the placement index and load, object claims,
+//     Kratix adoption, and the mass-deletion breaker.
+//   - statestore/gitstore, s3store, ocistore and memstore are the
+//     backends; statestore/storetest is the suite each must pass.
+//
+// The retry deadline, the clock and the error classification every
+// backend waits and retries by (retry.go, clock.go) are here too, for
+// now: one waiting policy for every loop is still to come.
 package statestore
 
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 )
 
 // Store is one state store as render sees it: a git branch or an S3 bucket,
@@ -50,7 +62,7 @@ type Store interface {
 	Apply(ctx context.Context, u Update) (Result, error)
 	// ApplyAll writes several workloads' updates, each planned on top of
 	// the ones before it: as one change where the store can (see
-	// Writer.AtomicBatches), one after the other otherwise.
+	// driver.Writer.AtomicBatches), one after the other otherwise.
 	ApplyAll(ctx context.Context, us []Update) (Result, error)
 	// Close releases what the store holds (clones, connections).
 	Close() error
@@ -61,23 +73,6 @@ type Store interface {
 type BatchApplier interface {
 	ApplyAll(ctx context.Context, us []Update) (Result, error)
 }
-
-// Sentinel errors every backend wraps, so callers can test with errors.Is.
-var (
-	// ErrNotFound means the repository, branch or bucket does not exist and
-	// the store was not asked to create it, or a file does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrUnreachable means the store could not be reached before the deadline.
-	ErrUnreachable = errors.New("store unreachable")
-	// ErrAuth means the store refused the credentials.
-	ErrAuth = errors.New("authentication failed")
-	// ErrConflict means concurrent writers kept winning until the retry budget ran out,
-	// or a file the update wants belongs to another workload.
-	ErrConflict = errors.New("conflict")
-	// ErrRejected means the server refused the write for a reason of its own
-	// (a pre-receive hook, a protected branch); the message carries its text.
-	ErrRejected = errors.New("write rejected")
-)
 
 // Update is everything one render wants one store to hold for one workload.
 type Update struct {
@@ -143,9 +138,9 @@ type Basis struct {
 	Files map[string][]byte
 }
 
-// holds reports whether r, the store's record of the workload now, is the
+// Holds reports whether r, the store's record of the workload now, is the
 // basis's (see Basis.Record).
-func (b *Basis) holds(r *Record) bool {
+func (b *Basis) Holds(r *Record) bool {
 	x, y := basisOf(b.Record), basisOf(r)
 	if x == nil || y == nil {
 		return x == nil && y == nil
@@ -163,24 +158,6 @@ func basisOf(r *Record) []byte {
 	c.Files = nil
 	return c.Encode()
 }
-
-// ErrStale is wrapped by StaleError.
-var ErrStale = errors.New("stale update")
-
-// StaleError is an update planned on a store whose record of the workload
-// changed since the update was computed (Update.Basis). Trying it again
-// does not help (Classify: permanent); computing it again from a fresh
-// read does.
-type StaleError struct {
-	Workload string
-}
-
-func (e *StaleError) Error() string {
-	return fmt.Sprintf("%v: workload %s changed in the store after this render read it", ErrStale, e.Workload)
-}
-
-// Is makes a StaleError an ErrStale.
-func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
 // MessageFor is the message for a plan with diff d: Compose's, or Message.
 func (u Update) MessageFor(d Diff) (Message, error) {
@@ -242,27 +219,3 @@ type Result struct {
 type Diff struct {
 	Added, Changed, Deleted []string
 }
-
-// StoreError wraps a backend error with the store's name, so the CLI can
-// print one line naming the store.
-type StoreError struct {
-	Store string
-	Op    string
-	Err   error
-}
-
-func (e *StoreError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Store, e.Op, e.Err) }
-func (e *StoreError) Unwrap() error { return e.Err }
-
-// Redacted returns an error whose text is msg, which the caller has made
-// free of credentials, and whose chain is err's, so errors.Is and errors.As
-// still see what happened.
-func Redacted(msg string, err error) error { return &redactedError{msg: msg, err: err} }
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }

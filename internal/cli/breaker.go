@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // massDeletionExit is exit code 4 for a render or drain the breaker
 // refused (err), or that it would refuse (a dry run's verdict); nil
 // otherwise.
-func massDeletionExit(err error, verdict *statestore.MassDeletionError) *ExitError {
-	var md *statestore.MassDeletionError
+func massDeletionExit(err error, verdict *bookkeeping.MassDeletionError) *ExitError {
+	var md *bookkeeping.MassDeletionError
 	switch {
 	case errors.As(err, &md):
 	case verdict != nil && verdict.Refused():
@@ -25,7 +25,7 @@ func massDeletionExit(err error, verdict *statestore.MassDeletionError) *ExitErr
 
 // writeBreaker prints the breaker's verdict under a report: each limit a
 // write passes, and whether it is refused or what allowed it.
-func writeBreaker(w io.Writer, md *statestore.MassDeletionError) {
+func writeBreaker(w io.Writer, md *bookkeeping.MassDeletionError) {
 	if md == nil {
 		return
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/renderer"
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // drainOptions are the flags of `render drain`: the ones it shares with
@@ -282,7 +282,7 @@ func drainJSON(rep *engine.DrainReport) any {
 		Stuck       []drainStuckJSON `json:"stuck"`
 		Stores      []jsonStore      `json:"stores"`
 		// MassDeletion is the breaker's verdict, when some write passes a limit.
-		MassDeletion *statestore.MassDeletionError `json:"massDeletion,omitempty"`
+		MassDeletion *bookkeeping.MassDeletionError `json:"massDeletion,omitempty"`
 		// Unfinished: some moves were copied and are (or may be) still on
 		// the drained destination (its store failed, and the copies could
 		// not be taken out again); run the drain again.

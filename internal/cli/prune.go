@@ -12,7 +12,7 @@ import (
 
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/renderer"
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // pruneOptions are the flags of `render prune-misscheduled`.
@@ -179,7 +179,7 @@ func pruneJSON(rep *engine.PruneReport) any {
 		Stuck        []drainStuckJSON `json:"stuck"`
 		Stores       []jsonStore      `json:"stores"`
 		// MassDeletion is the breaker's verdict, when some write passes a limit.
-		MassDeletion *statestore.MassDeletionError `json:"massDeletion,omitempty"`
+		MassDeletion *bookkeeping.MassDeletionError `json:"massDeletion,omitempty"`
 	}{Destinations: nonNil(rep.Destinations), DryRun: rep.DryRun, Pruned: []prunedJSON{}, Stuck: []drainStuckJSON{}, Stores: []jsonStore{}, MassDeletion: rep.MassDeletion}
 	for _, p := range rep.Pruned {
 		out.Pruned = append(out.Pruned, prunedJSON{p.Workload, p.Group, p.Destination, p.Files, p.Reason})

@@ -9,7 +9,7 @@ import (
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/renderer"
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 func short(rev string) string {
@@ -210,7 +210,7 @@ type jsonReport struct {
 	Stores   []jsonStore `json:"stores"`
 	Warnings []string    `json:"warnings"`
 	// MassDeletion is the breaker's verdict, when some write passes a limit.
-	MassDeletion *statestore.MassDeletionError `json:"massDeletion,omitempty"`
+	MassDeletion *bookkeeping.MassDeletionError `json:"massDeletion,omitempty"`
 	// Secrets says what the render does with each Secret it writes.
 	Secrets []jsonSecret `json:"secrets,omitempty"`
 }

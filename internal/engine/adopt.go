@@ -12,6 +12,7 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // Taking over a store Kratix wrote (see statestore.Adoption): the engine
@@ -237,7 +238,7 @@ func kratixPlacements(ctx context.Context, p *inputs.Platform, snaps map[rendere
 				if err != nil {
 					return nil, &placementError{ref, err}
 				}
-				for _, id := range statestore.Identities(data) {
+				for _, id := range planner.Identities(data) {
 					place(objects[id], d.Name)
 				}
 			}
@@ -259,7 +260,7 @@ func groupObjects(in renderer.Input, groups map[string]string) map[string]string
 		if top, _, ok := strings.Cut(f.Path, "/"); ok && dirs[top] {
 			dir = top
 		}
-		for _, id := range statestore.Identities(f.Data) {
+		for _, id := range planner.Identities(f.Data) {
 			out[id] = dir
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // writeSet is what the guard judges: the updates of a render, a drain or a
@@ -33,14 +34,14 @@ type writeSet struct {
 // when that store's turn to be written comes. Then the mass-deletion
 // breaker: a refusal is returned as the error of a real write, a dry run
 // gets the verdict to report, and an allowed mass deletion is logged.
-func (e *Engine) guard(w writeSet) (*statestore.MassDeletionError, error) {
+func (e *Engine) guard(w writeSet) (*bookkeeping.MassDeletionError, error) {
 	for _, ref := range sortedRefs(w.claims) {
 		v := w.views[ref]
 		if v == nil || v.facts.All != nil {
 			continue // a store that predates the index: its records were checked
 		}
 		for _, u := range w.claims[ref] {
-			if err := statestore.CheckClaims(v.snap, u, nil); err != nil {
+			if err := bookkeeping.CheckClaims(v.snap, u, nil); err != nil {
 				var oe *statestore.OwnedError
 				if errors.As(err, &oe) {
 					err = &renderer.InputError{Where: v.name, Msg: strings.TrimPrefix(oe.Error(), statestore.ErrConflict.Error()+": ")}
@@ -60,13 +61,13 @@ func (e *Engine) guard(w writeSet) (*statestore.MassDeletionError, error) {
 // per store, from the records read before planning: nil when no write
 // passes a limit. A write allowed by --allow-mass-deletion or by its
 // store's field is listed with what allowed it, and not refused.
-func (e *Engine) breaker(p *inputs.Platform, views map[renderer.StoreRef]*storeView, recs map[renderer.StoreRef][]statestore.Record, updates map[renderer.StoreRef][]statestore.Update, deleteAction bool) (*statestore.MassDeletionError, error) {
+func (e *Engine) breaker(p *inputs.Platform, views map[renderer.StoreRef]*storeView, recs map[renderer.StoreRef][]statestore.Record, updates map[renderer.StoreRef][]statestore.Update, deleteAction bool) (*bookkeeping.MassDeletionError, error) {
 	refs := make([]renderer.StoreRef, 0, len(updates))
 	for ref := range updates {
 		refs = append(refs, ref)
 	}
 	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
-	var out statestore.MassDeletionError
+	var out bookkeeping.MassDeletionError
 	for _, ref := range refs {
 		md, field := massDeletion(p, ref)
 		var dests []string
@@ -77,7 +78,7 @@ func (e *Engine) breaker(p *inputs.Platform, views map[renderer.StoreRef]*storeV
 				names[d.Path] = d.Name
 			}
 		}
-		before := statestore.IndexRecords(recs[ref])
+		before := bookkeeping.IndexRecords(recs[ref])
 		if v := views[ref]; v != nil && v.facts.All == nil {
 			// A store with the placement index: the other workloads'
 			// files are not read; each of their placements on the
@@ -88,14 +89,14 @@ func (e *Engine) breaker(p *inputs.Platform, views map[renderer.StoreRef]*storeV
 					touched = append(touched, d.Name)
 				}
 			}
-			if err := statestore.AddPlacements(before, v.snap, touched, names, recs[ref]); err != nil {
+			if err := bookkeeping.AddPlacements(before, v.snap, touched, names, recs[ref]); err != nil {
 				return nil, &statestore.StoreError{Store: v.name, Op: "read placements", Err: err}
 			}
 		}
-		perDest, total := statestore.CountDeletions(before, updates[ref], dests)
-		policy := statestore.BreakerPolicy{MaxDestinationPercent: md.MaxDestinationPercent, MaxStorePercent: md.MaxStorePercent, DeleteAction: deleteAction}
-		if trips := statestore.Check(policy, perDest, total, names); len(trips) > 0 {
-			st := statestore.StoreTrips{Store: ref.String(), Field: field, Trips: trips}
+		perDest, total := bookkeeping.CountDeletions(before, updates[ref], dests)
+		policy := bookkeeping.BreakerPolicy{MaxDestinationPercent: md.MaxDestinationPercent, MaxStorePercent: md.MaxStorePercent, DeleteAction: deleteAction}
+		if trips := bookkeeping.Check(policy, perDest, total, names); len(trips) > 0 {
+			st := bookkeeping.StoreTrips{Store: ref.String(), Field: field, Trips: trips}
 			switch {
 			case e.opts.AllowMassDeletion:
 				st.AllowedBy = "--allow-mass-deletion"
@@ -113,7 +114,7 @@ func (e *Engine) breaker(p *inputs.Platform, views map[renderer.StoreRef]*storeV
 }
 
 // holdsFiles reports whether some workload of idx has a file below dir.
-func holdsFiles(idx statestore.FileIndex, dir string) bool {
+func holdsFiles(idx bookkeeping.FileIndex, dir string) bool {
 	for _, files := range idx {
 		for _, f := range files {
 			if strings.HasPrefix(f, dir+"/") {
@@ -138,7 +139,7 @@ func massDeletion(p *inputs.Platform, ref renderer.StoreRef) (inputs.MassDeletio
 // checkBreaker applies the breaker's verdict: a refusal is returned as the
 // error of a real render (nothing is written); a dry run carries it in its
 // report; an allowed mass deletion is logged.
-func (e *Engine) checkBreaker(md *statestore.MassDeletionError) (*statestore.MassDeletionError, error) {
+func (e *Engine) checkBreaker(md *bookkeeping.MassDeletionError) (*bookkeeping.MassDeletionError, error) {
 	if md == nil {
 		return nil, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // DrainReport is what a drain did.
@@ -28,7 +29,7 @@ type DrainReport struct {
 	Stopped bool
 	// MassDeletion is the breaker's verdict on a dry run that a real drain
 	// would refuse.
-	MassDeletion *statestore.MassDeletionError
+	MassDeletion *bookkeeping.MassDeletionError
 	// Unfinished is set when the drain copied groups to the stores of the
 	// destinations they move to, failed to remove them from the drained
 	// destination's store, and could not take the copies out again (see
@@ -880,7 +881,7 @@ func drainRecords(views map[renderer.StoreRef]*storeView, home renderer.StoreRef
 		}
 	}
 	if v := views[home]; v != nil && v.facts.All == nil {
-		k, err := statestore.PlacedOn(v.snap, dest)
+		k, err := bookkeeping.PlacedOn(v.snap, dest)
 		if err != nil {
 			return nil, err
 		}
@@ -906,7 +907,7 @@ func drainRecords(views map[renderer.StoreRef]*storeView, home renderer.StoreRef
 		}
 		statestore.Prefetch(v.snap, h)
 		for _, k := range keys {
-			f, err := statestore.ReadFacts(v.snap, k, "")
+			f, err := bookkeeping.ReadFacts(v.snap, k, "")
 			if err != nil {
 				return nil, err
 			}

@@ -26,6 +26,9 @@ import (
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // Options configure an Engine. The CLI fills them from flags.
@@ -151,7 +154,7 @@ type Report struct {
 	Stopped bool
 	// MassDeletion is the breaker's verdict on a dry run that a real
 	// render would refuse (a real render returns it as its error).
-	MassDeletion *statestore.MassDeletionError
+	MassDeletion *bookkeeping.MassDeletionError
 	// Secrets says what the render does with each Secret it writes
 	// (encrypted, kept, written as it is), never a value.
 	Secrets []secrets.Note
@@ -366,7 +369,7 @@ func (e *Engine) open(p *inputs.Platform, refs []renderer.StoreRef) (map[rendere
 // otherObjects gathers what other workloads recorded writing, by
 // workload, from the records the render read: every record of a store that
 // predates the placement index (the others answer through claims: see
-// statestore.CheckClaims).
+// bookkeeping.CheckClaims).
 func otherObjects(recs map[renderer.StoreRef][]statestore.Record, key string) map[string][]fluxcheck.Object {
 	out := map[string][]fluxcheck.Object{}
 	for _, rs := range recs {
@@ -438,13 +441,13 @@ func storeRefs(p *inputs.Platform) []renderer.StoreRef {
 type storeView struct {
 	name  string
 	snap  statestore.Snapshot
-	facts statestore.Facts
+	facts bookkeeping.Facts
 }
 
 // readViews takes a snapshot of every store, in parallel, and looks up
 // what the render of workload key (of promise) needs in each. On a store
 // with the placement index this reads a few paths, whatever the store's
-// size (see statestore.ReadFacts).
+// size (see bookkeeping.ReadFacts).
 func (e *Engine) readViews(ctx context.Context, stores map[renderer.StoreRef]statestore.Store, key, promise string, hints map[renderer.StoreRef]statestore.Hint) (map[renderer.StoreRef]*storeView, map[renderer.StoreRef]error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -474,7 +477,7 @@ func readView(ctx context.Context, s statestore.Store, key, promise string, hint
 	// record once for its intent and once to commit) is a lost race, and
 	// the view is taken again, a few times.
 	var v *storeView
-	policy := statestore.RetryPolicy{Limit: 500 * time.Millisecond, MaxAttempts: 5}
+	policy := driver.RetryPolicy{Limit: 500 * time.Millisecond, MaxAttempts: 5}
 	err := policy.Conflicts(ctx, "the store kept changing while it was read", func(int) error {
 		var err error
 		v, err = readViewOnce(ctx, s, key, promise, hint)
@@ -499,7 +502,7 @@ func readViewOnce(ctx context.Context, s statestore.Store, key, promise string, 
 		}
 		statestore.Prefetch(snap, h.Merge(hint))
 	}
-	f, err := statestore.ReadFacts(snap, key, promise)
+	f, err := bookkeeping.ReadFacts(snap, key, promise)
 	if err != nil {
 		return nil, &statestore.StoreError{Store: s.String(), Op: "read records", Err: err}
 	}
@@ -519,7 +522,7 @@ func earlyHints(in renderer.Input, early *renderer.Plan, objects []fluxcheck.Obj
 				r.Objects = append(r.Objects, o)
 			}
 		}
-		out[w.Store] = statestore.UpdateHint(statestore.Update{Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: aggregates(w.Aggregates), Record: r})
+		out[w.Store] = planner.UpdateHint(statestore.Update{Workload: key, Files: w.Files, Shared: w.Shared, Aggregates: aggregates(w.Aggregates), Record: r})
 	}
 	// A new resource reads the load of the destinations its spread choice
 	// weighs, and looks for a folder Kratix may have placed it in: the
@@ -648,7 +651,7 @@ func (e *Engine) readLoad(ctx context.Context, p *inputs.Platform, views map[ren
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		l, err := statestore.ReadLoad(v.snap, byStore[ref], key)
+		l, err := bookkeeping.ReadLoad(v.snap, byStore[ref], key)
 		if err != nil {
 			return &statestore.StoreError{Store: v.name, Op: "read placements", Err: err}
 		}
@@ -720,7 +723,7 @@ func message(w renderer.Workflow, version string) statestore.Message {
 
 // splitByDestination groups a store's diff by destination folder. Paths in
 // no destination the platform names (one it no longer lists) are grouped
-// by statestore.DestinationFolder, named by their folder.
+// by bookkeeping.DestinationFolder, named by their folder.
 func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.Diff) []DestinationDiff {
 	var out []DestinationDiff
 	var dests []string
@@ -735,7 +738,7 @@ func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.
 	var order []string
 	place := func(list []string, pick func(*DestinationDiff) *[]string) {
 		for _, f := range list {
-			folder := statestore.DestinationFolder(f, dests)
+			folder := bookkeeping.DestinationFolder(f, dests)
 			dd := byFolder[folder]
 			if dd == nil {
 				name := names[folder]

@@ -15,6 +15,8 @@ import (
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 func rec(workload, typ, promise string, mods ...func(*statestore.Record)) statestore.Record {
@@ -69,7 +71,7 @@ func writeRecords(t *testing.T, indexed bool, recs ...statestore.Record) memSnap
 			continue
 		}
 		r := r
-		plan, err := statestore.PlanUpdate(m, statestore.Update{Workload: r.Workload, Record: &r})
+		plan, err := planner.PlanUpdate(m, statestore.Update{Workload: r.Workload, Record: &r})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +130,7 @@ func testApplyFacts(t *testing.T, indexed bool) {
 	views := func(key, promise string) map[renderer.StoreRef]*storeView {
 		out := map[renderer.StoreRef]*storeView{}
 		for ref, snap := range snaps {
-			f, err := statestore.ReadFacts(snap, key, promise)
+			f, err := bookkeeping.ReadFacts(snap, key, promise)
 			if err != nil {
 				t.Fatal(err)
 			}

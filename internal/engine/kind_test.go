@@ -12,6 +12,7 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 	"github.com/render-dev/render/statestore/memstore"
 )
 
@@ -52,7 +53,7 @@ func (k memKind) Open(spec inputs.StoreSpec, _ storekind.Secrets, _ storekind.Op
 	if !ok {
 		return nil, "", errors.New("not a MemStateStore")
 	}
-	return k.mem.Open(s.Name, statestore.RetryPolicy{}), "mem|" + s.Name, nil
+	return k.mem.Open(s.Name, driver.RetryPolicy{}), "mem|" + s.Name, nil
 }
 
 func TestRenderToAFourthKind(t *testing.T) {
@@ -79,7 +80,7 @@ func TestRenderToAFourthKind(t *testing.T) {
 	if len(rep.Failed()) > 0 || len(rep.Stores) != 1 || !rep.Stores[0].Result.Updated || !rep.Stores[0].Uploads {
 		t.Fatalf("report: %+v", rep.Stores)
 	}
-	recs, err := mem.Open("m", statestore.RetryPolicy{}).Records(context.Background())
+	recs, err := mem.Open("m", driver.RetryPolicy{}).Records(context.Background())
 	if err != nil || len(recs) != 1 || len(recs[0].Files) == 0 {
 		t.Fatalf("the store's records: %+v, %v", recs, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // PruneReport is what `render prune-misscheduled` did.
@@ -29,7 +30,7 @@ type PruneReport struct {
 	Stopped bool
 	// MassDeletion is the breaker's verdict on a dry run that a real
 	// prune would refuse.
-	MassDeletion *statestore.MassDeletionError
+	MassDeletion *bookkeeping.MassDeletionError
 }
 
 // Pruned is one misscheduled placement that was removed: the group's files

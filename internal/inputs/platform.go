@@ -73,7 +73,7 @@ type Commit struct {
 	AuthorAnnotation string   `yaml:"authorAnnotation"`
 }
 
-// MassDeletion is a store's mass-deletion breaker (statestore.Check): a
+// MassDeletion is a store's mass-deletion breaker (bookkeeping.Check): a
 // write that would leave a destination with no workload files, or delete
 // more than these shares, is refused unless Allow is set.
 type MassDeletion struct {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/renderer"
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // Result is how a render ended, as the render_renders_total label says it.
@@ -47,7 +47,7 @@ func Classify(rep *engine.Report, err error) Result {
 	switch {
 	case errors.As(err, &ie):
 		return BadInput
-	case errors.As(err, new(*statestore.MassDeletionError)):
+	case errors.As(err, new(*bookkeeping.MassDeletionError)):
 		return Refused
 	case err != nil || rep == nil:
 		return Failed

@@ -10,6 +10,7 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 	"github.com/render-dev/render/statestore/memstore"
 )
 
@@ -41,7 +42,7 @@ func memKind() Kind {
 			return nil
 		},
 		open: func(s *memSpec, v env) (statestore.Store, string, error) {
-			return memstore.New().Open(v.name, statestore.RetryPolicy{}), "mem|" + s.Bucket, nil
+			return memstore.New().Open(v.name, driver.RetryPolicy{}), "mem|" + s.Bucket, nil
 		},
 		caps: Capabilities{Uploads: true, FluxSource: "Bucket"},
 		source: func(s *memSpec) WorkerSource {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // brokenRefs is a ref store whose listing fails.
@@ -49,7 +50,7 @@ func TestFailedPrefetchReachesTheStoreLog(t *testing.T) {
 		logged = append(logged, fmt.Sprint(append([]any{msg}, args...)...))
 	}})
 	st := memory.NewStorage()
-	root, err := newTreeSnap(st, plumbing.ZeroHash, "").applyOps([]statestore.Op{{Path: "d1/a.yaml", Data: []byte("a\n")}})
+	root, err := newTreeSnap(st, plumbing.ZeroHash, "").applyOps([]planner.Op{{Path: "d1/a.yaml", Data: []byte("a\n")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestFailedPrefetchReachesTheStoreLog(t *testing.T) {
 		t.Errorf("logged %q, want the failed prefetch and its error", logged)
 	}
 	// A snapshot made from it (a plan applied) logs the same way.
-	next, err := snap.apply([]statestore.Op{{Path: "d1/b.yaml", Data: []byte("b\n")}})
+	next, err := snap.apply([]planner.Op{{Path: "d1/b.yaml", Data: []byte("b\n")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func testDebug(t *testing.T) func(string, ...any) {
 
 // earlyClock reads the time behind the real one by behind: a retry deadline
 // of a few seconds on it passes, on the real clock, behind earlier, which
-// shortens statestore.Finishing's grace (what a sent push may outlast the
+// shortens driver.Finishing's grace (what a sent push may outlast the
 // deadline by) for a test.
 type earlyClock struct{ behind time.Duration }
 

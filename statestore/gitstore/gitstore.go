@@ -1,6 +1,6 @@
 // Package gitstore is the git state store backend, written with go-git.
 //
-// Writes go through statestore.Write, the one write loop (write.go): a
+// Writes go through driver.Write, the one write loop (write.go): a
 // snapshot is the branch's tip read into an overlay of new objects, and a
 // commit is a push that names the tip it was planned on, so a lost race is
 // a refused push and the loop plans again on the new tip. A file:// URL
@@ -47,6 +47,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 )
 
 // Config describes one git state store.
@@ -95,11 +96,11 @@ type Config struct {
 // Store kept between renders (watch mode) keeps its clone and fetches
 // incrementally.
 type Store struct {
-	// Writer gives the store Apply and ApplyAll: statestore.Write, the one
+	// Writer gives the store Apply and ApplyAll: driver.Write, the one
 	// write loop, over this store's backend (write.go). ApplyAll writes
 	// several workloads' updates as one commit, each planned on top of the
 	// ones before it, with the first update's message.
-	statestore.Writer
+	driver.Writer
 	cfg    Config
 	prefix string
 	repo   repository
@@ -162,8 +163,8 @@ func New(cfg Config) (*Store, error) {
 		}
 	}
 	s := &Store{cfg: cfg, prefix: prefix}
-	s.Writer = statestore.Writer{Backend: backend{s}, Batch: true,
-		Policy: statestore.RetryPolicy{Limit: time.Second, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline}}
+	s.Writer = driver.Writer{Backend: backend{s}, Batch: true,
+		Policy: driver.RetryPolicy{Limit: time.Second, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline}}
 	if dir, ok := LocalPath(cfg.URL); ok {
 		s.repo = &localRepo{dir: dir, branch: plumbing.NewBranchReferenceName(cfg.Branch), warn: cfg.Warn}
 	} else {
@@ -190,7 +191,7 @@ func (s *Store) wrap(op string, err error) error {
 
 // Records reads every workload record on the branch's newest tip. It
 // reads the whole store: renders look records up by path instead (see
-// statestore.ReadFacts); tools and tests use this.
+// bookkeeping.ReadFacts); tools and tests use this.
 func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	snap, err := s.Snapshot(ctx)
 	if err != nil {

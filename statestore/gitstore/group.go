@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // How waiting writers take turns to lead (await). The writer whose
@@ -238,7 +239,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 			continue
 		}
 		folds = append(folds, waiting{q.ref, q.commit, fu, author, base})
-		hint = hint.Merge(statestore.UpdateHint(fu))
+		hint = hint.Merge(planner.UpdateHint(fu))
 	}
 	// One prefetch for every request's paths: a folder level per request
 	// to the server, not a few per folded update.
@@ -259,7 +260,7 @@ func (s *Store) fold(ov *overlay, snap *treeSnap, head plumbing.Hash, workload s
 				continue
 			}
 		}
-		plan, err := statestore.PlanUpdate(snap, fu)
+		plan, err := planner.PlanUpdate(snap, fu)
 		if errors.Is(err, statestore.ErrStale) {
 			stale = append(stale, &packp.Command{Name: q.ref, Old: q.commit})
 			continue

@@ -54,6 +54,8 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // LoadDir holds the load summary, relative to the store's path.
@@ -135,13 +137,13 @@ func (t *treeSnap) subtree(p string) (map[string]plumbing.Hash, error) {
 	return out, nil
 }
 
-// SummaryLoad implements statestore.LoadSummarizer: it returns, by flavour
+// SummaryLoad implements bookkeeping.LoadSummarizer: it returns, by flavour
 // folder, the resources placed on those of dests whose counts the summary
 // holds for exactly the index in this tree (a destination with no index
 // folder holds none), and the destinations it cannot answer for.
 func (t *treeSnap) SummaryLoad(dests []string) (map[string]map[string]int, []string, error) {
-	statestore.Prefetch(t, statestore.Hint{Paths: []string{statestore.IndexDir, LoadDir}})
-	placed, err := t.subtree(statestore.IndexDir)
+	statestore.Prefetch(t, statestore.Hint{Paths: []string{bookkeeping.IndexDir, LoadDir}})
+	placed, err := t.subtree(bookkeeping.IndexDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,16 +178,16 @@ func (t *treeSnap) SummaryLoad(dests []string) (map[string]map[string]int, []str
 // summaryOps returns the operations that bring after's load summary up to
 // date, after is before with ops applied. A store without the placement
 // index has no summary.
-func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, error) {
-	indexed, err := statestore.Indexed(after)
+func summaryOps(before, after *treeSnap, ops []planner.Op) ([]planner.Op, error) {
+	indexed, err := bookkeeping.Indexed(after)
 	if err != nil || !indexed {
 		return nil, err
 	}
-	placedAfter, err := after.subtree(statestore.IndexDir)
+	placedAfter, err := after.subtree(bookkeeping.IndexDir)
 	if err != nil {
 		return nil, err
 	}
-	placedBefore, err := before.subtree(statestore.IndexDir)
+	placedBefore, err := before.subtree(bookkeeping.IndexDir)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +199,7 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 	delta := map[string]map[string]int{}
 	seen := map[string]bool{}
 	for _, op := range ops {
-		e, ok := statestore.ParseIndexPath(op.Path)
+		e, ok := bookkeeping.ParseIndexPath(op.Path)
 		if !ok || !e.Resource() || seen[op.Path] {
 			continue
 		}
@@ -230,13 +232,13 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 		s := sum[loadKey(d)]
 		valid := func(h plumbing.Hash) bool { return s != nil && !s.mixed && s.stamp == stampOf(h) }
 		if hb, had := placedBefore[d]; !valid(h) && had && !valid(hb) {
-			recount = append(recount, path.Join(statestore.IndexDir, d, "resource"))
+			recount = append(recount, path.Join(bookkeeping.IndexDir, d, "resource"))
 		}
 	}
 	if len(recount) > 0 {
 		statestore.Prefetch(after, statestore.Hint{Dirs: recount})
 	}
-	var out []statestore.Op
+	var out []planner.Op
 	keys := map[string]bool{}
 	for _, d := range slices.Sorted(maps.Keys(placedAfter)) {
 		key := loadKey(d)
@@ -269,7 +271,7 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 		}
 		if s != nil {
 			for _, name := range s.names {
-				out = append(out, statestore.Op{Path: path.Join(LoadDir, name), Delete: true})
+				out = append(out, planner.Op{Path: path.Join(LoadDir, name), Delete: true})
 			}
 		}
 		out = append(out, loadOps(key, stamp, counts)...)
@@ -278,7 +280,7 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 	for key, s := range sum {
 		if !keys[key] {
 			for _, name := range s.names {
-				out = append(out, statestore.Op{Path: path.Join(LoadDir, name), Delete: true})
+				out = append(out, planner.Op{Path: path.Join(LoadDir, name), Delete: true})
 			}
 		}
 	}
@@ -286,15 +288,15 @@ func summaryOps(before, after *treeSnap, ops []statestore.Op) ([]statestore.Op, 
 }
 
 // loadOps writes one destination's counts.
-func loadOps(key, stamp string, counts map[string]int) []statestore.Op {
-	var out []statestore.Op
+func loadOps(key, stamp string, counts map[string]int) []planner.Op {
+	var out []planner.Op
 	for _, f := range slices.Sorted(maps.Keys(counts)) {
 		if counts[f] > 0 {
-			out = append(out, statestore.Op{Path: path.Join(LoadDir, loadName(key, stamp, counts[f], f)), Data: []byte{}})
+			out = append(out, planner.Op{Path: path.Join(LoadDir, loadName(key, stamp, counts[f], f)), Data: []byte{}})
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, statestore.Op{Path: path.Join(LoadDir, loadName(key, stamp, 0, "_")), Data: []byte{}})
+		out = append(out, planner.Op{Path: path.Join(LoadDir, loadName(key, stamp, 0, "_")), Data: []byte{}})
 	}
 	return out
 }
@@ -302,14 +304,14 @@ func loadOps(key, stamp string, counts map[string]int) []statestore.Op {
 // countEntries counts a destination's resource entries by flavour folder,
 // reading its index folder.
 func countEntries(t *treeSnap, dest string) (map[string]int, error) {
-	dir := path.Join(statestore.IndexDir, dest, "resource")
+	dir := path.Join(bookkeeping.IndexDir, dest, "resource")
 	paths, err := t.List(dir)
 	if err != nil {
 		return nil, err
 	}
 	counts := map[string]int{}
 	for _, p := range paths {
-		if e, ok := statestore.ParseIndexPath(p); ok && e.Resource() {
+		if e, ok := bookkeeping.ParseIndexPath(p); ok && e.Resource() {
 			counts[e.Flavour]++
 		}
 	}
@@ -321,9 +323,9 @@ func countEntries(t *treeSnap, dest string) (map[string]int, error) {
 // tools that write a store without render (internal/testinfra/storegen). files is not
 // changed.
 func WithLoadSummary(files map[string][]byte) (map[string][]byte, error) {
-	ops := make([]statestore.Op, 0, len(files))
+	ops := make([]planner.Op, 0, len(files))
 	for _, p := range slices.Sorted(maps.Keys(files)) {
-		ops = append(ops, statestore.Op{Path: p, Data: files[p]})
+		ops = append(ops, planner.Op{Path: p, Data: files[p]})
 	}
 	snap := newTreeSnap(memory.NewStorage(), plumbing.ZeroHash, "")
 	next, err := snap.apply(ops)

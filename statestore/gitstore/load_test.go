@@ -13,6 +13,8 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // listedOnly hides a snapshot's summary, so ReadLoad counts entries.
@@ -53,11 +55,11 @@ func checkSummary(t *testing.T, snap *treeSnap, dests []string, exclude string) 
 	if want := countAll(t, snap, dests); !reflect.DeepEqual(counts, want) {
 		t.Fatalf("summary %v, entries %v", counts, want)
 	}
-	got, err := statestore.ReadLoad(snap, dests, exclude)
+	got, err := bookkeeping.ReadLoad(snap, dests, exclude)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := statestore.ReadLoad(listedOnly{snap}, dests, exclude)
+	want, err := bookkeeping.ReadLoad(listedOnly{snap}, dests, exclude)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func checkSummary(t *testing.T, snap *treeSnap, dests []string, exclude string) 
 
 func writeWorkload(t *testing.T, snap *treeSnap, u statestore.Update) *treeSnap {
 	t.Helper()
-	plan, err := statestore.PlanUpdate(snap, u)
+	plan, err := planner.PlanUpdate(snap, u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +156,7 @@ func TestLoadSummaryStaleStamp(t *testing.T) {
 	old := statestore.Update{Workload: "resource/ns/p/old/configure", Files: map[string][]byte{"d1/old.yaml": []byte("x")},
 		Record: &statestore.Record{Type: "resource", Promise: "p", Pipeline: "configure",
 			Placements: []statestore.Placement{{Group: ".", Destinations: []string{"d1"}}}}}
-	plan, err := statestore.PlanUpdate(snap, old)
+	plan, err := planner.PlanUpdate(snap, old)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +169,11 @@ func TestLoadSummaryStaleStamp(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(rest, []string{"d1"}) {
 		t.Fatalf("rest %v, %v: want d1, whose index changed behind the summary", rest, err)
 	}
-	got, err := statestore.ReadLoad(stale, dests, "")
+	got, err := bookkeeping.ReadLoad(stale, dests, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := statestore.ReadLoad(listedOnly{stale}, dests, "")
+	want, err := bookkeeping.ReadLoad(listedOnly{stale}, dests, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,9 +212,9 @@ func TestWithLoadSummary(t *testing.T) {
 	}
 	// Without the summary: written as a tool would, tree by tree.
 	bare := newTreeSnap(memory.NewStorage(), plumbing.ZeroHash, "")
-	var ops []statestore.Op
+	var ops []planner.Op
 	for _, p := range slices.Sorted(maps.Keys(files)) {
-		ops = append(ops, statestore.Op{Path: p, Data: files[p]})
+		ops = append(ops, planner.Op{Path: p, Data: files[p]})
 	}
 	root, err := bare.applyOps(ops)
 	if err != nil {
@@ -229,7 +231,7 @@ func TestWithLoadSummary(t *testing.T) {
 	}
 	ops = ops[:0]
 	for _, p := range slices.Sorted(maps.Keys(withSum)) {
-		ops = append(ops, statestore.Op{Path: p, Data: withSum[p]})
+		ops = append(ops, planner.Op{Path: p, Data: withSum[p]})
 	}
 	gen := newTreeSnap(memory.NewStorage(), plumbing.ZeroHash, "")
 	if root, err = gen.applyOps(ops); err != nil {

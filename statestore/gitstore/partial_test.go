@@ -12,6 +12,7 @@ import (
 	"github.com/render-dev/render/internal/testinfra/storegen"
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 	"github.com/render-dev/render/statestore/gitstore"
 )
 
@@ -46,7 +47,7 @@ func TestPartialFetchIsPartial(t *testing.T) {
 	g := testenv.Gitea(t)
 	type cost struct {
 		stats gitstore.FetchStats
-		load  statestore.Load
+		load  bookkeeping.Load
 	}
 	render := func(n int) cost {
 		spec := storegen.Spec{Workloads: n, Destinations: 3}
@@ -61,15 +62,15 @@ func TestPartialFetchIsPartial(t *testing.T) {
 			t.Fatal(err)
 		}
 		u1 := storegen.Update(spec, n) // a new request
-		f, err := statestore.ReadFacts(snap, u1.Workload, u1.Record.Promise)
+		f, err := bookkeeping.ReadFacts(snap, u1.Workload, u1.Record.Promise)
 		if err != nil || f.All != nil || f.Own != nil {
 			t.Fatalf("facts: %+v, %v (want an indexed store, no record of a new request)", f, err)
 		}
-		load, err := statestore.ReadLoad(snap, []string{storegen.Destination(0), storegen.Destination(1), storegen.Destination(2)}, u1.Workload)
+		load, err := bookkeeping.ReadLoad(snap, []string{storegen.Destination(0), storegen.Destination(1), storegen.Destination(2)}, u1.Workload)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := statestore.CheckClaims(snap, u1, nil); err != nil {
+		if err := bookkeeping.CheckClaims(snap, u1, nil); err != nil {
 			t.Fatal(err)
 		}
 		u1.Message = statestore.Message{Subject: "one more request"}
@@ -85,7 +86,7 @@ func TestPartialFetchIsPartial(t *testing.T) {
 			delete(dup.Files, p)
 			dup.Files[p+".copy.yaml"] = data
 		}
-		if err := statestore.CheckClaims(snap, dup, nil); err == nil {
+		if err := bookkeeping.CheckClaims(snap, dup, nil); err == nil {
 			t.Fatal("a duplicate object was not refused")
 		}
 		return cost{s.FetchStats(), load}
@@ -288,7 +289,7 @@ func TestLargeStoresAreMarked(t *testing.T) {
 	for i := 900; i < 3000; i++ {
 		r := storegen.Update(big, i).Record
 		r.Workload = storegen.Workload(big, i)
-		for p := range statestore.IndexPaths(r) {
+		for p := range bookkeeping.IndexPaths(r) {
 			delete(files, p)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 )
 
 // Proposal is what Propose did (statestore.Proposal: a Store is a
@@ -81,18 +82,18 @@ func (s *Store) Propose(ctx context.Context, branch string, us []statestore.Upda
 		return out, err
 	}
 	pc := &proposer{s: s, r: r, ref: ref}
-	res, err := statestore.Write(ctx, proposeBackend{pc}, s.Policy, us)
+	res, err := driver.Write(ctx, proposeBackend{pc}, s.Policy, us)
 	out.Result, out.Base, out.Unchanged = res, pc.base.String(), pc.unchanged
 	return out, err
 }
 
-// proposeBackend writes a pull request's branch through statestore.Write.
+// proposeBackend writes a pull request's branch through driver.Write.
 type proposeBackend struct{ p *proposer }
 
 func (b proposeBackend) String() string { return b.p.s.String() }
 
-func (b proposeBackend) Begin(context.Context, []statestore.Update) (statestore.Committer, error) {
-	return b.p, nil
+func (b proposeBackend) Begin(context.Context, []statestore.Update) (driver.Committer, error) {
+	return driver.Committer{Snapshot: b.p.Snapshot, Commit: b.p.Commit, Revision: tipOf}, nil
 }
 
 // proposer commits a change as a child of the store branch's newest tip
@@ -115,32 +116,32 @@ func (p *proposer) Snapshot(ctx context.Context, attempt int) (statestore.Snapsh
 	return a, err
 }
 
-func (p *proposer) Commit(ctx context.Context, c *statestore.Change) (statestore.Outcome, error) {
+func (p *proposer) Commit(ctx context.Context, c *driver.Change) (driver.Outcome, error) {
 	if !c.Plan.Changed() || c.DryRun {
-		return statestore.Outcome{}, nil
+		return driver.Outcome{}, nil
 	}
 	commit, after, err := p.s.commitChange(c)
 	if err != nil {
-		return statestore.Outcome{}, err
+		return driver.Outcome{}, err
 	}
 	// The branch is render's own: whatever it holds is replaced.
 	refs, err := p.r.list(ctx)
 	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("read", err)
+		return driver.Outcome{}, driver.InOp("read", err)
 	}
 	if old := refs[p.ref]; !old.IsZero() && p.r.sameProposal(ctx, after.ov, old, commit) {
 		p.unchanged = true
-		return statestore.Outcome{Revision: old.String()}, nil
+		return driver.Outcome{Revision: old.String()}, nil
 	}
 	err = p.r.publishCommands(ctx, after.ov, []*packp.Command{{Name: p.ref, Old: refs[p.ref], New: commit}})
 	switch {
 	case errors.Is(err, errStale):
 		// Another render of the same workload pushed meanwhile: plan again.
-		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: p.ref.Short() + " kept moving"}
+		return driver.Outcome{}, &driver.ConflictError{Op: "push", What: p.ref.Short() + " kept moving"}
 	case err != nil:
-		return statestore.Outcome{}, statestore.InOp("push", err)
+		return driver.Outcome{}, driver.InOp("push", err)
 	}
-	return statestore.Outcome{Revision: commit.String()}, nil
+	return driver.Outcome{Revision: commit.String()}, nil
 }
 
 // sameProposal reports whether commit old (the proposal branch's) has the

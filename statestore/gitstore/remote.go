@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 )
 
 // remoteRepo keeps a shallow, single-branch clone in memory. Kept between
@@ -261,7 +262,7 @@ func (r *remoteRepo) publishCommands(ctx context.Context, ov *overlay, cmds []*p
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// The push was still on its way when the retry deadline (past
-		// which a sent push may not run: statestore.Finishing) passed: the
+		// which a sent push may not run: driver.Finishing) passed: the
 		// server was too slow, it did not refuse. Called a refusal, a
 		// request's push cut off so turned group commit off for the
 		// store (at a load average of 55, with pushes taking minutes).
@@ -382,7 +383,7 @@ func (r *remoteRepo) send(ctx context.Context, ov *overlay, cmds []*packp.Comman
 	// the render's cancellation must not cut it off half-way (a file://
 	// repository's receive-pack killed while it holds the branch's lock
 	// file leaves the lock behind). It still ends at the retry deadline.
-	ctx, cancel := statestore.Finishing(ctx)
+	ctx, cancel := driver.Finishing(ctx)
 	defer cancel()
 	if len(ov.added) == 0 && allDeletes(cmds) {
 		// Only deletions: git sends no packfile at all.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // What a leader folds is input: a request ref is pushed by whoever can
@@ -18,7 +20,7 @@ import (
 // and none is render's own or a Kratix ledger), carries the state of its
 // workload it was planned on (its base, which fold then compares with the
 // store's), and asks to take over only its own workload's Kratix files
-// (statestore.Adoption.Check). The planner then refuses, as for any
+// (bookkeeping.CheckAdoption). The planner then refuses, as for any
 // update, a path or an object another workload owns. Anything else is
 // deleted, as a stale request is, with a warning: never folded, and
 // never left for every later leader to read again.
@@ -54,7 +56,7 @@ func requestFault(ref plumbing.ReferenceName, space string, u statestore.Update,
 	case u.Record != nil && u.Record.Workload != "" && u.Record.Workload != u.Workload:
 		return bad("its record is workload %s's, not %s's", u.Record.Workload, u.Workload)
 	}
-	if err := statestore.ValidateUpdate(u); err != nil {
+	if err := planner.ValidateUpdate(u); err != nil {
 		return bad("%v", err)
 	}
 	paths := make([]string, 0, len(u.Files)+len(u.Shared)+len(u.Aggregates))
@@ -72,7 +74,7 @@ func requestFault(ref plumbing.ReferenceName, space string, u statestore.Update,
 			return bad("it writes %s, in a folder (%s or %s) no workload writes", p, layout.MetaDir, layout.KratixDir)
 		}
 	}
-	if err := u.Adopt.Check(u.Workload); err != nil {
+	if err := bookkeeping.CheckAdoption(u.Adopt, u.Workload); err != nil {
 		return bad("%v", err)
 	}
 	return nil

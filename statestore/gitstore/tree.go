@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // treeSnap is a statestore.Snapshot over one git tree, below prefix. Trees
@@ -46,11 +48,11 @@ func (s *Store) newSnap(objs storer.EncodedObjectStorer, root plumbing.Hash) *tr
 }
 
 var (
-	_ statestore.Debugger   = (*treeSnap)(nil)
-	_ statestore.TreeShaped = (*treeSnap)(nil)
+	_ statestore.Debugger = (*treeSnap)(nil)
+	_ planner.TreeShaped  = (*treeSnap)(nil)
 )
 
-// TreeShaped implements statestore.TreeShaped: a git tree holds a path as
+// TreeShaped implements planner.TreeShaped: a git tree holds a path as
 // a file or a folder, never both.
 func (t *treeSnap) TreeShaped() {}
 
@@ -221,7 +223,7 @@ func (n *editNode) writes() bool {
 // empty repository) and returns the new root tree. Only the folders on the
 // paths of ops are rewritten, so the cost follows the change, not the size
 // of the repository.
-func (t *treeSnap) applyOps(ops []statestore.Op) (plumbing.Hash, error) {
+func (t *treeSnap) applyOps(ops []planner.Op) (plumbing.Hash, error) {
 	root := &editNode{children: map[string]*editNode{}}
 	for _, op := range ops {
 		n := root
@@ -258,7 +260,7 @@ func (t *treeSnap) applyOps(ops []statestore.Op) (plumbing.Hash, error) {
 
 // blocked is the error for a write at repository path p that the tree
 // cannot take: a file stands at the folder at (or, folder, a folder at
-// p). The planner refuses these first (statestore.TreeShaped), naming
+// p). The planner refuses these first (planner.TreeShaped), naming
 // the owner; what reaches the tree is render's own bookkeeping (the load
 // summary) or a plan that did not look. Paths are made store-relative.
 func (t *treeSnap) blocked(p, at string, folder bool) error {
@@ -394,7 +396,7 @@ func rootTree(s storer.EncodedObjectStorer, c plumbing.Hash) (plumbing.Hash, err
 
 // apply writes ops on top of t and returns a view of the result that
 // shares t's cache of decoded folders.
-func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
+func (t *treeSnap) apply(ops []planner.Op) (*treeSnap, error) {
 	root, err := t.applyOps(ops)
 	if err != nil {
 		return nil, err
@@ -411,7 +413,7 @@ func (t *treeSnap) apply(ops []statestore.Op) (*treeSnap, error) {
 		if exists, same, err := next.Compare(sizeFile, sizeData); err != nil {
 			return nil, err
 		} else if !exists || !same {
-			extra = append(extra, statestore.Op{Path: sizeFile, Data: sizeData})
+			extra = append(extra, planner.Op{Path: sizeFile, Data: sizeData})
 		}
 	}
 	if len(extra) == 0 {
@@ -469,8 +471,8 @@ func (t *treeSnap) Prefetch(h statestore.Hint) error {
 		// index folders of the destinations weighed come along (small
 		// trees, one or two per destination): the chosen one's is
 		// written, and its flavour folder is then one level away.
-		add([]string{statestore.IndexDir, LoadDir}, false, false)
-		add(statestore.LoadPaths(h.Load), false, false)
+		add([]string{bookkeeping.IndexDir, LoadDir}, false, false)
+		add(bookkeeping.LoadPaths(h.Load), false, false)
 	}
 	add(h.Paths, false, false)
 	add(h.Reads, true, false)

@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 )
 
 // A turn is one push of a group-commit write (see groupCommitter): what
@@ -241,7 +242,7 @@ func (r *remoteRepo) receivePack(ctx context.Context, sess transport.ReceivePack
 	// Once sent, the push is the server's: it lands whole or not at all,
 	// so the render's cancellation must not cut it off half-way (see
 	// send). It still ends at the retry deadline.
-	ctx, cancel := statestore.Finishing(ctx)
+	ctx, cancel := driver.Finishing(ctx)
 	defer cancel()
 	var rs *packp.ReportStatus
 	var err error

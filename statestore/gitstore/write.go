@@ -11,13 +11,15 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/planner"
 )
 
-// git's side of statestore.Write: a snapshot is the branch's tip read into
+// git's side of driver.Write: a snapshot is the branch's tip read into
 // an overlay of new objects, a commit is a push (or, for a repository on
 // this machine, a ref moved under git's lock file) conditioned on that tip.
 
-// backend is a Store's statestore.Backend.
+// backend is a Store's driver.Backend.
 type backend struct{ s *Store }
 
 func (b backend) String() string { return b.s.String() }
@@ -29,11 +31,14 @@ func (b backend) Debug(msg string, args ...any) { b.s.debug(msg, args...) }
 // Begin picks how the write publishes: through the writers' group commit
 // for one update to a server that takes part in it, by moving the branch
 // otherwise.
-func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.Committer, error) {
+func (b backend) Begin(ctx context.Context, us []statestore.Update) (driver.Committer, error) {
 	if r := b.s.repo.server(); r != nil && len(us) == 1 && !us[0].DryRun && r.space != "" {
-		return &groupCommitter{s: b.s, r: r, u: us[0], mine: pendingRef(r.space, us[0].Workload)}, nil
+		g := &groupCommitter{s: b.s, r: r, u: us[0], mine: pendingRef(r.space, us[0].Workload)}
+		return driver.Committer{Snapshot: g.Snapshot, Commit: g.Commit, Revision: tipOf,
+			Lost: g.Lost, Abandon: g.Abandon, Debug: b.Debug}, nil
 	}
-	return &branchCommitter{s: b.s}, nil
+	bc := &branchCommitter{s: b.s}
+	return driver.Committer{Snapshot: bc.Snapshot, Commit: bc.Commit, Revision: tipOf, Debug: b.Debug}, nil
 }
 
 // attemptSnap is what one attempt plans on: the tip and a view of its tree
@@ -47,15 +52,19 @@ type attemptSnap struct {
 // Revision is the tip the attempt read.
 func (a *attemptSnap) Revision() string { return a.tip.String() }
 
+// tipOf is the tip a snapshot of a write (an *attemptSnap) read: its
+// Committer's Revision.
+func tipOf(s statestore.Snapshot) string { return s.(*attemptSnap).Revision() }
+
 // readTip reads the branch's tip, the newest one when fresh is set.
 func (s *Store) readTip(ctx context.Context, fresh bool) (*attemptSnap, error) {
 	tip, objs, err := s.repo.head(ctx, fresh)
 	if err != nil {
-		return nil, statestore.InOp("read", err)
+		return nil, driver.InOp("read", err)
 	}
 	root, err := rootTree(objs, tip)
 	if err != nil {
-		return nil, statestore.InOp("read", err)
+		return nil, driver.InOp("read", err)
 	}
 	ov := newOverlay(objs)
 	return &attemptSnap{treeSnap: s.newSnap(ov, root), tip: tip, ov: ov}, nil
@@ -63,27 +72,27 @@ func (s *Store) readTip(ctx context.Context, fresh bool) (*attemptSnap, error) {
 
 // commitChange writes c's plans on top of its snapshot, one after the
 // other, and commits the result as the tip's child.
-func (s *Store) commitChange(c *statestore.Change) (plumbing.Hash, *attemptSnap, error) {
+func (s *Store) commitChange(c *driver.Change) (plumbing.Hash, *attemptSnap, error) {
 	a := c.Snapshot.(*attemptSnap)
 	snap := a.treeSnap
 	// Every plan's operations at once: each plan was made on top of the
 	// ones before it, so the last operation on a path is the one that
 	// stands, and each folder is written once, not once per plan (a
 	// drain's 1,000 plans would each rewrite the same large folders).
-	var ops []statestore.Op
+	var ops []planner.Op
 	for _, p := range c.Plans {
 		ops = append(ops, p.Ops...)
 	}
 	if len(ops) > 0 {
 		next, err := snap.apply(ops)
 		if err != nil {
-			return plumbing.ZeroHash, nil, statestore.InOp("write", err)
+			return plumbing.ZeroHash, nil, driver.InOp("write", err)
 		}
 		snap = next
 	}
 	commit, err := s.commit(a.ov, a.tip, snap.rootOrEmpty(a.ov), c.Message, s.author(c.Updates[0]))
 	if err != nil {
-		return plumbing.ZeroHash, nil, statestore.InOp("commit", err)
+		return plumbing.ZeroHash, nil, driver.InOp("commit", err)
 	}
 	return commit, &attemptSnap{treeSnap: snap, tip: a.tip, ov: a.ov}, nil
 }
@@ -96,13 +105,13 @@ func (b *branchCommitter) Snapshot(ctx context.Context, attempt int) (statestore
 	return b.s.readTip(ctx, attempt > 1)
 }
 
-func (b *branchCommitter) Commit(ctx context.Context, c *statestore.Change) (statestore.Outcome, error) {
+func (b *branchCommitter) Commit(ctx context.Context, c *driver.Change) (driver.Outcome, error) {
 	if !c.Plan.Changed() || c.DryRun {
-		return statestore.Outcome{}, nil
+		return driver.Outcome{}, nil
 	}
 	commit, after, err := b.s.commitChange(c)
 	if err != nil {
-		return statestore.Outcome{}, err
+		return driver.Outcome{}, err
 	}
 	t0 := statestore.Now(ctx)
 	err = b.s.repo.publish(ctx, after.ov, after.tip, commit)
@@ -110,11 +119,11 @@ func (b *branchCommitter) Commit(ctx context.Context, c *statestore.Change) (sta
 		"outcome", pushOutcome(err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
 	switch {
 	case errors.Is(err, errStale):
-		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
+		return driver.Outcome{}, &driver.ConflictError{Op: "push", What: "the branch kept moving"}
 	case err != nil:
-		return statestore.Outcome{}, statestore.InOp("push", err)
+		return driver.Outcome{}, driver.InOp("push", err)
 	}
-	return statestore.Outcome{Revision: commit.String()}, nil
+	return driver.Outcome{Revision: commit.String()}, nil
 }
 
 // groupCommitter writes one workload's update to a remote branch that many
@@ -177,12 +186,12 @@ func (g *groupCommitter) Snapshot(ctx context.Context, attempt int) (statestore.
 	return g.s.readTip(ctx, attempt > 1)
 }
 
-func (g *groupCommitter) landed(tip plumbing.Hash) statestore.Outcome {
+func (g *groupCommitter) landed(tip plumbing.Hash) driver.Outcome {
 	d := g.last
-	return statestore.Outcome{Landed: true, Revision: tip.String(), Diff: &d}
+	return driver.Outcome{Landed: true, Revision: tip.String(), Diff: &d}
 }
 
-func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (statestore.Outcome, error) {
+func (g *groupCommitter) Commit(ctx context.Context, c *driver.Change) (driver.Outcome, error) {
 	a := c.Snapshot.(*attemptSnap)
 	// The workload's state in the tree planned on: what a request
 	// published now is planned on, and what tells a waiting writer that
@@ -199,7 +208,7 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	if !g.published.IsZero() {
 		now, err := baseOf()
 		if err != nil {
-			return statestore.Outcome{}, statestore.InOp("read", err)
+			return driver.Outcome{}, driver.InOp("read", err)
 		}
 		held := g.r.holds(g.mine, g.published)
 		if now != g.pubBase || !c.Plan.Changed() {
@@ -223,7 +232,7 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	if c.Plan.Changed() {
 		g.last = c.Plan.Diff
 	}
-	out := statestore.Outcome{}
+	out := driver.Outcome{}
 	head, after := a.tip, a
 	if c.Plan.Changed() {
 		// The message as this plan makes it; a request published later
@@ -238,7 +247,7 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	}
 	head, folded, stale, err := g.s.fold(a.ov, after.treeSnap, head, g.u.Workload, g.r.st, g.r.space)
 	if err != nil {
-		return statestore.Outcome{}, statestore.InOp("read", err)
+		return driver.Outcome{}, driver.InOp("read", err)
 	}
 	var t turn
 	if head != a.tip {
@@ -276,9 +285,9 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	case errors.Is(err, errNoGroup):
 		g.s.noGroup(g.r, err)
 		g.regroup = true
-		return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving", Err: err}
+		return driver.Outcome{}, &driver.ConflictError{Op: "push", What: "the branch kept moving", Err: err}
 	case err != nil:
-		return statestore.Outcome{}, statestore.InOp("push", err)
+		return driver.Outcome{}, driver.InOp("push", err)
 	}
 	switch res.outcome {
 	case turnLanded:
@@ -290,10 +299,10 @@ func (g *groupCommitter) Commit(ctx context.Context, c *statestore.Change) (stat
 	case turnLost:
 		g.alone = g.alone || res.taken
 		if g.base, err = baseOf(); err != nil {
-			return statestore.Outcome{}, statestore.InOp("read", err)
+			return driver.Outcome{}, driver.InOp("read", err)
 		}
 	}
-	return statestore.Outcome{}, &statestore.ConflictError{Op: "push", What: "the branch kept moving"}
+	return driver.Outcome{}, &driver.ConflictError{Op: "push", What: "the branch kept moving"}
 }
 
 // overtaken is the deletion of another render's request of this workload
@@ -332,14 +341,14 @@ func (g *groupCommitter) sweepOwn(ctx context.Context, a *attemptSnap) {
 // Lost waits after a lost race: for the request this writer handed over
 // to be carried, or for its turn to lead; without a request, a short
 // pause.
-func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt int, cause error) (statestore.Outcome, error) {
+func (g *groupCommitter) Lost(ctx context.Context, c *driver.Change, attempt int, cause error) (driver.Outcome, error) {
 	if g.regroup {
 		g.regroup = false
-		return statestore.Outcome{}, nil
+		return driver.Outcome{}, nil
 	}
 	lost := fmt.Errorf("%w: the branch kept moving", statestore.ErrConflict)
 	if max := g.s.cfg.MaxAttempts; max > 0 && attempt >= max {
-		return statestore.Outcome{}, fmt.Errorf("%w; gave up after %d attempts", lost, attempt)
+		return driver.Outcome{}, fmt.Errorf("%w; gave up after %d attempts", lost, attempt)
 	}
 	if g.published.IsZero() && !g.alone && g.r.space != "" {
 		// Lost between the push's advertisement and its update: another
@@ -361,7 +370,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 		case errors.Is(err, errNoGroup), errors.Is(err, statestore.ErrRejected):
 			g.s.noGroup(g.r, err)
 		default:
-			return statestore.Outcome{}, err
+			return driver.Outcome{}, err
 		}
 	}
 	if g.published.IsZero() {
@@ -370,7 +379,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 		t0 := statestore.Now(ctx)
 		err := statestore.Pause(ctx, attempt, time.Second, lost)
 		g.s.debug("wait", "workload", g.u.Workload, "attempt", attempt, "for", "a pause before planning again", "alone", g.alone, "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
-		return statestore.Outcome{}, err
+		return driver.Outcome{}, err
 	}
 	// The request gone means it was carried by another writer's push, or
 	// deleted as stale (see fold). The commits the branch gained say
@@ -396,9 +405,9 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 	how, tip, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, g.slowest, lost, confirm)
 	switch {
 	case err != nil || how == awaitLead || tip.IsZero():
-		return statestore.Outcome{}, err
+		return driver.Outcome{}, err
 	case how == awaitGone && !confirm(tip):
-		return statestore.Outcome{}, nil
+		return driver.Outcome{}, nil
 	}
 	// The clone's refs as the listing showed them, or as the leader's
 	// push leaves them: the request is gone, and the branch is past the
@@ -413,26 +422,26 @@ func (g *groupCommitter) Lost(ctx context.Context, c *statestore.Change, attempt
 // request that is gone already was carried (the update landed) or deleted
 // as stale; the branch's newest tip says which: it holds the update when
 // a fresh plan finds nothing left to do.
-func (g *groupCommitter) Abandon(ctx context.Context, c *statestore.Change, err error) statestore.Outcome {
+func (g *groupCommitter) Abandon(ctx context.Context, c *driver.Change, err error) driver.Outcome {
 	if g.published.IsZero() {
-		return statestore.Outcome{}
+		return driver.Outcome{}
 	}
 	withdrawn := !g.s.withdraw(ctx, g.r, g.mine, g.published)
 	g.s.debug("request withdrawn", "workload", g.u.Workload, "ref", g.mine.String(), "gone_already", !withdrawn, "cause", err.Error())
 	if withdrawn || errors.Is(err, statestore.ErrStale) {
-		return statestore.Outcome{}
+		return driver.Outcome{}
 	}
 	vctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	vctx = statestore.WithRetryDeadline(vctx, 10*time.Second)
 	snap, rerr := g.s.readTip(vctx, true)
 	if rerr != nil {
-		return statestore.Outcome{}
+		return driver.Outcome{}
 	}
-	if p, perr := statestore.PlanUpdate(snap, g.u); perr == nil && !p.Changed() {
+	if p, perr := planner.PlanUpdate(snap, g.u); perr == nil && !p.Changed() {
 		return g.landed(snap.tip)
 	}
-	return statestore.Outcome{}
+	return driver.Outcome{}
 }
 
 // describeTurn names, for the debug log, the refs a turn's push sent.

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 )
 
 // Mem is one store's content, shared by every client of it.
@@ -42,7 +43,7 @@ func (m *Mem) Commits() int {
 // Client is one writer's view of a Mem, as a separate render process
 // would have: a statestore.Store.
 type Client struct {
-	statestore.Writer
+	driver.Writer
 	mem     *Mem
 	name    string
 	missing bool
@@ -52,16 +53,16 @@ var _ statestore.Store = (*Client)(nil)
 var _ statestore.BatchApplier = (*Client)(nil)
 
 // Open returns a new client of m.
-func (m *Mem) Open(name string, policy statestore.RetryPolicy) *Client {
+func (m *Mem) Open(name string, policy driver.RetryPolicy) *Client {
 	c := &Client{mem: m, name: name}
-	c.Writer = statestore.Writer{Backend: backend{c}, Policy: policy, Batch: true}
+	c.Writer = driver.Writer{Backend: backend{c}, Policy: policy, Batch: true}
 	return c
 }
 
 // Missing returns a client of a store that does not exist: every read
 // fails with statestore.ErrNotFound.
 func Missing(name string) *Client {
-	c := New().Open(name, statestore.RetryPolicy{})
+	c := New().Open(name, driver.RetryPolicy{})
 	c.missing = true
 	return c
 }
@@ -75,10 +76,10 @@ func (c *Client) Close() error { return nil }
 // Snapshot reads the store's current content.
 func (c *Client) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, statestore.Wrap(c.String(), "read", err)
+		return nil, driver.Wrap(c.String(), "read", err)
 	}
 	if c.missing {
-		return nil, statestore.Wrap(c.String(), "read", fmt.Errorf("store does not exist: %w", statestore.ErrNotFound))
+		return nil, driver.Wrap(c.String(), "read", fmt.Errorf("store does not exist: %w", statestore.ErrNotFound))
 	}
 	return c.mem.snapshot(), nil
 }
@@ -90,7 +91,7 @@ func (c *Client) Records(ctx context.Context) ([]statestore.Record, error) {
 		return nil, err
 	}
 	recs, err := statestore.ReadRecords(snap)
-	return recs, statestore.Wrap(c.String(), "read records", err)
+	return recs, driver.Wrap(c.String(), "read records", err)
 }
 
 // snapshot is a consistent copy of the store that remembers what was read
@@ -121,7 +122,7 @@ func (s *snapshot) seen(p string) object {
 	return o
 }
 
-// TreeShaped implements statestore.TreeShaped: like git and OCI (and
+// TreeShaped implements planner.TreeShaped: like git and OCI (and
 // unlike S3's flat keys), the memory store holds a path as a file or a
 // folder, never both, so the conformance suite checks the planner's
 // refusal of a path that is in the way on every go test.
@@ -129,6 +130,9 @@ func (s *snapshot) TreeShaped() {}
 
 // Revision is the store's version the snapshot shows.
 func (s *snapshot) Revision() string { return fmt.Sprintf("v%d", s.version) }
+
+// revision is a committer's Revision: the version its snapshot shows.
+func revision(s statestore.Snapshot) string { return s.(*snapshot).Revision() }
 
 // Compare reports whether p exists and holds data.
 func (s *snapshot) Compare(p string, data []byte) (bool, bool, error) {
@@ -169,16 +173,17 @@ func listing(objs map[string]object, dir string) []string {
 	return out
 }
 
-// backend is a Client's side of statestore.Write.
+// backend is a Client's side of driver.Write.
 type backend struct{ c *Client }
 
 func (b backend) String() string { return b.c.String() }
 
-func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.Committer, error) {
+func (b backend) Begin(ctx context.Context, us []statestore.Update) (driver.Committer, error) {
 	if b.c.missing {
-		return nil, fmt.Errorf("store does not exist: %w", statestore.ErrNotFound)
+		return driver.Committer{}, fmt.Errorf("store does not exist: %w", statestore.ErrNotFound)
 	}
-	return committer{b.c.mem}, nil
+	c := committer{b.c.mem}
+	return driver.Committer{Snapshot: c.Snapshot, Commit: c.Commit, Revision: revision}, nil
 }
 
 type committer struct{ mem *Mem }
@@ -192,12 +197,12 @@ func (c committer) Snapshot(ctx context.Context, attempt int) (statestore.Snapsh
 
 // Commit applies ch's operations if nothing the plan read or listed has
 // changed since, as one step.
-func (c committer) Commit(ctx context.Context, ch *statestore.Change) (statestore.Outcome, error) {
+func (c committer) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, error) {
 	if !ch.Plan.Changed() || ch.DryRun {
-		return statestore.Outcome{}, nil
+		return driver.Outcome{}, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return statestore.Outcome{}, err
+		return driver.Outcome{}, err
 	}
 	snap := ch.Snapshot.(*snapshot)
 	m := c.mem
@@ -207,12 +212,12 @@ func (c committer) Commit(ctx context.Context, ch *statestore.Change) (statestor
 	defer snap.mu.Unlock()
 	for p, v := range snap.read {
 		if m.objs[p].version != v {
-			return statestore.Outcome{}, &statestore.ConflictError{Op: "write", What: "another writer changed " + p}
+			return driver.Outcome{}, &driver.ConflictError{Op: "write", What: "another writer changed " + p}
 		}
 	}
 	for dir, seen := range snap.listed {
 		if strings.Join(listing(m.objs, dir), "\n") != seen {
-			return statestore.Outcome{}, &statestore.ConflictError{Op: "write", What: "another writer changed the folder " + dir}
+			return driver.Outcome{}, &driver.ConflictError{Op: "write", What: "another writer changed the folder " + dir}
 		}
 	}
 	// Whatever the plan writes it looked at first (the planner compares
@@ -226,5 +231,5 @@ func (c committer) Commit(ctx context.Context, ch *statestore.Change) (statestor
 		m.objs[op.Path] = object{data: slices.Clone(op.Data), version: m.version}
 	}
 	m.commits++
-	return statestore.Outcome{Revision: fmt.Sprintf("v%d", m.version)}, nil
+	return driver.Outcome{Revision: fmt.Sprintf("v%d", m.version)}, nil
 }

@@ -21,11 +21,13 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 var specsVersioned = specs.Versioned{SchemaVersion: 2}
 
-// backend is a Store's side of statestore.Write, which gives the Store
+// backend is a Store's side of driver.Write, which gives the Store
 // its Apply and ApplyAll (a batch is one new state: one lock, one
 // generation, each destination published once).
 type backend struct{ s *Store }
@@ -33,8 +35,10 @@ type backend struct{ s *Store }
 func (b backend) String() string { return b.s.name }
 
 // Begin starts one write: it holds no lock yet.
-func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.Committer, error) {
-	return &write{s: b.s}, nil
+func (b backend) Begin(ctx context.Context, us []statestore.Update) (driver.Committer, error) {
+	w := &write{s: b.s}
+	return driver.Committer{Snapshot: w.Snapshot, Commit: w.Commit, Revision: revision,
+		Lost: w.Lost, Abandon: w.Abandon, Release: w.Release}, nil
 }
 
 // write is one write in progress. Its first attempt plans on the state
@@ -51,12 +55,6 @@ type write struct {
 	// held is the state read under l.
 	held *snapshot
 }
-
-var (
-	_ statestore.Committer = (*write)(nil)
-	_ statestore.Grouper   = (*write)(nil)
-	_ statestore.Releaser  = (*write)(nil)
-)
 
 // Snapshot is the state read under the lock while the write holds it.
 // Otherwise the first attempt plans on the state this Store read or
@@ -82,40 +80,40 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 // changed destinations' tags. A plan that changes nothing needs neither
 // the lock nor a write, unless a writer died between its commit and its
 // destinations' tags: then the lock is taken to repair them (Wrote).
-func (w *write) Commit(ctx context.Context, c *statestore.Change) (statestore.Outcome, error) {
+func (w *write) Commit(ctx context.Context, c *driver.Change) (driver.Outcome, error) {
 	s := w.s
 	sn := c.Snapshot.(*snapshot)
 	if c.DryRun {
-		return statestore.Outcome{}, nil
+		return driver.Outcome{}, nil
 	}
 	if !c.Plan.Changed() && w.l == nil {
 		stale, err := s.staleDestinations(ctx, sn.st, s.foldersOf(sn.st, c.Updates))
 		if err != nil {
-			return statestore.Outcome{}, statestore.InOp("read", err)
+			return driver.Outcome{}, driver.InOp("read", err)
 		}
 		if len(stale) == 0 {
-			return statestore.Outcome{}, nil
+			return driver.Outcome{}, nil
 		}
 	}
 	if w.l == nil {
 		l, err := s.acquire(ctx)
 		if err != nil {
-			return statestore.Outcome{}, statestore.InOp("lock", err)
+			return driver.Outcome{}, driver.InOp("lock", err)
 		}
 		w.l = l
 	}
 	if sn != w.held {
 		cur, err := s.snapshot(ctx)
 		if err != nil {
-			return statestore.Outcome{}, statestore.InOp("read", err)
+			return driver.Outcome{}, driver.InOp("read", err)
 		}
 		if cur.st.desc.Digest != sn.st.desc.Digest {
 			w.held = cur
-			return statestore.Outcome{}, &statestore.ConflictError{Op: "commit", What: "another writer moved the state before this one held the lock"}
+			return driver.Outcome{}, &driver.ConflictError{Op: "commit", What: "another writer moved the state before this one held the lock"}
 		}
 		w.held = sn
 	}
-	st, out := sn.st, statestore.Outcome{}
+	st, out := sn.st, driver.Outcome{}
 	var changed []string
 	if c.Plan.Changed() {
 		if err := w.l.valid(ctx); err != nil {
@@ -124,11 +122,11 @@ func (w *write) Commit(ctx context.Context, c *statestore.Change) (statestore.Ou
 			if rerr := w.release(ctx); rerr != nil {
 				s.warn("could not release the writers' lock whose lease ran out", "error", rerr.Error())
 			}
-			return out, &statestore.ConflictError{Op: "commit", What: "the writers' lock lease kept running out", Err: err}
+			return out, &driver.ConflictError{Op: "commit", What: "the writers' lock lease kept running out", Err: err}
 		}
 		var err error
 		if st, changed, err = s.commit(ctx, sn, c.Plan, c.Message, batch(c.Updates)); err != nil {
-			return out, statestore.InOp("commit", err)
+			return out, driver.InOp("commit", err)
 		}
 		out.Revision = st.desc.Digest.String()
 	}
@@ -142,11 +140,11 @@ func (w *write) Commit(ctx context.Context, c *statestore.Change) (statestore.Ou
 	}
 	stale, err := s.staleDestinations(ctx, st, check)
 	if err != nil {
-		return out, statestore.InOp("read", err)
+		return out, driver.InOp("read", err)
 	}
 	out.Wrote = len(stale) > 0
 	if err := s.publish(ctx, st, append(changed, stale...)); err != nil {
-		return out, statestore.InOp("publish", err)
+		return out, driver.InOp("publish", err)
 	}
 	return out, nil
 }
@@ -155,16 +153,16 @@ func (w *write) Commit(ctx context.Context, c *statestore.Change) (statestore.Ou
 // a race under the lock still holds it and plans again at once on the
 // state it read there; one whose lease ran out takes the lock again, which
 // waits for the writers ahead as long as the retry deadline allows.
-func (w *write) Lost(ctx context.Context, c *statestore.Change, attempt int, cause error) (statestore.Outcome, error) {
+func (w *write) Lost(ctx context.Context, c *driver.Change, attempt int, cause error) (driver.Outcome, error) {
 	if p := w.s.Policy; p.MaxAttempts > 0 && attempt >= p.MaxAttempts {
-		return statestore.Outcome{}, p.Wait(ctx, attempt, statestore.LostWhat(cause), cause)
+		return driver.Outcome{}, p.Wait(ctx, attempt, driver.LostWhat(cause), cause)
 	}
-	return statestore.Outcome{}, nil
+	return driver.Outcome{}, nil
 }
 
 // Abandon has nothing to take back: Lost handed nothing over.
-func (w *write) Abandon(ctx context.Context, c *statestore.Change, err error) statestore.Outcome {
-	return statestore.Outcome{}
+func (w *write) Abandon(ctx context.Context, c *driver.Change, err error) driver.Outcome {
+	return driver.Outcome{}
 }
 
 // Release lets the lock go when the write ends. A lock that cannot be
@@ -236,7 +234,7 @@ func (s *Store) foldersOf(st *state, us []statestore.Update) []string {
 
 // commit writes plan's files into new layers and moves the state tag,
 // with msg and u's provenance.
-func (s *Store) commit(ctx context.Context, snap *snapshot, plan statestore.Plan, msg statestore.Message, u statestore.Update) (*state, []string, error) {
+func (s *Store) commit(ctx context.Context, snap *snapshot, plan planner.Plan, msg statestore.Message, u statestore.Update) (*state, []string, error) {
 	old := snap.st
 	// What the plan changes in every folder it touches.
 	type change struct {

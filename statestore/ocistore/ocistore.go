@@ -14,7 +14,7 @@
 // (sorted entries, fixed times, no clock), so the same files always give
 // the same digest and an unchanged render pushes nothing.
 //
-// Writes go through statestore.Write (Store embeds statestore.Writer; a
+// Writes go through driver.Write (Store embeds driver.Writer; a
 // batch is one new state). Registries cannot update a tag conditionally,
 // so writers take turns under a lock made of tags, taken with Lamport's
 // bakery algorithm (lock.go). A write plans on the state read without the
@@ -59,6 +59,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 )
 
 // Media types and annotations of what the store writes.
@@ -130,9 +131,9 @@ type Config struct {
 }
 
 // Store is an open OCI state store. Its Apply and ApplyAll are
-// statestore.Write's (see write in apply.go).
+// driver.Write's (see write in apply.go).
 type Store struct {
-	statestore.Writer
+	driver.Writer
 	cfg    Config
 	name   string
 	client *auth.Client
@@ -260,7 +261,7 @@ func Open(cfg Config) (*Store, error) {
 		pushed: map[string]bool{},
 	}
 	s.base = s.repo(cfg.Repository)
-	s.Writer = statestore.Writer{Backend: backend{s}, Policy: statestore.RetryPolicy{Deadline: cfg.RetryDeadline}, Batch: true}
+	s.Writer = driver.Writer{Backend: backend{s}, Policy: driver.RetryPolicy{Deadline: cfg.RetryDeadline}, Batch: true}
 	return s, nil
 }
 
@@ -296,11 +297,11 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
-		return nil, statestore.Wrap(s.name, "read", err)
+		return nil, driver.Wrap(s.name, "read", err)
 	}
 	recs, err := statestore.ReadRecords(snap)
 	if err != nil {
-		return nil, statestore.Wrap(s.name, "read", err)
+		return nil, driver.Wrap(s.name, "read", err)
 	}
 	return recs, nil
 }
@@ -312,7 +313,7 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
-		return nil, statestore.Wrap(s.name, "read", err)
+		return nil, driver.Wrap(s.name, "read", err)
 	}
 	return snap, nil
 }

@@ -7,9 +7,11 @@ import (
 	"slices"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/planner"
 )
 
-// Seed writes files (paths relative to the store, as statestore.PlanUpdate
+// Seed writes files (paths relative to the store, as planner.PlanUpdate
 // plans them for each workload on an empty store: files, records, claims,
 // index entries) as the store's state in one new generation, with the
 // destinations dests, and publishes the destinations. It reads nothing but
@@ -20,22 +22,22 @@ func (s *Store) Seed(ctx context.Context, files map[string][]byte, dests []strin
 	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
-		return statestore.Wrap(s.name, "seed", err)
+		return driver.Wrap(s.name, "seed", err)
 	}
 	if len(snap.st.folders) > 0 {
-		return statestore.Wrap(s.name, "seed", fmt.Errorf("the store holds a state already (generation %d)", snap.st.generation))
+		return driver.Wrap(s.name, "seed", fmt.Errorf("the store holds a state already (generation %d)", snap.st.generation))
 	}
-	plan := statestore.Plan{Ops: make([]statestore.Op, 0, len(files))}
+	plan := planner.Plan{Ops: make([]planner.Op, 0, len(files))}
 	for _, p := range slices.Sorted(maps.Keys(files)) {
-		plan.Ops = append(plan.Ops, statestore.Op{Path: p, Data: files[p]})
+		plan.Ops = append(plan.Ops, planner.Op{Path: p, Data: files[p]})
 	}
 	u := statestore.Update{Workload: "seed", Destinations: dests}
 	st, changed, err := s.commit(ctx, snap, plan, statestore.Message{Subject: fmt.Sprintf("seed: %d files", len(files))}, u)
 	if err != nil {
-		return statestore.Wrap(s.name, "seed", err)
+		return driver.Wrap(s.name, "seed", err)
 	}
 	if err := s.publish(ctx, st, changed); err != nil {
-		return statestore.Wrap(s.name, "seed", err)
+		return driver.Wrap(s.name, "seed", err)
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // snapshot is one state manifest's view of the store. Its layers are
@@ -30,11 +32,10 @@ var (
 	_ statestore.Snapshot   = (*snapshot)(nil)
 	_ statestore.Prefetcher = (*snapshot)(nil)
 	_ statestore.Debugger   = (*snapshot)(nil)
-	_ statestore.Revisioned = (*snapshot)(nil)
-	_ statestore.TreeShaped = (*snapshot)(nil)
+	_ planner.TreeShaped    = (*snapshot)(nil)
 )
 
-// TreeShaped implements statestore.TreeShaped: a layer is a folder that
+// TreeShaped implements planner.TreeShaped: a layer is a folder that
 // Flux unpacks onto a file system, where a path is a file or a folder.
 func (sn *snapshot) TreeShaped() {}
 
@@ -71,6 +72,9 @@ func (s *Store) lastSeen(ctx context.Context) *snapshot {
 // Revision is the digest of the state manifest the snapshot shows (empty
 // for a store with none yet).
 func (sn *snapshot) Revision() string { return sn.st.desc.Digest.String() }
+
+// revision is a write's Revision: the digest its snapshot shows.
+func revision(s statestore.Snapshot) string { return s.(*snapshot).Revision() }
 
 // files returns folder f's files, relative to f (nil when f has no layer).
 func (sn *snapshot) files(f string) (layerFiles, error) {
@@ -243,7 +247,7 @@ func overlaps(f, dir string) bool {
 // Prefetch pulls, in parallel, the layers a series of lookups will read.
 func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	need := map[string]bool{}
-	for _, list := range [][]string{h.Paths, h.Reads, statestore.LoadPaths(h.Load)} {
+	for _, list := range [][]string{h.Paths, h.Reads, bookkeeping.LoadPaths(h.Load)} {
 		for _, p := range list {
 			if f, ok := sn.st.folderOf(p); ok {
 				need[f] = true

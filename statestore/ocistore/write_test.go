@@ -13,6 +13,7 @@ import (
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/ocistore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // interposer passes requests to the registry and notes each one answered
@@ -224,7 +225,7 @@ func TestRenderReadsTheStateOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	statestore.Prefetch(snap, statestore.UpdateHint(a))
+	statestore.Prefetch(snap, planner.UpdateHint(a))
 	if res, err := s.Apply(ctx, a); err != nil || res.Updated {
 		t.Fatalf("an unchanged render: %+v, %v", res, err)
 	}

@@ -18,9 +18,12 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/planner"
 )
 
-// backend is the Store's side of statestore.Write: each write of one
+// backend is the Store's side of driver.Write: each write of one
 // update gets a committer of its own. Writes of a batch (ApplyAll) share
 // batch.
 type backend struct {
@@ -31,22 +34,22 @@ type backend struct {
 func (b backend) String() string { return b.s.String() }
 
 // Begin starts the write of one update (the Store's Writer writes a
-// batch one update after the other). Besides what statestore.ValidateUpdate
+// batch one update after the other). Besides what planner.ValidateUpdate
 // checks, the folder of a destination that holds the completeness markers
 // is reserved.
-func (b backend) Begin(ctx context.Context, us []statestore.Update) (statestore.Committer, error) {
+func (b backend) Begin(ctx context.Context, us []statestore.Update) (driver.Committer, error) {
 	if len(us) != 1 {
-		return nil, statestore.InOp("plan", fmt.Errorf("an S3 write takes one update, not %d", len(us)))
+		return driver.Committer{}, driver.InOp("plan", fmt.Errorf("an S3 write takes one update, not %d", len(us)))
 	}
 	dests, err := destinations(us[0])
 	if err != nil {
-		return nil, statestore.InOp("plan", err)
+		return driver.Committer{}, driver.InOp("plan", err)
 	}
 	w := &write{s: b.s, u: us[0], dests: dests, load: newLoadState(), id: nonce()}
 	if b.batch != nil {
 		w.load, w.batch = b.batch.load, b.batch
 	}
-	return w, nil
+	return driver.Committer{Snapshot: w.Snapshot, Commit: w.Commit, Unfinished: w.Unfinished, Finish: w.Finish}, nil
 }
 
 // write is one write of one update, from attempt to attempt: a snapshot
@@ -87,11 +90,6 @@ type write struct {
 	pr   prior
 }
 
-var (
-	_ statestore.Committer = (*write)(nil)
-	_ statestore.Finisher  = (*write)(nil)
-)
-
 // Snapshot lists what the update will be planned against (see prepare).
 // The first attempt starts from what the Store's last Snapshot looked up
 // (the view a render read its records from), and lists only what that did
@@ -121,7 +119,7 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 	if errors.Is(err, errNoBucket) && s.cfg.CreateBucket {
 		if !u.DryRun {
 			if err := s.makeBucket(ctx); err != nil {
-				return nil, statestore.InOp("create bucket", err)
+				return nil, driver.InOp("create bucket", err)
 			}
 		}
 		snap = s.emptySnapshot(ctx)
@@ -153,18 +151,18 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 // DryRun, would write) anything, markers alone included. Outcome.Diff
 // is every attempt's diff together: a lost attempt may have written
 // already.
-func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.Outcome, error) {
+func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, error) {
 	s, u, snap, pr, plan := w.s, w.u, w.snap, w.pr, ch.Plan
 	// A file the bucket's keys leave no room for is refused before
 	// anything is written (a dry run says so too).
 	if err := w.refuseBlocked(plan); err != nil {
 		var be *statestore.BlockedError
 		if errors.As(err, &be) {
-			return statestore.Outcome{}, statestore.InOp("plan", err)
+			return driver.Outcome{}, driver.InOp("plan", err)
 		}
-		return statestore.Outcome{}, failed("read", err)
+		return driver.Outcome{}, failed("read", err)
 	}
-	out := statestore.Outcome{}
+	out := driver.Outcome{}
 	recPath := statestore.RecordPath(u.Workload)
 	if o, ok, _ := snap.lookup(recPath); ok && !o.tomb {
 		out.Revision = o.etag
@@ -189,7 +187,7 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 			if err := s.awaitLease(ctx, recPath, w.id, l); err != nil {
 				return out, failed("read", err)
 			}
-			return out, &statestore.ConflictError{Op: "write", What: "another write of the workload was under way"}
+			return out, &driver.ConflictError{Op: "write", What: "another write of the workload was under way"}
 		}
 	}
 	w.diff.add(plan.Diff)
@@ -212,9 +210,9 @@ func (w *write) Commit(ctx context.Context, ch *statestore.Change) (statestore.O
 	committed := snap.etag(recPath)
 	// From the first upload to the record that commits them, readers see
 	// the write step by step: it is not cut off half-way by a
-	// cancellation (see statestore.Unfinished); the retry deadline still
+	// cancellation (see driver.Committer.Unfinished); the retry deadline still
 	// bounds it.
-	ctx, cancel := statestore.Finishing(ctx)
+	ctx, cancel := driver.Finishing(ctx)
 	defer cancel()
 	if commit {
 		w.dirty = true
@@ -272,7 +270,7 @@ func (w *write) Unfinished() bool { return w.dirty && !w.committed }
 // them once its last write ended (see Store.ApplyAll). It is not cut off
 // by a cancellation: a change left pending costs every later reader.
 func (w *write) Finish(ctx context.Context) {
-	ctx, cancel := statestore.Finishing(ctx)
+	ctx, cancel := driver.Finishing(ctx)
 	defer cancel()
 	if !w.takeBack(ctx) && !w.committed && w.hold != nil && !w.u.DryRun {
 		w.hold.release(ctx)
@@ -315,13 +313,13 @@ func (w *write) takeBack(ctx context.Context) bool {
 }
 
 // failed names the step of an attempt that failed with err. An object
-// that changed under the attempt is a lost race, which statestore.Write
+// that changed under the attempt is a lost race, which driver.Write
 // answers by planning again on a fresh listing.
 func failed(op string, err error) error {
 	if errors.Is(err, errChanged) {
-		return &statestore.ConflictError{Op: op, What: "other writers kept changing the bucket", Err: err}
+		return &driver.ConflictError{Op: op, What: "other writers kept changing the bucket", Err: err}
 	}
-	return statestore.InOp(op, err)
+	return driver.InOp(op, err)
 }
 
 // prior is what the workload's stored record says beyond the record itself.
@@ -349,7 +347,7 @@ func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (pr
 	if err := snap.need([]string{recPath}); err != nil {
 		return prior{}, err
 	}
-	paths := []string{recPath, statestore.IndexMarker}
+	paths := []string{recPath, bookkeeping.IndexMarker}
 	var dirs []string
 	for p := range u.Files {
 		paths = append(paths, p)
@@ -363,7 +361,7 @@ func (s *Store) prepare(snap *snapshot, u statestore.Update, dests []string) (pr
 	}
 	if u.Record != nil {
 		for _, o := range u.Record.Objects {
-			paths = append(paths, statestore.ClaimPath(o))
+			paths = append(paths, bookkeeping.ClaimPath(o))
 		}
 	}
 	for _, d := range dests {
@@ -458,7 +456,7 @@ type markerPlan struct {
 // workload's files as listed (one GET per destination the plan does not
 // change); the markers of destinations the record names and the update
 // does not are deleted.
-func (s *Store) planMarkers(snap *snapshot, plan statestore.Plan, u statestore.Update, dests []string, pr prior) (markerPlan, error) {
+func (s *Store) planMarkers(snap *snapshot, plan planner.Plan, u statestore.Update, dests []string, pr prior) (markerPlan, error) {
 	var mp markerPlan
 	had := pr.markers
 	if u.Record == nil {
@@ -623,7 +621,7 @@ func (w *written) set(p, etag string) {
 
 // publish writes a plan in the order docs/design.md ("S3") describes, the
 // record last, conditioned on the record's listed ETag.
-func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Plan, u statestore.Update, dests, staleMarkers []string, w *written) (string, error) {
+func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, u statestore.Update, dests, staleMarkers []string, w *written) (string, error) {
 	recPath := statestore.RecordPath(u.Workload)
 	owned := map[string]bool{}
 	if data, err := snap.ReadFile(recPath); err == nil { // already read by the planner
@@ -633,7 +631,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			}
 		}
 	}
-	var claims, puts, shared, targets []statestore.Op
+	var claims, puts, shared, targets []planner.Op
 	var deletes, targetDeletes []string
 	for _, op := range plan.Ops {
 		_, mine := u.Files[op.Path]
@@ -645,7 +643,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 			deletes = append(deletes, op.Path)
 		case op.Delete:
 			targetDeletes = append(targetDeletes, op.Path)
-		case strings.HasPrefix(op.Path, statestore.ClaimsDir+"/"):
+		case strings.HasPrefix(op.Path, bookkeeping.ClaimsDir+"/"):
 			claims = append(claims, op)
 		case mine || layout.IsMeta(op.Path):
 			puts = append(puts, op)
@@ -687,8 +685,8 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan statestore.Pla
 					return "read", err
 				}
 			}
-			op := statestore.Op{Path: f, Data: data}
-			if strings.HasPrefix(f, statestore.ClaimsDir+"/") {
+			op := planner.Op{Path: f, Data: data}
+			if strings.HasPrefix(f, bookkeeping.ClaimsDir+"/") {
 				claims = append(claims, op)
 			} else {
 				puts = append(puts, op)
@@ -1038,7 +1036,7 @@ func parallel(ctx context.Context, n int, jobs []func(context.Context) error) er
 
 // destinations refuses the paths of u that lie in a destination's marker
 // folder, and returns u's destinations, cleaned and sorted.
-// statestore.ValidateUpdate checks the rest.
+// planner.ValidateUpdate checks the rest.
 func destinations(u statestore.Update) ([]string, error) {
 	reserved := func(p string) error {
 		if isMarker(p) {

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // batch is what the writes of one ApplyAll share: their announcement in
@@ -24,7 +27,7 @@ type batch struct {
 }
 
 // ApplyAll writes several workloads' updates. S3 has no transaction over
-// several objects, so each update is its own write (statestore.Write, as
+// several objects, so each update is its own write (driver.Write, as
 // Apply), but writes of different workloads do not wait for each other:
 // each conditions its objects on what it read, and the record of each
 // workload is its own lock (see docs/design.md, "S3"). So they run side by
@@ -59,7 +62,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 		// shard of the claims) is listed once for all of them.
 		var h statestore.Hint
 		for _, u := range us {
-			h = h.Merge(statestore.UpdateHint(u))
+			h = h.Merge(planner.UpdateHint(u))
 			for _, d := range u.Destinations {
 				h.Paths = append(h.Paths, MarkerPath(strings.Trim(d, "/"), u.Workload))
 			}
@@ -79,7 +82,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 				r.Workload = u.Workload
 				rec = &r
 			}
-			for d, byW := range loadChanges(u.Workload, u.Basis.Record, statestore.Plan{Record: rec}) {
+			for d, byW := range loadChanges(u.Workload, u.Basis.Record, planner.Plan{Record: rec}) {
 				if changes[d] == nil {
 					changes[d] = map[string][]string{}
 				}
@@ -90,10 +93,10 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 		}
 		if err := s.announce(ctx, b.load, changes); err != nil {
 			s.settle(ctx, b.load)
-			return statestore.Result{}, statestore.Wrap(s.String(), "write load summary", err)
+			return statestore.Result{}, driver.Wrap(s.String(), "write load summary", err)
 		}
 		defer func() {
-			fctx, cancel := statestore.Finishing(ctx)
+			fctx, cancel := driver.Finishing(ctx)
 			defer cancel()
 			s.settle(fctx, b.load)
 			if b.dirty.Load() {
@@ -148,7 +151,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 				return
 			}
 			ran[i] = true
-			results[i], errs[i] = statestore.Write(ctx, be, s.Policy, []statestore.Update{us[i]})
+			results[i], errs[i] = driver.Write(ctx, be, s.Policy, []statestore.Update{us[i]})
 			if errs[i] != nil {
 				stop.Store(true)
 			}
@@ -198,7 +201,7 @@ func batchKeys(u statestore.Update) []string {
 			continue
 		}
 		for _, o := range r.Objects {
-			keys = append(keys, statestore.ClaimPath(o))
+			keys = append(keys, bookkeeping.ClaimPath(o))
 		}
 		keys = append(keys, r.Files...)
 	}

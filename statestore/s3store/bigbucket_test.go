@@ -12,6 +12,7 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // resourceUpdate is one render of resource workflow configure of resource
@@ -178,7 +179,7 @@ func TestRequestsDoNotGrowWithBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := statestore.ReadLoad(snap, loadCandidates, ""); err != nil {
+		if _, err := bookkeeping.ReadLoad(snap, loadCandidates, ""); err != nil {
 			t.Fatalf("load in %s: %v", bucket, err)
 		}
 		n, _ := cnt.take()

@@ -9,10 +9,11 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // ensureIndexed makes sure, before a write plans on snap, that the store
-// has the placement index's marker (statestore.IndexMarker), so that no
+// has the placement index's marker (bookkeeping.IndexMarker), so that no
 // plan of a workload ever includes the marker or another workload's index
 // entries and claims. It reports whether it wrote any file besides the
 // marker: snap does not show those, and the write must take a fresh
@@ -65,7 +66,7 @@ func (s *Store) ensureIndexed(ctx context.Context, snap *snapshot, kept bool) (b
 	if recs != nil || kept {
 		// The view is older than this write: somebody may have made the
 		// marker since it looked.
-		if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
+		if o, ok, err := s.look(ctx, bookkeeping.IndexMarker); err != nil || ok {
 			if ok {
 				snap.indexed(o)
 			}
@@ -77,7 +78,7 @@ func (s *Store) ensureIndexed(ctx context.Context, snap *snapshot, kept bool) (b
 		if err := recs.listDeep(statestore.RecordsDir); err != nil {
 			return false, err
 		}
-		if o, ok, err := s.look(ctx, statestore.IndexMarker); err != nil || ok {
+		if o, ok, err := s.look(ctx, bookkeeping.IndexMarker); err != nil || ok {
 			if ok {
 				snap.indexed(o)
 			}
@@ -94,8 +95,8 @@ func (s *Store) ensureIndexed(ctx context.Context, snap *snapshot, kept bool) (b
 // createMarker writes the index marker, where nothing exists yet, and
 // makes snap show it.
 func (s *Store) createMarker(ctx context.Context, snap *snapshot) error {
-	data := statestore.IndexMarkerData()
-	etag, err := s.put(ctx, statestore.IndexMarker, data, cond{})
+	data := bookkeeping.IndexMarkerData()
+	etag, err := s.put(ctx, bookkeeping.IndexMarker, data, cond{})
 	switch {
 	case errors.Is(err, errChanged):
 		etag = "" // made by another writer meanwhile: the store has it
@@ -119,7 +120,7 @@ const (
 	verdictLegacy
 )
 
-// Indexed implements statestore.IndexedSnapshot: a store counts as
+// Indexed implements bookkeeping.IndexedSnapshot: a store counts as
 // indexed when it has the marker or no record at all (see indexVerdict).
 func (sn *snapshot) Indexed() (bool, error) {
 	v, err := sn.indexVerdict()
@@ -142,7 +143,7 @@ func (sn *snapshot) indexVerdict() (int, error) {
 	if v != verdictUnknown {
 		return v, nil
 	}
-	o, ok, err := sn.lookup(statestore.IndexMarker)
+	o, ok, err := sn.lookup(bookkeeping.IndexMarker)
 	switch {
 	case err != nil:
 		return v, err
@@ -157,7 +158,7 @@ func (sn *snapshot) indexVerdict() (int, error) {
 		// no request of its own is needed. Both answers come from one
 		// response, of a listing made in key order: the marker's
 		// absence is seen first, as below.
-		any, known := sn.folderKnown(statestore.RecordsDir, statestore.IndexMarker)
+		any, known := sn.folderKnown(statestore.RecordsDir, bookkeeping.IndexMarker)
 		if !known {
 			any, err = sn.s.anyRecord(sn.ctx)
 			if err != nil {
@@ -166,7 +167,7 @@ func (sn *snapshot) indexVerdict() (int, error) {
 		}
 		v = verdictEmpty
 		if any {
-			o, ok, err := sn.s.look(sn.ctx, statestore.IndexMarker)
+			o, ok, err := sn.s.look(sn.ctx, bookkeeping.IndexMarker)
 			if err != nil {
 				return verdictUnknown, err
 			}
@@ -206,7 +207,7 @@ func (s *Store) anyRecord(ctx context.Context) (bool, error) {
 }
 
 // migrate writes the index entries and claims of every record recs listed
-// (statestore.Migration) that are missing, each conditioned on its
+// (bookkeeping.Migration) that are missing, each conditioned on its
 // absence (another writer migrating the store at the same time may make it
 // first), and reports whether it wrote any.
 func (s *Store) migrate(ctx context.Context, recs *snapshot) (bool, error) {
@@ -224,11 +225,11 @@ func (s *Store) migrate(ctx context.Context, recs *snapshot) (bool, error) {
 	if err := recs.prefetch(paths); err != nil {
 		return false, err
 	}
-	files, err := statestore.Migration(recs)
+	files, err := bookkeeping.Migration(recs)
 	if err != nil {
 		return false, err
 	}
-	delete(files, statestore.IndexMarker)
+	delete(files, bookkeeping.IndexMarker)
 	todo := make([]string, 0, len(files))
 	for p := range files {
 		todo = append(todo, p)
@@ -266,7 +267,7 @@ func (s *Store) look(ctx context.Context, p string) (object, bool, error) {
 // has it (see ensureIndexed). No plan reads or writes the marker.
 func (sn *snapshot) indexed(o object) {
 	sn.mu.Lock()
-	sn.objs[statestore.IndexMarker] = o
-	sn.markFolder(path.Dir(statestore.IndexMarker)) // render's own folder holds it
+	sn.objs[bookkeeping.IndexMarker] = o
+	sn.markFolder(path.Dir(bookkeeping.IndexMarker)) // render's own folder holds it
 	sn.mu.Unlock()
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // holdPut holds the first PUT whose path ends in suffix until release is
@@ -206,7 +207,7 @@ type lostClaim struct {
 }
 
 func (l *lostClaim) RoundTrip(r *http.Request) (*http.Response, error) {
-	claim := r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+statestore.ClaimsDir+"/")
+	claim := r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+bookkeeping.ClaimsDir+"/")
 	l.mu.Lock()
 	n := l.puts
 	if claim {
@@ -268,7 +269,7 @@ func TestLostClaimStaysOwned(t *testing.T) {
 		t.Fatalf("records %v, %v", recs, err)
 	}
 	for _, f := range all {
-		if strings.HasPrefix(f, statestore.ClaimsDir+"/") && !slices.Contains(recs[0].Files, f) {
+		if strings.HasPrefix(f, bookkeeping.ClaimsDir+"/") && !slices.Contains(recs[0].Files, f) {
 			t.Errorf("claim %s belongs to no workload (the record lists %v)", f, recs[0].Files)
 		}
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // loadDir holds the load summaries, one object per destination named in
@@ -73,7 +75,7 @@ func decodeLoad(p string, data []byte) (*loadSummary, error) {
 // destination, as name -> flavour folder (nothing for a nil record).
 func resourceEntries(rec *statestore.Record) map[string]map[string]string {
 	out := map[string]map[string]string{}
-	for p := range statestore.IndexPaths(rec) {
+	for p := range bookkeeping.IndexPaths(rec) {
 		d, flavour, name, ok := splitResourceEntry(p)
 		if !ok {
 			continue
@@ -88,7 +90,7 @@ func resourceEntries(rec *statestore.Record) map[string]map[string]string {
 
 // splitResourceEntry splits .render/placed/<d>/resource/<flavour>/<name>.
 func splitResourceEntry(p string) (d, flavour, name string, ok bool) {
-	rel, ok := strings.CutPrefix(p, statestore.IndexDir+"/")
+	rel, ok := strings.CutPrefix(p, bookkeeping.IndexDir+"/")
 	parts := strings.Split(rel, "/")
 	if !ok || len(parts) != 4 || parts[1] != "resource" {
 		return "", "", "", false
@@ -185,7 +187,7 @@ func (s *Store) currentRecord(ctx context.Context, workload string) (*statestore
 // listEntries lists d's resource index entries (one request per 1,000):
 // what a destination with no load summary is counted from.
 func (s *Store) listEntries(ctx context.Context, d string) (map[string]string, error) {
-	dir := path.Join(statestore.IndexDir, d, "resource")
+	dir := path.Join(bookkeeping.IndexDir, d, "resource")
 	sn, err := s.list(ctx, dir)
 	if err != nil {
 		return nil, err
@@ -292,7 +294,7 @@ func (s *Store) loadCounts(ctx context.Context, dests []string) (map[string]map[
 // plan's (added, removed or moved to another flavour folder), and the
 // entries of other workloads a store that predates the index gains by
 // this write (each names its workload).
-func loadChanges(workload string, old *statestore.Record, plan statestore.Plan) map[string]map[string][]string {
+func loadChanges(workload string, old *statestore.Record, plan planner.Plan) map[string]map[string][]string {
 	sets := map[string]map[string]map[string]bool{}
 	add := func(d, w, n string) {
 		if sets[d] == nil {
@@ -575,7 +577,7 @@ func isSubset(names, of []string) bool {
 	return true
 }
 
-// SummaryLoad answers statestore.ReadLoad for every destination of dests
+// SummaryLoad answers bookkeeping.ReadLoad for every destination of dests
 // (see loadCounts). The counts include the excluded workload's own
 // entries, which ReadLoad takes away.
 func (sn *snapshot) SummaryLoad(dests []string) (map[string]map[string]int, []string, error) {
@@ -596,7 +598,7 @@ func (sn *snapshot) SummaryLoad(dests []string) (map[string]map[string]int, []st
 	return out, nil, nil
 }
 
-var _ statestore.LoadSummarizer = (*snapshot)(nil)
+var _ bookkeeping.LoadSummarizer = (*snapshot)(nil)
 
 // fetchLoad counts the entries of the destinations of dests not counted
 // yet by this snapshot.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // loadDests are the destinations the load tests place resources on.
@@ -48,7 +49,7 @@ func summaryLoad(t *testing.T, s *Store) map[string]map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts, rest, err := snap.(statestore.LoadSummarizer).SummaryLoad(loadDests)
+	counts, rest, err := snap.(bookkeeping.LoadSummarizer).SummaryLoad(loadDests)
 	if err != nil || len(rest) > 0 {
 		t.Fatalf("SummaryLoad: %v, rest %v", err, rest)
 	}

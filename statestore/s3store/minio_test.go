@@ -20,6 +20,7 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/planner"
 	"github.com/render-dev/render/statestore/storetest"
 )
 
@@ -350,7 +351,7 @@ func TestWriteStartsFromSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		statestore.Prefetch(snap, statestore.UpdateHint(u))
+		statestore.Prefetch(snap, planner.UpdateHint(u))
 	}
 
 	// Unchanged: the snapshot lists the folders of the files and of the

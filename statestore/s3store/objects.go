@@ -17,6 +17,8 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/driver"
 )
 
 // revisionField is the field sealRecord adds to a stored record, and
@@ -103,7 +105,7 @@ func storedPending(stored []byte) []string {
 	}
 	// A write before the index marker was made apart from plans could
 	// name it (see ensureIndexed): it is nobody's.
-	return slices.DeleteFunc(probe.Pending, func(p string) bool { return p == statestore.IndexMarker })
+	return slices.DeleteFunc(probe.Pending, func(p string) bool { return p == bookkeeping.IndexMarker })
 }
 
 // absorbPending returns a stored record with its pending paths among its
@@ -118,7 +120,7 @@ func absorbPending(stored []byte) []byte {
 	if json.Unmarshal(probe[pendingField], &pending) != nil {
 		return stored
 	}
-	pending = slices.DeleteFunc(pending, func(p string) bool { return p == statestore.IndexMarker })
+	pending = slices.DeleteFunc(pending, func(p string) bool { return p == bookkeeping.IndexMarker })
 	_ = json.Unmarshal(probe["files"], &files)
 	set := setOf(files)
 	for _, p := range pending {
@@ -321,12 +323,12 @@ func (s *Store) VerifyDestination(ctx context.Context, dest string) (Destination
 	var st DestinationState
 	dest = strings.Trim(dest, "/")
 	if err := layout.ValidPath(dest); err != nil {
-		return st, statestore.Wrap(s.String(), "verify", err)
+		return st, driver.Wrap(s.String(), "verify", err)
 	}
 	ctx = s.Policy.Context(ctx)
 	sn, err := s.list(ctx, dest)
 	if err != nil {
-		return st, statestore.Wrap(s.String(), "verify", err)
+		return st, driver.Wrap(s.String(), "verify", err)
 	}
 	listing := map[string]string{}
 	var markers []Marker
@@ -338,11 +340,11 @@ func (s *Store) VerifyDestination(ctx context.Context, dest string) (Destination
 		}
 		data, err := sn.ReadFile(p)
 		if err != nil {
-			return st, statestore.Wrap(s.String(), "verify", err)
+			return st, driver.Wrap(s.String(), "verify", err)
 		}
 		var m Marker
 		if err := json.Unmarshal(data, &m); err != nil {
-			return st, statestore.Wrap(s.String(), "verify", fmt.Errorf("marker %s: %w", p, err))
+			return st, driver.Wrap(s.String(), "verify", fmt.Errorf("marker %s: %w", p, err))
 		}
 		markers = append(markers, m)
 	}

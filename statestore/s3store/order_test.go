@@ -12,6 +12,7 @@ import (
 
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // recordHold holds a write's listings of the records folder until release
@@ -116,7 +117,7 @@ func testListingsAfterRecord(t *testing.T, view string) {
 				return
 			}
 			if view == "hint" {
-				statestore.Prefetch(snap, statestore.UpdateHint(u).Merge(statestore.Hint{Dirs: []string{statestore.RecordsDir + "/w"}}))
+				statestore.Prefetch(snap, planner.UpdateHint(u).Merge(statestore.Hint{Dirs: []string{statestore.RecordsDir + "/w"}}))
 			} else if _, err := snap.ReadFile("d/w/a.yaml"); err != nil {
 				rendered <- err
 				return

@@ -16,6 +16,7 @@ import (
 
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // refuse fails every PUT whose path ends in suffix with a refused
@@ -104,7 +105,7 @@ func TestFailedWriteLeavesNothingUnowned(t *testing.T) {
 	for _, f := range recs[0].Files {
 		want = append(want, f)
 	}
-	want = append(want, statestore.RecordPath("w/a"), statestore.IndexMarker)
+	want = append(want, statestore.RecordPath("w/a"), bookkeeping.IndexMarker)
 	slices.Sort(want)
 	if got := storeFiles(t, m.Client(t), cfg.Bucket); !slices.Equal(got, want) {
 		t.Fatalf("the store holds %v; want the record, the index marker and the files it lists, %v", got, want)

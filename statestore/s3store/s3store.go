@@ -5,7 +5,7 @@
 // Everything lives under Config.Path inside the bucket, as in the git
 // backend: destination folders with the workloads' files, and render's own
 // folder .render/ (records, aggregated files' parts, the placement index,
-// load summaries). Writes go through statestore.Write, one update at a
+// load summaries). Writes go through driver.Write, one update at a
 // time: each gets a committer whose snapshot is lazy, listing only the
 // folders the update touches (a range of the folder a path is in,
 // delimited, or a folder recursively when the planner lists it), all looked
@@ -27,7 +27,7 @@
 // conditioned on the ETag it was planned against (a random revision in it
 // makes every commit move the ETag; a removed workload's record becomes a
 // tombstone). A failed
-// precondition is a lost race, which statestore.Write answers by planning
+// precondition is a lost race, which driver.Write answers by planning
 // again on a fresh listing; a write that has written anything ends only
 // with a successful commit of the record, or fails. Last, the workload's
 // completeness marker in each destination (MarkerPath) names its files
@@ -76,6 +76,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 )
 
 // Config describes one S3 state store.
@@ -127,9 +128,9 @@ type Config struct {
 // Store is an S3 state store. It is safe for one goroutine at a time, like
 // the git backend; separate Stores may write one bucket concurrently.
 type Store struct {
-	// Writer gives the Store Apply and ApplyAll, through statestore.Write
+	// Writer gives the Store Apply and ApplyAll, through driver.Write
 	// with this package's backend.
-	statestore.Writer
+	driver.Writer
 	cfg    Config
 	prefix string // Config.Path, cleaned, "" for the bucket's root
 	client *minio.Client
@@ -219,9 +220,9 @@ func New(cfg Config) (*Store, error) {
 		return fail("%s", s.redact(err.Error()))
 	}
 	s.client, s.owned = client, owned
-	s.Writer = statestore.Writer{
+	s.Writer = driver.Writer{
 		Backend: backend{s: s},
-		Policy:  statestore.RetryPolicy{Limit: retryLimit, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline},
+		Policy:  driver.RetryPolicy{Limit: retryLimit, MaxAttempts: cfg.MaxAttempts, Deadline: cfg.RetryDeadline},
 	}
 	return s, nil
 }
@@ -294,7 +295,7 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	err := s.Policy.Conflicts(ctx, "the bucket changed underneath", func(int) error {
 		snap, err := s.list(ctx, statestore.RecordsDir)
 		if err != nil {
-			return statestore.InOp("read", err)
+			return driver.InOp("read", err)
 		}
 		var paths []string
 		for p := range snap.objs {
@@ -312,7 +313,7 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	case errors.Is(err, errNoBucket) && s.cfg.CreateBucket:
 		return nil, nil
 	case err != nil:
-		return nil, statestore.Wrap(s.String(), "read records", err)
+		return nil, driver.Wrap(s.String(), "read records", err)
 	}
 	return recs, nil
 }
@@ -341,11 +342,11 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	})
 	switch {
 	case err != nil:
-		return nil, statestore.Wrap(s.String(), "read", err)
+		return nil, driver.Wrap(s.String(), "read", err)
 	case !ok && s.cfg.CreateBucket:
 		return s.emptySnapshot(ctx), nil
 	case !ok:
-		return nil, statestore.Wrap(s.String(), "read", fmt.Errorf("bucket %q does not exist at %s: %w", s.cfg.Bucket, s.cfg.Endpoint, errNoBucket))
+		return nil, driver.Wrap(s.String(), "read", fmt.Errorf("bucket %q does not exist at %s: %w", s.cfg.Bucket, s.cfg.Endpoint, errNoBucket))
 	}
 	sn := s.newSnapshot(ctx)
 	s.keepView(sn)

@@ -7,6 +7,9 @@ import (
 	"maps"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // Seed writes workloads into the store exactly as Apply would leave them
@@ -22,24 +25,24 @@ import (
 func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 	ctx = s.Policy.Context(ctx)
 	s.keepView(nil)
-	files := map[string][]byte{statestore.IndexMarker: statestore.IndexMarkerData()} // shared files (canaries, the index marker) once
-	entries := map[string]map[string]string{}                                        // resource index entries, by destination
+	files := map[string][]byte{bookkeeping.IndexMarker: bookkeeping.IndexMarkerData()} // shared files (canaries, the index marker) once
+	entries := map[string]map[string]string{}                                          // resource index entries, by destination
 	put := func(p string, data []byte) { files[p] = data }
 	for _, u := range us {
-		err := statestore.ValidateUpdate(u)
+		err := planner.ValidateUpdate(u)
 		var dests []string
 		if err == nil {
 			dests, err = destinations(u)
 		}
 		if err != nil {
-			return statestore.Wrap(s.String(), "seed", err)
+			return driver.Wrap(s.String(), "seed", err)
 		}
 		if len(u.Aggregates) > 0 || u.Record == nil {
-			return statestore.Wrap(s.String(), "seed", fmt.Errorf("workload %s: Seed takes no aggregated files and no removals", u.Workload))
+			return driver.Wrap(s.String(), "seed", fmt.Errorf("workload %s: Seed takes no aggregated files and no removals", u.Workload))
 		}
-		plan, err := statestore.PlanUpdate(s.emptySnapshot(ctx), u)
+		plan, err := planner.PlanUpdate(s.emptySnapshot(ctx), u)
 		if err != nil {
-			return statestore.Wrap(s.String(), "seed", err)
+			return driver.Wrap(s.String(), "seed", err)
 		}
 		recPath := statestore.RecordPath(u.Workload)
 		for d, names := range resourceEntries(plan.Record) {
@@ -70,7 +73,7 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 		})
 	}
 	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
-		return statestore.Wrap(s.String(), "seed", err)
+		return driver.Wrap(s.String(), "seed", err)
 	}
 	jobs = jobs[:0]
 	for d, names := range entries {
@@ -92,7 +95,7 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 		})
 	}
 	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
-		return statestore.Wrap(s.String(), "seed", err)
+		return driver.Wrap(s.String(), "seed", err)
 	}
 	return nil
 }

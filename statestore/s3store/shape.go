@@ -9,6 +9,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // A bucket's keys are flat: a key and keys below it ("dev/pg" and
@@ -157,7 +158,7 @@ func (sn *snapshot) lookNames(ctx context.Context, dir string, names []string) e
 // the plan does not itself delete (a workload's own file that becomes a
 // folder, and back). It looks only at the files the plan adds: a file
 // that exists is a key already.
-func (w *write) refuseBlocked(plan statestore.Plan) error {
+func (w *write) refuseBlocked(plan planner.Plan) error {
 	sn := w.snap
 	if sn.empty {
 		return nil

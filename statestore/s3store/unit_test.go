@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 const (
@@ -158,11 +159,11 @@ func TestDestinationDigest(t *testing.T) {
 }
 
 // TestUpdateRefused: what a store cannot hold is refused before any
-// request, by statestore.ValidateUpdate and this backend's own check (the
+// request, by planner.ValidateUpdate and this backend's own check (the
 // destinations' marker folders).
 func TestUpdateRefused(t *testing.T) {
 	refused := func(u statestore.Update) error {
-		if err := statestore.ValidateUpdate(u); err != nil {
+		if err := planner.ValidateUpdate(u); err != nil {
 			return err
 		}
 		_, err := destinations(u)

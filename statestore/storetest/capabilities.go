@@ -10,6 +10,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // The cases of what the write loop and the engine rely on beyond single
@@ -165,7 +166,7 @@ func testPrefetchHints(t *testing.T, h Harness) {
 }
 
 // The load on destinations, as the spread strategy reads it from the
-// placement index (statestore.ReadLoad), counts every placed resource
+// placement index (bookkeeping.ReadLoad), counts every placed resource
 // group, by flavour, leaves the excluded workload out, and follows moves
 // and removals.
 func testLoad(t *testing.T, h Harness) {
@@ -182,19 +183,19 @@ func testLoad(t *testing.T, h Harness) {
 	apply(t, s, placed("r/2", "gold", "east"))
 	apply(t, s, placed("r/3", "", "west"))
 	apply(t, s, placed("r/4", "silver", "west"))
-	read := func(exclude string) statestore.Load {
+	read := func(exclude string) bookkeeping.Load {
 		t.Helper()
 		snap, err := s.Snapshot(patient())
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := statestore.ReadLoad(snap, []string{"east", "west", "north"}, exclude)
+		l, err := bookkeeping.ReadLoad(snap, []string{"east", "west", "north"}, exclude)
 		if err != nil {
 			t.Fatalf("ReadLoad: %v", err)
 		}
 		return l
 	}
-	check := func(what string, l statestore.Load, total map[string]int, flavours map[string]map[string]int) {
+	check := func(what string, l bookkeeping.Load, total map[string]int, flavours map[string]map[string]int) {
 		t.Helper()
 		got := map[string]int{}
 		for d, n := range l.Total {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/render-dev/render/internal/fluxcheck"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // workloadKey is the record key render gives workload w.
@@ -121,7 +122,7 @@ func check(s Schedule, runs []*run, st *State) []string {
 			}
 			owner[f] = r.Workload
 		}
-		for p, want := range statestore.IndexPaths(&r) {
+		for p, want := range bookkeeping.IndexPaths(&r) {
 			if got, ok := st.Files[p]; (!ok || !bytes.Equal(got, want) || owner[p] != r.Workload) && !(unfinished[r.Workload] && !ok) {
 				bad("rule 3: the placement index entry %s of %s is missing or not the record's", p, r.Workload)
 			}
@@ -132,7 +133,7 @@ func check(s Schedule, runs []*run, st *State) []string {
 		switch {
 		case strings.HasPrefix(p, "../"):
 			bad("rule 3: %s is outside the store's path", strings.TrimPrefix(p, "../"))
-		case p == statestore.IndexMarker, strings.HasPrefix(p, ".render/load/"), strings.HasPrefix(p, statestore.RecordsDir+"/"):
+		case p == bookkeeping.IndexMarker, strings.HasPrefix(p, ".render/load/"), strings.HasPrefix(p, statestore.RecordsDir+"/"):
 		case aggDests[d] != "" && rest == aggDests[d]: // built from the parts, checked below
 		case canary(p):
 		case slices.Contains(dests, d) && strings.HasPrefix(rest, ".render/"): // S3's completeness markers

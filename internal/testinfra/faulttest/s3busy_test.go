@@ -15,6 +15,7 @@ import (
 
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 	"github.com/render-dev/render/statestore/s3store"
 )
 
@@ -138,7 +139,7 @@ func TestS3WritersOnBusyNode(t *testing.T) {
 	// The load summaries: nothing pending, and exactly the index.
 	entries := map[string]int{}
 	for k := range objs {
-		if e, ok := statestore.ParseIndexPath(k); ok && e.Resource() {
+		if e, ok := bookkeeping.ParseIndexPath(k); ok && e.Resource() {
 			entries[e.Destination]++
 		}
 	}

@@ -5,7 +5,7 @@
 //
 // Each workload is a resource request whose pipeline wrote one ConfigMap,
 // placed on one of the destinations in turn. Its files, record, claims and
-// placement-index entries are what statestore.PlanUpdate plans for it on an
+// placement-index entries are what planner.PlanUpdate plans for it on an
 // empty store, so the generated store is what render itself would have
 // written, one render at a time.
 package storegen
@@ -32,6 +32,7 @@ import (
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // Spec describes a generated store.
@@ -105,7 +106,7 @@ func Files(s Spec) (map[string][]byte, error) {
 	s = s.defaults()
 	out := map[string][]byte{}
 	for i := range s.Workloads {
-		plan, err := statestore.PlanUpdate(emptySnap{}, Update(s, i))
+		plan, err := planner.PlanUpdate(emptySnap{}, Update(s, i))
 		if err != nil {
 			return nil, err
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/render-dev/render/internal/engine"
 	"github.com/render-dev/render/internal/testinfra/chaos"
 	"github.com/render-dev/render/renderer"
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // Options tune how trials run (not what they do: that is the schedule's).
@@ -349,7 +349,7 @@ func drainOutcome(rep *engine.DrainReport, err error) (int, string, bool) {
 // returned err, having written nothing.
 func errOutcome(err error) (int, string, bool) {
 	var ie *renderer.InputError
-	var md *statestore.MassDeletionError
+	var md *bookkeeping.MassDeletionError
 	switch {
 	case errors.As(err, &ie):
 		return 2, fmt.Sprintf("%v (nothing was written)", ie), false
@@ -366,7 +366,7 @@ func errOutcome(err error) (int, string, bool) {
 // one wrote, and, when the outcome is decided by them (done), the exit
 // code and message: 1 when a store failed, 4 when the mass-deletion
 // breaker refused.
-func storesOutcome(stores []engine.StoreReport, md *statestore.MassDeletionError) (code int, msg string, wrote, done bool) {
+func storesOutcome(stores []engine.StoreReport, md *bookkeeping.MassDeletionError) (code int, msg string, wrote, done bool) {
 	var failed []string
 	for _, s := range stores {
 		if s.Err != nil {

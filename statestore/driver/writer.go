@@ -1,6 +1,10 @@
-package statestore
+package driver
 
-import "context"
+import (
+	"context"
+
+	"github.com/render-dev/render/statestore"
+)
 
 // Writer gives a Backend the Store methods that are the same for every
 // store kind: Apply and ApplyAll through Write. Backends embed it.
@@ -18,21 +22,21 @@ type Writer struct {
 func (w Writer) AtomicBatches() bool { return w.Batch }
 
 // Apply writes one workload's update.
-func (w Writer) Apply(ctx context.Context, u Update) (Result, error) {
-	return Write(ctx, w.Backend, w.Policy, []Update{u})
+func (w Writer) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {
+	return Write(ctx, w.Backend, w.Policy, []statestore.Update{u})
 }
 
 // ApplyAll writes several workloads' updates, in the order given: as one
 // change where the backend can (planned one on top of the other, with the
 // first update's message), one after the other otherwise (stopping at the
 // first that fails). The result sums them.
-func (w Writer) ApplyAll(ctx context.Context, us []Update) (Result, error) {
+func (w Writer) ApplyAll(ctx context.Context, us []statestore.Update) (statestore.Result, error) {
 	if w.Batch || len(us) <= 1 {
 		return Write(ctx, w.Backend, w.Policy, us)
 	}
-	var res Result
+	var res statestore.Result
 	for _, u := range us {
-		r, err := Write(ctx, w.Backend, w.Policy, []Update{u})
+		r, err := Write(ctx, w.Backend, w.Policy, []statestore.Update{u})
 		res.Updated = res.Updated || r.Updated
 		res.Added = append(res.Added, r.Added...)
 		res.Changed = append(res.Changed, r.Changed...)

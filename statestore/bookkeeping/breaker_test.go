@@ -1,4 +1,4 @@
-package statestore_test
+package bookkeeping_test
 
 import (
 	"fmt"
@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 func TestCountDeletionsAndCheck(t *testing.T) {
-	idx := statestore.FileIndex{
+	idx := bookkeeping.FileIndex{
 		"a": {"eu/resources/ns/p/a/x/5058f/1.yaml", "eu/resources/ns/p/a/x/5058f/2.yaml", statestore.AggregatePath("agg/all.yaml", "a"), ".render/objects/ab/cd.json"},
 		"b": {"eu/resources/ns/p/b/x/5058f/1.yaml", "gone/dependencies/p/i/5058f/op.yaml", "flat/other/f.yaml"},
 	}
@@ -17,7 +18,7 @@ func TestCountDeletionsAndCheck(t *testing.T) {
 	tests := []struct {
 		name    string
 		updates []statestore.Update
-		policy  statestore.BreakerPolicy
+		policy  bookkeeping.BreakerPolicy
 		counts  string
 		trips   []string
 	}{
@@ -35,13 +36,13 @@ func TestCountDeletionsAndCheck(t *testing.T) {
 		{
 			name:    "a deleted on purpose",
 			updates: []statestore.Update{{Workload: "a"}},
-			policy:  statestore.BreakerPolicy{DeleteAction: true},
+			policy:  bookkeeping.BreakerPolicy{DeleteAction: true},
 			counts:  "agg 1/1/0, eu 3/2/1, flat/other 1/0/1, gone 1/0/1; store 6/3/3",
 		},
 		{
 			name:    "shares",
 			updates: []statestore.Update{{Workload: "a", Aggregates: agg("agg/all.yaml")}},
-			policy:  statestore.BreakerPolicy{MaxDestinationPercent: 50, MaxStorePercent: 30},
+			policy:  bookkeeping.BreakerPolicy{MaxDestinationPercent: 50, MaxStorePercent: 30},
 			counts:  "agg 1/0/1, eu 3/2/1, flat/other 1/0/1, gone 1/0/1; store 6/2/4",
 			trips: []string{
 				"destination eu (eu) would lose 2 of its 3 workload files, more than spec.massDeletion.maxDestinationPercent (50%)",
@@ -60,7 +61,7 @@ func TestCountDeletionsAndCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			per, total := statestore.CountDeletions(idx, tc.updates, dests)
+			per, total := bookkeeping.CountDeletions(idx, tc.updates, dests)
 			var cs []string
 			for _, c := range per {
 				cs = append(cs, fmt.Sprintf("%s %d/%d/%d", c.Path, c.Before, c.Deleted, c.After))
@@ -70,7 +71,7 @@ func TestCountDeletionsAndCheck(t *testing.T) {
 				t.Errorf("counts (before/deleted/after):\n got %s\nwant %s", got, tc.counts)
 			}
 			var trips []string
-			for _, tr := range statestore.Check(tc.policy, per, total, map[string]string{"eu": "eu", "agg": "agg"}) {
+			for _, tr := range bookkeeping.Check(tc.policy, per, total, map[string]string{"eu": "eu", "agg": "agg"}) {
 				trips = append(trips, tr.String())
 			}
 			if strings.Join(trips, "\n") != strings.Join(tc.trips, "\n") {

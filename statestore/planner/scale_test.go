@@ -1,10 +1,13 @@
-package statestore
+package planner
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // countingSnap is a memSnap that counts its lookups and records the hints
@@ -12,7 +15,7 @@ import (
 type countingSnap struct {
 	memSnap
 	lists, reads int
-	hints        []Hint
+	hints        []statestore.Hint
 }
 
 func (c *countingSnap) List(dir string) ([]string, error) {
@@ -25,7 +28,7 @@ func (c *countingSnap) ReadFile(p string) ([]byte, error) {
 	return c.memSnap.ReadFile(p)
 }
 
-func (c *countingSnap) Prefetch(h Hint) error {
+func (c *countingSnap) Prefetch(h statestore.Hint) error {
 	c.hints = append(c.hints, h)
 	return nil
 }
@@ -49,7 +52,7 @@ func indexedStore(t *testing.T, n int) memSnap {
 // folder would cost a store of 100,000 workloads one request per folder).
 func TestReadFactsOfNoWorkloadReadsNothing(t *testing.T) {
 	snap := &countingSnap{memSnap: indexedStore(t, 50)}
-	f, err := ReadFacts(snap, "", "")
+	f, err := bookkeeping.ReadFacts(snap, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +66,13 @@ func TestReadFactsOfNoWorkloadReadsNothing(t *testing.T) {
 // for all of them, not in a few per update.
 func TestPlanBatchHintsEveryUpdateFirst(t *testing.T) {
 	snap := &countingSnap{memSnap: indexedStore(t, 3)}
-	var us []Update
+	var us []statestore.Update
 	for i := range 20 {
 		u := upd(fmt.Sprintf("resource/ns/p/new%02d/x", i), map[string]string{fmt.Sprintf("e/new%02d.yaml", i): "b"})
 		u.Record = resourceRec(u.Workload, "", on(".", "e"))
 		us = append(us, u)
 	}
-	if _, err := PlanBatch(snap, us); err != nil {
+	if _, _, err := PlanBatch(snap, us); err != nil {
 		t.Fatal(err)
 	}
 	if len(snap.hints) == 0 {
@@ -77,7 +80,7 @@ func TestPlanBatchHintsEveryUpdateFirst(t *testing.T) {
 	}
 	first := snap.hints[0]
 	for _, u := range us {
-		if !slices.Contains(first.Reads, RecordPath(u.Workload)) {
+		if !slices.Contains(first.Reads, statestore.RecordPath(u.Workload)) {
 			t.Fatalf("the first hint does not name %s's record: %v", u.Workload, strings.Join(first.Reads, " "))
 		}
 		for p := range u.Files {

@@ -1,4 +1,4 @@
-package statestore
+package planner
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // memSnap is a Snapshot held in memory.
@@ -25,7 +27,7 @@ func (m memSnap) ReadFile(p string) ([]byte, error) {
 	if b, ok := m[p]; ok {
 		return b, nil
 	}
-	return nil, fmt.Errorf("%s: %w", p, ErrNotFound)
+	return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
 }
 
 func (m memSnap) List(dir string) ([]string, error) {
@@ -40,7 +42,7 @@ func (m memSnap) List(dir string) ([]string, error) {
 }
 
 // apply plans u on m and, if that succeeds, makes m hold the plan.
-func (m memSnap) apply(t *testing.T, u Update) (Plan, error) {
+func (m memSnap) apply(t *testing.T, u statestore.Update) (Plan, error) {
 	t.Helper()
 	plan, err := PlanUpdate(m, u)
 	if err != nil {
@@ -66,15 +68,15 @@ func (m memSnap) visible() map[string]string {
 	return out
 }
 
-func cm(dest, section, file, apiVersion, ns string) Object {
-	return Object{APIVersion: apiVersion, Kind: "ConfigMap", Namespace: ns, Name: "cm",
+func cm(dest, section, file, apiVersion, ns string) statestore.Object {
+	return statestore.Object{APIVersion: apiVersion, Kind: "ConfigMap", Namespace: ns, Name: "cm",
 		Section: section, File: file, Destination: dest, Source: "out/" + file}
 }
 
 // upd is a workload's update: files (path: content), objects recorded.
-func upd(workload string, files map[string]string, objs ...Object) Update {
-	u := Update{Workload: workload, Files: map[string][]byte{},
-		Record: &Record{Type: "promise", Promise: "p", Pipeline: "x", Objects: objs}}
+func upd(workload string, files map[string]string, objs ...statestore.Object) statestore.Update {
+	u := statestore.Update{Workload: workload, Files: map[string][]byte{},
+		Record: &statestore.Record{Type: "promise", Promise: "p", Pipeline: "x", Objects: objs}}
 	for p, c := range files {
 		u.Files[p] = []byte(c)
 	}
@@ -83,17 +85,17 @@ func upd(workload string, files map[string]string, objs ...Object) Update {
 
 func TestPlanUpdate(t *testing.T) {
 	type step struct {
-		u Update
+		u statestore.Update
 		// wantErr: "" for success, else the owner an OwnedError must name.
 		wantErr string
-		diff    Diff
+		diff    statestore.Diff
 	}
-	shared := func(u Update) Update {
+	shared := func(u statestore.Update) statestore.Update {
 		u.Shared = map[string][]byte{"d/canary.yaml": []byte("canary\n")}
 		return u
 	}
-	agg := func(u Update, part string) Update {
-		u.Aggregates = []Aggregate{{Target: "d/all.yaml", Contribution: []byte(part)}}
+	agg := func(u statestore.Update, part string) statestore.Update {
+		u.Aggregates = []statestore.Aggregate{{Target: "d/all.yaml", Contribution: []byte(part)}}
 		return u
 	}
 	res := cm("d", "resources", "resources/a.yaml", "v1", "ns")
@@ -105,59 +107,59 @@ func TestPlanUpdate(t *testing.T) {
 		{
 			name: "write, rewrite unchanged, prune",
 			steps: []step{
-				{u: upd("w/a", map[string]string{"d/a.yaml": "1", "d/b.yaml": "1"}), diff: Diff{Added: []string{"d/a.yaml", "d/b.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/a.yaml": "1", "d/b.yaml": "1"}), diff: statestore.Diff{Added: []string{"d/a.yaml", "d/b.yaml"}}},
 				{u: upd("w/a", map[string]string{"d/a.yaml": "1", "d/b.yaml": "1"})},
-				{u: upd("w/a", map[string]string{"d/a.yaml": "2"}), diff: Diff{Changed: []string{"d/a.yaml"}, Deleted: []string{"d/b.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/a.yaml": "2"}), diff: statestore.Diff{Changed: []string{"d/a.yaml"}, Deleted: []string{"d/b.yaml"}}},
 			},
 			want: map[string]string{"d/a.yaml": "2"},
 		},
 		{
 			name: "another workload's path is refused and left alone",
 			steps: []step{
-				{u: upd("w/a", map[string]string{"d/a.yaml": "a"}), diff: Diff{Added: []string{"d/a.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/a.yaml": "a"}), diff: statestore.Diff{Added: []string{"d/a.yaml"}}},
 				{u: upd("w/b", map[string]string{"d/a.yaml": "b"}), wantErr: "w/a"},
-				{u: upd("w/b", map[string]string{"d/b.yaml": "b"}), diff: Diff{Added: []string{"d/b.yaml"}}},
-				{u: Update{Workload: "w/b"}, diff: Diff{Deleted: []string{"d/b.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/b.yaml": "b"}), diff: statestore.Diff{Added: []string{"d/b.yaml"}}},
+				{u: statestore.Update{Workload: "w/b"}, diff: statestore.Diff{Deleted: []string{"d/b.yaml"}}},
 			},
 			want: map[string]string{"d/a.yaml": "a"},
 		},
 		{
 			name: "a path nobody records is taken over",
 			steps: []step{
-				{u: upd("w/a", map[string]string{"d/stray.yaml": "a"}), diff: Diff{Changed: []string{"d/stray.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/stray.yaml": "a"}), diff: statestore.Diff{Changed: []string{"d/stray.yaml"}}},
 			},
 			want: map[string]string{"d/stray.yaml": "a"},
 		},
 		{
 			name: "shared files are written once and never deleted",
 			steps: []step{
-				{u: shared(upd("w/a", map[string]string{"d/a.yaml": "a"})), diff: Diff{Added: []string{"d/a.yaml", "d/canary.yaml"}}},
-				{u: shared(upd("w/b", map[string]string{"d/b.yaml": "b"})), diff: Diff{Added: []string{"d/b.yaml"}}},
-				{u: Update{Workload: "w/a"}, diff: Diff{Deleted: []string{"d/a.yaml"}}},
+				{u: shared(upd("w/a", map[string]string{"d/a.yaml": "a"})), diff: statestore.Diff{Added: []string{"d/a.yaml", "d/canary.yaml"}}},
+				{u: shared(upd("w/b", map[string]string{"d/b.yaml": "b"})), diff: statestore.Diff{Added: []string{"d/b.yaml"}}},
+				{u: statestore.Update{Workload: "w/a"}, diff: statestore.Diff{Deleted: []string{"d/a.yaml"}}},
 			},
 			want: map[string]string{"d/b.yaml": "b", "d/canary.yaml": "canary\n"},
 		},
 		{
 			name: "aggregates hold every part in workload order",
 			steps: []step{
-				{u: agg(upd("w/b", nil), "kind: B\n"), diff: Diff{Added: []string{"d/all.yaml"}}},
-				{u: agg(upd("w/a", nil), "kind: A\n"), diff: Diff{Changed: []string{"d/all.yaml"}}},
-				{u: agg(upd("w/b", nil), ""), diff: Diff{Changed: []string{"d/all.yaml"}}},
+				{u: agg(upd("w/b", nil), "kind: B\n"), diff: statestore.Diff{Added: []string{"d/all.yaml"}}},
+				{u: agg(upd("w/a", nil), "kind: A\n"), diff: statestore.Diff{Changed: []string{"d/all.yaml"}}},
+				{u: agg(upd("w/b", nil), ""), diff: statestore.Diff{Changed: []string{"d/all.yaml"}}},
 			},
 			want: map[string]string{"d/all.yaml": "kind: A\n"},
 		},
 		{
 			name: "an aggregate whose last part goes is deleted",
 			steps: []step{
-				{u: agg(upd("w/a", nil), "kind: A\n"), diff: Diff{Added: []string{"d/all.yaml"}}},
-				{u: Update{Workload: "w/a"}, diff: Diff{Deleted: []string{"d/all.yaml"}}},
+				{u: agg(upd("w/a", nil), "kind: A\n"), diff: statestore.Diff{Added: []string{"d/all.yaml"}}},
+				{u: statestore.Update{Workload: "w/a"}, diff: statestore.Diff{Deleted: []string{"d/all.yaml"}}},
 			},
 			want: map[string]string{},
 		},
 		{
 			name: "a duplicate object in one section is refused, naming its owner",
 			steps: []step{
-				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: Diff{Added: []string{"d/resources/a.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: statestore.Diff{Added: []string{"d/resources/a.yaml"}}},
 				{u: upd("w/b", map[string]string{"d/resources/b.yaml": "b"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")), wantErr: "w/a"},
 			},
 			want: map[string]string{"d/resources/a.yaml": "a"},
@@ -165,28 +167,28 @@ func TestPlanUpdate(t *testing.T) {
 		{
 			name: "identity ignores the version and defaults the namespace",
 			steps: []step{
-				{u: upd("w/a", map[string]string{"d/a.yaml": "a"}, cm("d", ".", "a.yaml", "example.com/v1", "")), diff: Diff{Added: []string{"d/a.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/a.yaml": "a"}, cm("d", ".", "a.yaml", "example.com/v1", "")), diff: statestore.Diff{Added: []string{"d/a.yaml"}}},
 				{u: upd("w/b", map[string]string{"d/b.yaml": "b"}, cm("d", ".", "b.yaml", "example.com/v2", "default")), wantErr: "w/a"},
-				{u: upd("w/b", map[string]string{"d/b.yaml": "b"}, cm("d", ".", "b.yaml", "other.com/v1", "")), diff: Diff{Added: []string{"d/b.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/b.yaml": "b"}, cm("d", ".", "b.yaml", "other.com/v1", "")), diff: statestore.Diff{Added: []string{"d/b.yaml"}}},
 			},
 			want: map[string]string{"d/a.yaml": "a", "d/b.yaml": "b"},
 		},
 		{
 			name: "the same object in another section or destination is allowed",
 			steps: []step{
-				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: Diff{Added: []string{"d/resources/a.yaml"}}},
-				{u: upd("w/b", map[string]string{"d/dependencies/b.yaml": "b"}, cm("d", "dependencies", "dependencies/b.yaml", "v1", "ns")), diff: Diff{Added: []string{"d/dependencies/b.yaml"}}},
-				{u: upd("w/c", map[string]string{"e/resources/c.yaml": "c"}, cm("e", "resources", "resources/c.yaml", "v1", "ns")), diff: Diff{Added: []string{"e/resources/c.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: statestore.Diff{Added: []string{"d/resources/a.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/dependencies/b.yaml": "b"}, cm("d", "dependencies", "dependencies/b.yaml", "v1", "ns")), diff: statestore.Diff{Added: []string{"d/dependencies/b.yaml"}}},
+				{u: upd("w/c", map[string]string{"e/resources/c.yaml": "c"}, cm("e", "resources", "resources/c.yaml", "v1", "ns")), diff: statestore.Diff{Added: []string{"e/resources/c.yaml"}}},
 			},
 			want: map[string]string{"d/resources/a.yaml": "a", "d/dependencies/b.yaml": "b", "e/resources/c.yaml": "c"},
 		},
 		{
 			name: "an object is free again once its owner stops writing it",
 			steps: []step{
-				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: Diff{Added: []string{"d/resources/a.yaml"}}},
+				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"}, res), diff: statestore.Diff{Added: []string{"d/resources/a.yaml"}}},
 				{u: upd("w/a", map[string]string{"d/resources/a.yaml": "a"})},
-				{u: upd("w/b", map[string]string{"d/resources/b.yaml": "b"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")), diff: Diff{Added: []string{"d/resources/b.yaml"}}},
-				{u: upd("w/b", map[string]string{"d/resources/b.yaml": "b2"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")), diff: Diff{Changed: []string{"d/resources/b.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/resources/b.yaml": "b"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")), diff: statestore.Diff{Added: []string{"d/resources/b.yaml"}}},
+				{u: upd("w/b", map[string]string{"d/resources/b.yaml": "b2"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")), diff: statestore.Diff{Changed: []string{"d/resources/b.yaml"}}},
 			},
 			want: map[string]string{"d/resources/a.yaml": "a", "d/resources/b.yaml": "b2"},
 		},
@@ -198,8 +200,8 @@ func TestPlanUpdate(t *testing.T) {
 				before := fmt.Sprint(m)
 				plan, err := m.apply(t, st.u)
 				if st.wantErr != "" {
-					var oe *OwnedError
-					if !errors.As(err, &oe) || !errors.Is(err, ErrConflict) || oe.Owner != st.wantErr || !strings.Contains(err.Error(), st.wantErr) {
+					var oe *statestore.OwnedError
+					if !errors.As(err, &oe) || !errors.Is(err, statestore.ErrConflict) || oe.Owner != st.wantErr || !strings.Contains(err.Error(), st.wantErr) {
 						t.Fatalf("step %d (%s): err = %v, want an OwnedError naming %s", i, st.u.Workload, err, st.wantErr)
 					}
 					if fmt.Sprint(m) != before || plan.Changed() {
@@ -230,9 +232,9 @@ func TestPlanUpdate(t *testing.T) {
 func TestPlanUpdateUncommittedClaim(t *testing.T) {
 	m := memSnap{}
 	o := cm("d", "resources", "resources/a.yaml", "v1", "ns")
-	m[ClaimPath(o)] = encodeClaim("w/a", o)
+	m[bookkeeping.ClaimPath(o)] = bookkeeping.Claims(statestore.Update{Workload: "w/a", Record: &statestore.Record{Objects: []statestore.Object{o}}})[bookkeeping.ClaimPath(o)]
 	_, err := PlanUpdate(m, upd("w/b", map[string]string{"d/resources/b.yaml": "b"}, cm("d", "resources", "resources/b.yaml", "v1", "ns")))
-	var oe *OwnedError
+	var oe *statestore.OwnedError
 	if !errors.As(err, &oe) || oe.Owner != "w/a" || !strings.Contains(err.Error(), "out/resources/a.yaml") {
 		t.Fatalf("err = %v, want an OwnedError naming w/a and its file", err)
 	}
@@ -259,7 +261,7 @@ func TestPlanUpdateReplanAfterRace(t *testing.T) {
 	if _, err := base.apply(t, a); err != nil {
 		t.Fatal(err)
 	}
-	var oe *OwnedError
+	var oe *statestore.OwnedError
 	if _, err := PlanUpdate(base, b); !errors.As(err, &oe) || oe.Owner != "w/a" {
 		t.Fatalf("re-plan: err = %v, want an OwnedError naming w/a", err)
 	}
@@ -283,11 +285,11 @@ func TestPlanUpdateOwnLeftoverIsNotKratixs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := memSnap{}
 			u := upd("w/a", nil)
-			u.Aggregates = []Aggregate{{Target: target, Contribution: []byte("kind: A\n")}}
+			u.Aggregates = []statestore.Aggregate{{Target: target, Contribution: []byte("kind: A\n")}}
 			if _, err := m.apply(t, u); err != nil {
 				t.Fatal(err)
 			}
-			delete(m, AggregatePath(target, "w/a")) // the part went, the file stayed
+			delete(m, statestore.AggregatePath(target, "w/a")) // the part went, the file stayed
 			u.Aggregates[0].Contribution = []byte(c.contribution)
 			if _, err := m.apply(t, u); err != nil {
 				t.Fatal(err)
@@ -310,33 +312,33 @@ func TestPlanUpdateOwnLeftoverIsNotKratixs(t *testing.T) {
 // drained resource back where it had been, a drain wrote its copies over a
 // newer render.)
 func TestPlanUpdateBasis(t *testing.T) {
-	read := func(m memSnap) *Record {
+	read := func(m memSnap) *statestore.Record {
 		t.Helper()
-		r, err := readRecord(m, RecordPath("w/a"))
+		r, err := statestore.ReadRecord(m, statestore.RecordPath("w/a"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	on := func(u Update, dest string) Update {
-		u.Record.Placements = []Placement{{Group: ".", Destinations: []string{dest}}}
+	on := func(u statestore.Update, dest string) statestore.Update {
+		u.Record.Placements = []statestore.Placement{{Group: ".", Destinations: []string{dest}}}
 		return u
 	}
 	m := memSnap{}
 	first := on(upd("w/a", map[string]string{"d1/a.yaml": "1"}), "d1")
-	first.Basis = &Basis{}
+	first.Basis = &statestore.Basis{}
 	if _, err := m.apply(t, first); err != nil {
 		t.Fatalf("an update based on no record, on a store without one: %v", err)
 	}
 	basis := read(m)
 	second := on(upd("w/a", map[string]string{"d1/a.yaml": "2"}), "d1")
-	second.Basis = &Basis{Record: basis}
+	second.Basis = &statestore.Basis{Record: basis}
 	// A drain moves the workload first.
 	if _, err := m.apply(t, on(upd("w/a", map[string]string{"d2/a.yaml": "1"}), "d2")); err != nil {
 		t.Fatal(err)
 	}
-	var se *StaleError
-	if _, err := PlanUpdate(m, second); !errors.As(err, &se) || se.Workload != "w/a" || !errors.Is(err, ErrStale) || Classify(err) != ClassPermanent {
+	var se *statestore.StaleError
+	if _, err := PlanUpdate(m, second); !errors.As(err, &se) || se.Workload != "w/a" || !errors.Is(err, statestore.ErrStale) || statestore.Classify(err) != statestore.ClassPermanent {
 		t.Fatalf("planned on a newer record: err = %v, want a permanent StaleError naming w/a", err)
 	}
 	if _, err := PlanUpdate(m, first); !errors.As(err, &se) {
@@ -347,7 +349,7 @@ func TestPlanUpdateBasis(t *testing.T) {
 	if _, err := m.apply(t, second); err != nil {
 		t.Fatal(err)
 	}
-	second.Basis = &Basis{Record: basis}
+	second.Basis = &statestore.Basis{Record: basis}
 	if p, err := PlanUpdate(m, second); err != nil || p.Changed() {
 		t.Fatalf("an update the store holds, on a stale basis: plan %v, err %v; want nothing to do", p.Ops, err)
 	}
@@ -356,7 +358,7 @@ func TestPlanUpdateBasis(t *testing.T) {
 	third := on(upd("w/a", map[string]string{"d1/b.yaml": "3"}), "d1")
 	b := *read(m)
 	b.Files = nil
-	third.Basis = &Basis{Record: &b, Files: map[string][]byte{"d1/a.yaml": []byte("2")}}
+	third.Basis = &statestore.Basis{Record: &b, Files: map[string][]byte{"d1/a.yaml": []byte("2")}}
 	if p, err := PlanUpdate(m, third); err != nil || !p.Changed() {
 		t.Fatalf("on its own basis: plan %v, err %v", p.Ops, err)
 	}
@@ -366,7 +368,7 @@ func TestPlanUpdateBasis(t *testing.T) {
 		t.Fatalf("copied files that changed since: err = %v, want a StaleError", err)
 	}
 	// A record that places nothing and says nothing is no record.
-	n := memSnap{RecordPath("w/a"): (&Record{Workload: "w/a", Type: "promise", Promise: "p"}).Encode()}
+	n := memSnap{statestore.RecordPath("w/a"): (&statestore.Record{Workload: "w/a", Type: "promise", Promise: "p"}).Encode()}
 	if _, err := PlanUpdate(n, first); err != nil {
 		t.Fatalf("based on no record, on a record that places nothing: %v", err)
 	}

@@ -1,28 +1,15 @@
-package statestore
+package planner
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"path"
 	"sort"
-	"strings"
 
 	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
-
-// Snapshot is one consistent view of a store's files, as a backend provides
-// it to the planner. Paths are relative to the store's path.
-type Snapshot interface {
-	// Compare reports whether p exists and whether its content equals data.
-	// Backends answer from hashes they already have (git blob ids, S3 ETags)
-	// without reading the content.
-	Compare(p string, data []byte) (exists, equal bool, err error)
-	// ReadFile returns p's content, or an error wrapping ErrNotFound.
-	ReadFile(p string) ([]byte, error)
-	// List returns every file below dir, recursively, sorted.
-	List(dir string) ([]string, error)
-}
 
 // Op is one write the planner asks a backend to make.
 type Op struct {
@@ -34,9 +21,9 @@ type Op struct {
 // Plan is the outcome of planning an Update against a Snapshot.
 type Plan struct {
 	Ops  []Op
-	Diff Diff
+	Diff statestore.Diff
 	// Record is the record as written (nil when the workload is removed).
-	Record *Record
+	Record *statestore.Record
 }
 
 // Changed reports whether the plan writes anything.
@@ -47,43 +34,43 @@ func (p Plan) Changed() bool { return len(p.Ops) > 0 }
 // (or new paths no other workload owns) are written or deleted. An update
 // with a Basis that snap's record no longer is, and that snap does not
 // hold already, is refused with a *StaleError.
-func PlanUpdate(snap Snapshot, u Update) (Plan, error) {
+func PlanUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {
 	plan, err := planUpdate(snap, u)
 	if u.Basis == nil || err == nil && !plan.Changed() {
 		return plan, err
 	}
-	old, rerr := readRecord(snap, RecordPath(u.Workload))
+	old, rerr := statestore.ReadRecord(snap, statestore.RecordPath(u.Workload))
 	switch {
 	case rerr != nil && err != nil:
 		return plan, err
 	case rerr != nil:
 		return plan, rerr
-	case !u.Basis.holds(old):
-		return Plan{}, &StaleError{Workload: u.Workload}
+	case !u.Basis.Holds(old):
+		return Plan{}, &statestore.StaleError{Workload: u.Workload}
 	}
 	for _, p := range sortedKeys(u.Basis.Files) {
 		if _, equal, cerr := snap.Compare(p, u.Basis.Files[p]); cerr != nil {
 			return plan, cerr
 		} else if !equal {
-			return Plan{}, &StaleError{Workload: u.Workload}
+			return Plan{}, &statestore.StaleError{Workload: u.Workload}
 		}
 	}
 	return plan, err
 }
 
-func planUpdate(snap Snapshot, u Update) (Plan, error) {
+func planUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {
 	var plan Plan
-	recPath := RecordPath(u.Workload)
-	var newRec *Record
+	recPath := statestore.RecordPath(u.Workload)
+	var newRec *statestore.Record
 	if u.Record != nil {
 		r := *u.Record
 		r.Workload = u.Workload
 		newRec = &r
 	}
 	first := UpdateHint(u)
-	Prefetch(snap, first)
+	statestore.Prefetch(snap, first)
 	hint := first.Paths
-	old, err := readRecord(snap, recPath)
+	old, err := statestore.ReadRecord(snap, recPath)
 	if err != nil {
 		return plan, err
 	}
@@ -102,10 +89,10 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 		// Index entries follow from the record, and a store migrated to
 		// the index holds entries and claims its records do not list yet.
-		for p := range IndexPaths(old) {
+		for p := range bookkeeping.IndexPaths(old) {
 			owned[p] = true
 		}
-		if err := ownMigratedClaims(snap, old, owned); err != nil {
+		if err := bookkeeping.OwnMigratedClaims(snap, old, owned); err != nil {
 			return plan, err
 		}
 		var dirs []string
@@ -114,17 +101,17 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 		for f := range owned {
 			hint = append(hint, f)
-			if t, ok := AggregateTarget(f, u.Workload); ok {
+			if t, ok := statestore.AggregateTarget(f, u.Workload); ok {
 				dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", t))
 			}
 		}
-		Prefetch(snap, Hint{Paths: hint, Dirs: dirs})
+		statestore.Prefetch(snap, statestore.Hint{Paths: hint, Dirs: dirs})
 	} else if u.Adopt != nil {
 		// A store Kratix wrote: what it wrote for the workload is its own.
-		if err := u.Adopt.Check(u.Workload); err != nil {
+		if err := bookkeeping.CheckAdoption(u.Adopt, u.Workload); err != nil {
 			return plan, fmt.Errorf("refused to take over files for workload %s: %w", u.Workload, err)
 		}
-		files, err := adopted(snap, u.Workload, u.Adopt, ownerIdx)
+		files, err := bookkeeping.Adopted(snap, u.Workload, u.Adopt, ownerIdx)
 		if err != nil {
 			return plan, err
 		}
@@ -132,13 +119,13 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 			owned[f] = true
 		}
 	}
-	indexed, err := Indexed(snap)
+	indexed, err := bookkeeping.Indexed(snap)
 	if err != nil {
 		return plan, err
 	}
 	var migrate map[string][]byte
 	if !indexed {
-		if migrate, err = migration(snap); err != nil {
+		if migrate, err = bookkeeping.Migration(snap); err != nil {
 			return plan, err
 		}
 	}
@@ -155,18 +142,18 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 	}
 
 	// Claims on the workload's Kubernetes objects (see ClaimPath).
-	claimed := map[string]Object{}
+	claimed := map[string]statestore.Object{}
 	if u.Record != nil {
 		for _, o := range u.Record.Objects {
-			if _, ok := claimed[ClaimPath(o)]; !ok {
-				claimed[ClaimPath(o)] = o
+			if _, ok := claimed[bookkeeping.ClaimPath(o)]; !ok {
+				claimed[bookkeeping.ClaimPath(o)] = o
 			}
 		}
 	}
-	for p, data := range claims(u) {
+	for p, data := range bookkeeping.Claims(u) {
 		want[p] = data
 	}
-	for p, data := range IndexPaths(newRec) {
+	for p, data := range bookkeeping.IndexPaths(newRec) {
 		want[p] = data
 	}
 
@@ -179,11 +166,11 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 		targets[a.Target] = true
 		if len(a.Contribution) > 0 {
-			want[AggregatePath(a.Target, u.Workload)] = a.Contribution
+			want[statestore.AggregatePath(a.Target, u.Workload)] = a.Contribution
 		}
 	}
 	for f := range owned {
-		if t, ok := AggregateTarget(f, u.Workload); ok {
+		if t, ok := statestore.AggregateTarget(f, u.Workload); ok {
 			targets[t] = true
 		}
 	}
@@ -214,7 +201,7 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		// its write is about to create before it uploads it, and a writer
 		// that lost the claim's race keeps it named until its next write.
 		if o, isClaim := claimed[p]; isClaim && exists && !equal {
-			if err := checkClaim(snap, p, u.Workload, o, ownerIdx); err != nil {
+			if err := bookkeeping.CheckClaim(snap, p, u.Workload, o, ownerIdx); err != nil {
 				return Plan{}, err
 			}
 		}
@@ -224,7 +211,7 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 				return plan, err
 			}
 			if o, ok := idx[p]; ok && o != u.Workload {
-				return Plan{}, &OwnedError{Owner: o, Path: p}
+				return Plan{}, &statestore.OwnedError{Owner: o, Path: p}
 			}
 		}
 		switch {
@@ -253,7 +240,7 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 		}
 	}
 	for _, t := range sortedKeys(targets) {
-		if err := plan.aggregate(snap, t, u.Workload, owned[AggregatePath(t, u.Workload)], want, sh); err != nil {
+		if err := plan.aggregate(snap, t, u.Workload, owned[statestore.AggregatePath(t, u.Workload)], want, sh); err != nil {
 			return plan, err
 		}
 	}
@@ -309,36 +296,27 @@ func planUpdate(snap Snapshot, u Update) (Plan, error) {
 // UpdateHint is what planning u first looks at: the paths it may write,
 // and its record. A backend that plans many updates on one snapshot (a git
 // group commit) prefetches their hints together.
-func UpdateHint(u Update) Hint {
-	h := Hint{Reads: []string{RecordPath(u.Workload)}, Paths: []string{IndexMarker}}
+func UpdateHint(u statestore.Update) statestore.Hint {
+	h := statestore.Hint{Reads: []string{statestore.RecordPath(u.Workload)}, Paths: []string{bookkeeping.IndexMarker}}
 	for p := range u.Files {
 		h.Paths = append(h.Paths, p)
 	}
 	for p := range u.Shared {
 		h.Paths = append(h.Paths, p)
 	}
-	for p := range claims(u) {
+	for p := range bookkeeping.Claims(u) {
 		h.Paths = append(h.Paths, p)
 	}
 	if u.Record != nil {
 		r := *u.Record
 		r.Workload = u.Workload
-		for p := range IndexPaths(&r) {
+		for p := range bookkeeping.IndexPaths(&r) {
 			h.Paths = append(h.Paths, p)
 		}
 	}
 	for _, a := range u.Aggregates {
 		h.Dirs = append(h.Dirs, path.Join(layout.MetaDir, "aggregate", a.Target))
 	}
-	return h
-}
-
-// Merge adds o's paths to h.
-func (h Hint) Merge(o Hint) Hint {
-	h.Paths = append(h.Paths, o.Paths...)
-	h.Reads = append(h.Reads, o.Reads...)
-	h.Dirs = append(h.Dirs, o.Dirs...)
-	h.Load = append(h.Load, o.Load...)
 	return h
 }
 
@@ -356,14 +334,14 @@ func (p *Plan) add(path string, data []byte, list *[]string) {
 // documents Kratix wrote for workloads render does not know (legacy
 // segments, see legacySegments) where Kratix had them. owned says the
 // workload's record holds a part of target.
-func (p *Plan) aggregate(snap Snapshot, target, workload string, owned bool, want map[string][]byte, sh *shapes) error {
+func (p *Plan) aggregate(snap statestore.Snapshot, target, workload string, owned bool, want map[string][]byte, sh *shapes) error {
 	dir := path.Join(layout.MetaDir, "aggregate", target)
 	parts, err := snap.List(dir)
 	if err != nil {
 		return err
 	}
-	Prefetch(snap, Hint{Reads: parts})
-	mine := AggregatePath(target, workload)
+	statestore.Prefetch(snap, statestore.Hint{Reads: parts})
+	mine := statestore.AggregatePath(target, workload)
 	content := map[string][]byte{} // every part the target is built from
 	for _, part := range parts {
 		if part == mine {
@@ -437,57 +415,8 @@ func appendNewline(b []byte) []byte {
 	return append(b, '\n')
 }
 
-// AggregateTarget returns the aggregated file that p, a part of workload
-// (see AggregatePath), contributes to.
-func AggregateTarget(p, workload string) (string, bool) {
-	prefix := layout.MetaDir + "/aggregate/"
-	suffix := "/" + workload + ".part"
-	if !strings.HasPrefix(p, prefix) || !strings.HasSuffix(p, suffix) {
-		return "", false
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(p, prefix), suffix), true
-}
-
-func readRecord(snap Snapshot, p string) (*Record, error) {
-	data, err := snap.ReadFile(p)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	r, err := DecodeRecord(p, data)
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
-// ReadRecords reads every record in a snapshot; backends use it to
-// implement Store.Records.
-func ReadRecords(snap Snapshot) ([]Record, error) {
-	paths, err := snap.List(RecordsDir)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Record, 0, len(paths))
-	for _, p := range paths {
-		if !strings.HasSuffix(p, ".json") {
-			continue
-		}
-		r, err := readRecord(snap, p)
-		if err != nil {
-			return nil, err
-		}
-		if r != nil {
-			out = append(out, *r)
-		}
-	}
-	return out, nil
-}
-
-func ownerIndex(snap Snapshot) (map[string]string, error) {
-	recs, err := ReadRecords(snap)
+func ownerIndex(snap statestore.Snapshot) (map[string]string, error) {
+	recs, err := statestore.ReadRecords(snap)
 	if err != nil {
 		return nil, err
 	}
@@ -507,4 +436,44 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// PlanBatch plans us on snap, each update on top of the ones before it,
+// and returns each update's plan and the change they make together (every
+// plan's operations and diff, in order, and the last plan's record).
+// Planning never writes to the store: later updates see earlier ones
+// through an overlay.
+func PlanBatch(snap statestore.Snapshot, us []statestore.Update) (plans []Plan, all Plan, err error) {
+	if len(us) == 1 {
+		p, err := PlanUpdate(snap, us[0])
+		if err != nil {
+			return nil, Plan{}, err
+		}
+		return []Plan{p}, p, nil
+	}
+	// What every update first looks at, in one go: a lazy snapshot
+	// fetches it a folder level per request for all of them at once,
+	// where planning them one by one would cost each its own requests.
+	var h statestore.Hint
+	for _, u := range us {
+		h = h.Merge(UpdateHint(u))
+	}
+	statestore.Prefetch(snap, h)
+	ov := NewOverlay(snap)
+	for _, u := range us {
+		p, err := PlanUpdate(ov, u)
+		if err != nil {
+			return nil, Plan{}, fmt.Errorf("%s: %w", u.Workload, err)
+		}
+		plans = append(plans, p)
+		all.Ops = append(all.Ops, p.Ops...)
+		all.Diff.Added = append(all.Diff.Added, p.Diff.Added...)
+		all.Diff.Changed = append(all.Diff.Changed, p.Diff.Changed...)
+		all.Diff.Deleted = append(all.Diff.Deleted, p.Diff.Deleted...)
+		ov.Apply(p.Ops)
+	}
+	if len(plans) > 0 {
+		all.Record = plans[len(plans)-1].Record
+	}
+	return plans, all, nil
 }

@@ -1,10 +1,13 @@
-package statestore
+package driver
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/planner"
 )
 
 // The write loop, once for every backend.
@@ -18,97 +21,102 @@ import (
 // question: a plan that changes nothing ends the write. Every wait of every
 // attempt counts against the render's one retry deadline.
 //
-// Optional capabilities of a Committer change what happens between
-// attempts (Grouper: hand the change to the next winner and wait, as git's
-// group commit does) and after the last one (Finisher).
+// What else a backend's write does is declared, not discovered: the
+// Committer a backend begins with names every step it takes, and Write
+// calls the steps that are set (Lost: hand the change to the next winner
+// and wait, as git's group commit does; Finish and Release: after the last
+// attempt), and no other.
 
 // Backend is a store kind's side of Write.
 type Backend interface {
 	// String names the store for messages, with no credentials.
 	String() string
-	// Begin starts one write of us, validated by ValidateUpdate. Its
-	// Committer lives as long as the write: it may keep state from attempt
-	// to attempt.
-	Begin(ctx context.Context, us []Update) (Committer, error)
+	// Begin starts one write of us, validated by planner.ValidateUpdate.
+	// Its Committer lives as long as the write: its steps may keep state
+	// from attempt to attempt.
+	Begin(ctx context.Context, us []statestore.Update) (Committer, error)
 }
 
-// Committer is one write in progress.
-type Committer interface {
+// Committer is one write in progress: the two steps every write has,
+// Snapshot and Commit, and the optional steps a backend declares by
+// setting them. Write calls no step that is nil.
+type Committer struct {
 	// Snapshot reads the view attempt number attempt plans on; from the
 	// second attempt on (after a lost race) it must be the newest state.
-	Snapshot(ctx context.Context, attempt int) (Snapshot, error)
+	Snapshot func(ctx context.Context, attempt int) (statestore.Snapshot, error)
 	// Commit publishes c.Plan, planned on c.Snapshot, only if the store
 	// still holds what that snapshot read; otherwise it publishes nothing
 	// (or nothing a reader can see) and returns an error wrapping
 	// ErrConflict. With c.DryRun it writes nothing and says whether it
-	// would. Other errors are classified by Classify.
-	Commit(ctx context.Context, c *Change) (Outcome, error)
-}
+	// would. Other errors are classified by statestore.Classify.
+	Commit func(ctx context.Context, c *Change) (Outcome, error)
 
-// Grouper is a Committer that, after a lost race, hands its change to the
-// writers that win (git's group commit) instead of only waiting.
-type Grouper interface {
-	// Lost is called after attempt lost a race with cause (which wraps
-	// ErrConflict), in place of the policy's wait. It may wait;
-	// Outcome.Landed reports that another writer published the change
-	// meanwhile. A nil error and no landing means: plan again now. Lost
-	// must respect the render's retry deadline and the policy's
-	// MaxAttempts (see RetryPolicy.Wait).
-	Lost(ctx context.Context, c *Change, attempt int, cause error) (Outcome, error)
-	// Abandon is called when the write gives up with err: it takes back
-	// what Lost handed over. Outcome.Landed reports that the change had
-	// landed already, which makes the write a success.
-	Abandon(ctx context.Context, c *Change, err error) Outcome
-}
+	// Revision names the revision a snapshot from Snapshot shows (a
+	// commit, a digest): the Result's Revision when the commit writes
+	// nothing. Unset, a Result names only what a commit wrote.
+	Revision func(statestore.Snapshot) string
 
-// Unfinished is a Committer that can be left half-written: one whose
-// commit is several steps a reader can see one by one (S3's uploads before
-// the record that commits them). While it says so, Write goes on past a
-// cancellation of its context, until the commit lands or the retry
-// deadline passes, so that a write in flight ends whole or not at all.
-type Unfinished interface {
-	Unfinished() bool
+	// Lost, set by a backend that hands its change to the writers that
+	// win a race (git's group commit) instead of only waiting, is called
+	// after attempt lost a race with cause (which wraps ErrConflict), in
+	// place of the policy's wait. It may wait; Outcome.Landed reports
+	// that another writer published the change meanwhile. A nil error
+	// and no landing means: plan again now. Lost must respect the
+	// render's retry deadline and the policy's MaxAttempts (see
+	// RetryPolicy.Wait).
+	Lost func(ctx context.Context, c *Change, attempt int, cause error) (Outcome, error)
+	// Abandon, set with Lost, is called when the write gives up with
+	// err: it takes back what Lost handed over. Outcome.Landed reports
+	// that the change had landed already, which makes the write a
+	// success.
+	Abandon func(ctx context.Context, c *Change, err error) Outcome
+
+	// Unfinished, set by a backend whose commit is several steps a reader
+	// can see one by one (S3's uploads before the record that commits
+	// them), reports that the write is half-written. While it says so,
+	// Write goes on past a cancellation of its context, until the commit
+	// lands or the retry deadline passes, so that a write in flight ends
+	// whole or not at all.
+	Unfinished func() bool
+	// Finish is work to do once the write ended, whatever its outcome
+	// (S3 settles the load summaries it announced).
+	Finish func(ctx context.Context)
+	// Release is set by a backend that may hold the store from one
+	// attempt to the next (OCI's writers' lock). It is called once the
+	// write ended, whatever its outcome, with the error it ends with (nil
+	// when it landed); the write returns what Release returns, so that a
+	// lock that could not be let go is never dropped.
+	Release func(ctx context.Context, err error) error
+
+	// Debug logs the write loop's own lines (each attempt's plan, each
+	// wait) at debug level, naming the store; unset, they are not logged.
+	Debug func(msg string, args ...any)
 }
 
 // Finishing returns a context for work that must not be cut off half-way
 // once it has started (a push, a commit of several uploads): not cancelled
 // with ctx, and done a little after ctx's retry deadline.
 func Finishing(ctx context.Context) (context.Context, context.CancelFunc) {
-	at, _ := RetryDeadline(ctx)
-	return WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
+	at, _ := statestore.RetryDeadline(ctx)
+	return statestore.WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
 }
 
 // finishGrace is how long finishing work may outlast the retry deadline.
 const finishGrace = 30 * time.Second
 
-// Finisher is a Committer with work to do once the write ended, whatever
-// its outcome (S3 settles the load summaries it announced).
-type Finisher interface {
-	Finish(ctx context.Context)
-}
-
-// Releaser is a Committer that may hold the store from one attempt to the
-// next (OCI's writers' lock). Release is called once the write ended,
-// whatever its outcome, with the error it ends with (nil when it landed);
-// the write returns what Release returns, so that a lock that could not be
-// let go is never dropped.
-type Releaser interface {
-	Release(ctx context.Context, err error) error
-}
-
 // Change is what one attempt of a write planned.
 type Change struct {
 	// Updates are the write's updates, in order.
-	Updates []Update
+	Updates []statestore.Update
 	// Snapshot is what they were planned on.
-	Snapshot Snapshot
+	Snapshot statestore.Snapshot
 	// Plans are each update's plan, each made on top of the ones before.
-	Plans []Plan
+	Plans []planner.Plan
 	// Plan is every plan's operations and diff, in order.
-	Plan Plan
+	Plan planner.Plan
 	// Message is the commit message for Plan's diff: the first update's
 	// (see Update.MessageFor).
-	Message Message
+	Message statestore.Message
 	// DryRun is the first update's: compute, write nothing.
 	DryRun bool
 	// Attempt numbers the attempt, from 1.
@@ -124,19 +132,15 @@ type Outcome struct {
 	// although the plan changes no file: a repair of the backend's own
 	// bookkeeping (S3 markers, OCI tags).
 	Wrote bool
-	// Landed is set when another writer published the change (Grouper).
+	// Landed is set when another writer published the change (see
+	// Committer.Lost).
 	Landed bool
 	// Diff, when set, replaces the plan's diff in the write's Result:
 	// with Landed, the change as it was planned when it was handed over (a
 	// fresh plan finds nothing left to do); from a store whose lost
 	// attempts may have written already (S3), what every attempt so far
 	// changed.
-	Diff *Diff
-}
-
-// Revisioned is a Snapshot that knows the revision it shows.
-type Revisioned interface {
-	Revision() string
+	Diff *statestore.Diff
 }
 
 // RetryPolicy is how a store waits for another writer and for an
@@ -163,7 +167,7 @@ func (p RetryPolicy) limit() time.Duration {
 
 // Context returns ctx with the policy's retry deadline when it has none.
 func (p RetryPolicy) Context(ctx context.Context) context.Context {
-	return EnsureRetryDeadline(ctx, p.Deadline)
+	return statestore.EnsureRetryDeadline(ctx, p.Deadline)
 }
 
 // Conflicts runs try(attempt) until it returns an error that does not
@@ -174,7 +178,7 @@ func (p RetryPolicy) Context(ctx context.Context) context.Context {
 func (p RetryPolicy) Conflicts(ctx context.Context, lost string, try func(attempt int) error) error {
 	for attempt := 1; ; attempt++ {
 		err := try(attempt)
-		if err == nil || !errors.Is(err, ErrConflict) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, statestore.ErrConflict) || ctx.Err() != nil {
 			return err
 		}
 		if err := p.Wait(ctx, attempt, lost, err); err != nil {
@@ -187,23 +191,23 @@ func (p RetryPolicy) Conflicts(ctx context.Context, lost string, try func(attemp
 // once MaxAttempts attempts were made or when the retry deadline would
 // pass, with an error wrapping ErrConflict that says what kept moving.
 func (p RetryPolicy) Wait(ctx context.Context, attempt int, lost string, cause error) error {
-	err := fmt.Errorf("%w: %s", ErrConflict, lost)
+	err := fmt.Errorf("%w: %s", statestore.ErrConflict, lost)
 	if p.MaxAttempts > 0 && attempt >= p.MaxAttempts {
 		return fmt.Errorf("%w; gave up after %d attempts", err, attempt)
 	}
-	return Pause(ctx, attempt, p.limit(), err)
+	return statestore.Pause(ctx, attempt, p.limit(), err)
 }
 
 // Write writes us, a batch planned one on top of the other, through b's
 // committers, under policy. It is the whole write loop: see the top of
 // this file. Its errors name the store (StoreError) and are classified
 // with the sentinel errors.
-func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res Result, err error) {
+func Write(ctx context.Context, b Backend, policy RetryPolicy, us []statestore.Update) (res statestore.Result, err error) {
 	if len(us) == 0 {
 		return res, nil
 	}
 	for _, u := range us {
-		if err := ValidateUpdate(u); err != nil {
+		if err := planner.ValidateUpdate(u); err != nil {
 			return res, Wrap(b.String(), "plan", err)
 		}
 	}
@@ -212,28 +216,26 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 	if err != nil {
 		return res, Wrap(b.String(), "write", err)
 	}
-	if f, ok := c.(Finisher); ok {
-		defer f.Finish(ctx)
+	if c.Finish != nil {
+		defer c.Finish(ctx)
 	}
-	if r, ok := c.(Releaser); ok {
-		defer func() { err = r.Release(ctx, err) }()
+	if c.Release != nil {
+		defer func() { err = c.Release(ctx, err) }()
 	}
-	g, _ := c.(Grouper)
 	var last *Change
-	fail := func(op string, err error) (Result, error) {
-		if g != nil && last != nil {
-			if out := g.Abandon(ctx, last, err); out.Landed {
+	fail := func(op string, err error) (statestore.Result, error) {
+		if c.Abandon != nil && last != nil {
+			if out := c.Abandon(ctx, last, err); out.Landed {
 				landed(&res, out)
 				return res, nil
 			}
 		}
 		return res, Wrap(b.String(), op, err)
 	}
-	uf, _ := c.(Unfinished)
-	run := ctx // what the attempts run on: see Unfinished
+	run := ctx // what the attempts run on: see Committer.Unfinished
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
-		if uf != nil && uf.Unfinished() && run == ctx {
+		if c.Unfinished != nil && c.Unfinished() && run == ctx {
 			var cancel context.CancelFunc
 			run, cancel = Finishing(ctx)
 			defer cancel()
@@ -241,12 +243,12 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 		if err := run.Err(); err != nil {
 			return fail("write", err)
 		}
-		ch, out, op, err := attemptWrite(run, c, us, attempt, debugOf(b))
+		ch, out, op, err := attemptWrite(run, c, us, attempt)
 		if ch != nil {
 			last = ch
 			res.Diff, res.Updated = ch.Plan.Diff, ch.Plan.Changed()
-			if r, ok := ch.Snapshot.(Revisioned); ok {
-				res.Revision = r.Revision()
+			if c.Revision != nil {
+				res.Revision = c.Revision(ch.Snapshot)
 			}
 		}
 		if out.Revision != "" {
@@ -259,12 +261,12 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 		if err == nil {
 			return res, nil
 		}
-		if Classify(err) != ClassConflict || run.Err() != nil {
+		if statestore.Classify(err) != statestore.ClassConflict || run.Err() != nil {
 			return fail(op, err)
 		}
-		if g != nil {
-			// The Grouper waits its own way (and counts attempts).
-			out, err := g.Lost(run, ch, attempt, err)
+		if c.Lost != nil {
+			// The backend waits its own way (and counts attempts).
+			out, err := c.Lost(run, ch, attempt, err)
 			if err != nil {
 				return fail(op, err)
 			}
@@ -274,11 +276,11 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []Update) (res
 			}
 			continue
 		}
-		t0 := Now(run)
+		t0 := statestore.Now(run)
 		werr := policy.Wait(run, attempt, LostWhat(err), err)
-		if d := debugOf(b); d != nil {
-			d("wait", "workload", us[0].Workload, "attempt", attempt, "for", "a pause after a lost race: "+LostWhat(err),
-				"took", Since(run, t0).Round(time.Millisecond).String())
+		if c.Debug != nil {
+			c.Debug("wait", "workload", us[0].Workload, "attempt", attempt, "for", "a pause after a lost race: "+LostWhat(err),
+				"took", statestore.Since(run, t0).Round(time.Millisecond).String())
 		}
 		if werr != nil {
 			return fail(op, werr)
@@ -297,7 +299,7 @@ func LostWhat(err error) string {
 
 // landed makes res say that another writer published the change: as that
 // change was planned (Outcome.Diff), at the revision it landed in.
-func landed(res *Result, out Outcome) {
+func landed(res *statestore.Result, out Outcome) {
 	res.Updated = true
 	if out.Diff != nil {
 		res.Diff = *out.Diff
@@ -309,20 +311,23 @@ func landed(res *Result, out Outcome) {
 
 // attemptWrite is one attempt: a snapshot, a plan, a commit. op names
 // the step that failed.
-func attemptWrite(ctx context.Context, c Committer, us []Update, attempt int, debug func(string, ...any)) (*Change, Outcome, string, error) {
+func attemptWrite(ctx context.Context, c Committer, us []statestore.Update, attempt int) (*Change, Outcome, string, error) {
 	snap, err := c.Snapshot(ctx, attempt)
 	if err != nil {
 		return nil, Outcome{}, opOf(err, "read"), err
 	}
-	t0 := Now(ctx)
-	ch, err := PlanBatch(snap, us)
-	if debug != nil {
-		debug("plan", planLog(us, ch, err, attempt, Since(ctx, t0))...)
+	t0 := statestore.Now(ctx)
+	ch := &Change{Updates: us, Snapshot: snap, DryRun: us[0].DryRun, Attempt: attempt}
+	ch.Plans, ch.Plan, err = planner.PlanBatch(snap, us)
+	if err != nil {
+		ch = nil
+	}
+	if c.Debug != nil {
+		c.Debug("plan", planLog(c, us, ch, err, attempt, statestore.Since(ctx, t0))...)
 	}
 	if err != nil {
 		return nil, Outcome{}, opOf(err, "plan"), err
 	}
-	ch.Attempt = attempt
 	if ch.Plan.Changed() {
 		if ch.Message, err = us[0].MessageFor(ch.Plan.Diff); err != nil {
 			return ch, Outcome{}, "commit message", err
@@ -332,18 +337,10 @@ func attemptWrite(ctx context.Context, c Committer, us []Update, attempt int, de
 	return ch, out, opOf(err, "write"), err
 }
 
-// debugOf is b's debug logger, when it has one (a Debugger).
-func debugOf(b Backend) func(string, ...any) {
-	if d, ok := b.(Debugger); ok {
-		return d.Debug
-	}
-	return nil
-}
-
 // planLog is the debug line of one attempt's plan: what it was planned
 // on (the update's basis: the record the render read, or none), whether
 // the store's record was another by then (stale), and what it changes.
-func planLog(us []Update, ch *Change, err error, attempt int, took time.Duration) []any {
+func planLog(c Committer, us []statestore.Update, ch *Change, err error, attempt int, took time.Duration) []any {
 	basis := "unchecked"
 	if b := us[0].Basis; b != nil {
 		basis = "no record"
@@ -351,12 +348,12 @@ func planLog(us []Update, ch *Change, err error, attempt int, took time.Duration
 			basis = "record"
 		}
 	}
-	args := []any{"workload", us[0].Workload, "attempt", attempt, "basis", basis, "stale", errors.Is(err, ErrStale)}
+	args := []any{"workload", us[0].Workload, "attempt", attempt, "basis", basis, "stale", errors.Is(err, statestore.ErrStale)}
 	if len(us) > 1 {
 		args = append(args, "updates", len(us))
 	}
-	if r, ok := snapRevision(ch); ok {
-		args = append(args, "revision", r)
+	if ch != nil && c.Revision != nil {
+		args = append(args, "revision", c.Revision(ch.Snapshot))
 	}
 	if ch != nil {
 		d := ch.Plan.Diff
@@ -366,17 +363,6 @@ func planLog(us []Update, ch *Change, err error, attempt int, took time.Duration
 		args = append(args, "error", err.Error())
 	}
 	return append(args, "took", took.Round(time.Millisecond).String())
-}
-
-func snapRevision(ch *Change) (string, bool) {
-	if ch == nil {
-		return "", false
-	}
-	r, ok := ch.Snapshot.(Revisioned)
-	if !ok {
-		return "", false
-	}
-	return r.Revision(), true
 }
 
 // ConflictError is a lost race that says what moved, and during which
@@ -392,13 +378,13 @@ type ConflictError struct {
 
 func (e *ConflictError) Error() string {
 	if e.Err != nil {
-		return fmt.Sprintf("%v: %s: %v", ErrConflict, e.What, e.Err)
+		return fmt.Sprintf("%v: %s: %v", statestore.ErrConflict, e.What, e.Err)
 	}
-	return fmt.Sprintf("%v: %s", ErrConflict, e.What)
+	return fmt.Sprintf("%v: %s", statestore.ErrConflict, e.What)
 }
 
 // Is makes a ConflictError an ErrConflict.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+func (e *ConflictError) Is(target error) bool { return target == statestore.ErrConflict }
 
 func (e *ConflictError) Unwrap() error { return e.Err }
 
@@ -438,7 +424,7 @@ func Wrap(store, op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var se *StoreError
+	var se *statestore.StoreError
 	if errors.As(err, &se) {
 		return err
 	}
@@ -446,45 +432,5 @@ func Wrap(store, op string, err error) error {
 	if errors.As(err, &oe) && oe.Op != "" {
 		op = oe.Op
 	}
-	return &StoreError{Store: store, Op: op, Err: err}
-}
-
-// PlanBatch plans us on snap, each update on top of the ones before it,
-// and returns the change they make together. Planning never writes to
-// the store: later updates see earlier ones through an overlay.
-func PlanBatch(snap Snapshot, us []Update) (*Change, error) {
-	c := &Change{Updates: us, Snapshot: snap, DryRun: us[0].DryRun}
-	if len(us) == 1 {
-		p, err := PlanUpdate(snap, us[0])
-		if err != nil {
-			return nil, err
-		}
-		c.Plans, c.Plan = []Plan{p}, p
-		return c, nil
-	}
-	// What every update first looks at, in one go: a lazy snapshot
-	// fetches it a folder level per request for all of them at once,
-	// where planning them one by one would cost each its own requests.
-	var h Hint
-	for _, u := range us {
-		h = h.Merge(UpdateHint(u))
-	}
-	Prefetch(snap, h)
-	ov := NewOverlay(snap)
-	for _, u := range us {
-		p, err := PlanUpdate(ov, u)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", u.Workload, err)
-		}
-		c.Plans = append(c.Plans, p)
-		c.Plan.Ops = append(c.Plan.Ops, p.Ops...)
-		c.Plan.Diff.Added = append(c.Plan.Diff.Added, p.Diff.Added...)
-		c.Plan.Diff.Changed = append(c.Plan.Diff.Changed, p.Diff.Changed...)
-		c.Plan.Diff.Deleted = append(c.Plan.Diff.Deleted, p.Diff.Deleted...)
-		ov.Apply(p.Ops)
-	}
-	if len(c.Plans) > 0 {
-		c.Plan.Record = c.Plans[len(c.Plans)-1].Record
-	}
-	return c, nil
+	return &statestore.StoreError{Store: store, Op: op, Err: err}
 }

@@ -1,4 +1,4 @@
-package statestore
+package planner
 
 import (
 	"bytes"
@@ -8,19 +8,20 @@ import (
 	"strings"
 
 	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/statestore"
 )
 
 // Overlay is a Snapshot with planned operations on top of another, so that
 // a batch's later updates are planned seeing the earlier ones' files. It
 // never writes to the store underneath.
 type Overlay struct {
-	base    Snapshot
+	base    statestore.Snapshot
 	files   map[string][]byte
 	deleted map[string]bool
 }
 
 // NewOverlay returns an overlay of base with nothing on top yet.
-func NewOverlay(base Snapshot) *Overlay {
+func NewOverlay(base statestore.Snapshot) *Overlay {
 	return &Overlay{base: base, files: map[string][]byte{}, deleted: map[string]bool{}}
 }
 
@@ -51,7 +52,7 @@ func (o *Overlay) Compare(p string, data []byte) (bool, bool, error) {
 // ReadFile returns p's content.
 func (o *Overlay) ReadFile(p string) ([]byte, error) {
 	if o.deleted[p] {
-		return nil, fmt.Errorf("%s: %w", p, ErrNotFound)
+		return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
 	}
 	if b, ok := o.files[p]; ok {
 		return b, nil
@@ -86,8 +87,8 @@ func (o *Overlay) List(dir string) ([]string, error) {
 }
 
 // Prefetch passes the hint to the snapshot underneath.
-func (o *Overlay) Prefetch(h Hint) error {
-	if p, ok := o.base.(Prefetcher); ok {
+func (o *Overlay) Prefetch(h statestore.Hint) error {
+	if p, ok := o.base.(statestore.Prefetcher); ok {
 		return p.Prefetch(h)
 	}
 	return nil
@@ -96,7 +97,7 @@ func (o *Overlay) Prefetch(h Hint) error {
 // Debug passes a debug message to the snapshot underneath, when it logs
 // (a Debugger).
 func (o *Overlay) Debug(msg string, args ...any) {
-	if d, ok := o.base.(Debugger); ok {
+	if d, ok := o.base.(statestore.Debugger); ok {
 		d.Debug(msg, args...)
 	}
 }
@@ -105,7 +106,7 @@ func (o *Overlay) Debug(msg string, args ...any) {
 // planning it: a workload key, and paths a store can hold for its files,
 // shared files and aggregated files (layout.CheckStorePath) and its
 // destinations. PlanUpdate refuses the rest (render's own folder).
-func ValidateUpdate(u Update) error {
+func ValidateUpdate(u statestore.Update) error {
 	if u.Workload == "" {
 		return errors.New("update names no workload")
 	}

@@ -1,4 +1,4 @@
-package statestore
+package bookkeeping
 
 import (
 	"crypto/sha256"
@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/statestore"
 )
 
 // The placement index lets a render learn what it needs from a store by
@@ -28,7 +29,7 @@ import (
 // destination: .render/placed/<destination>/<type>/<flavour>/<hash>, whose
 // content is the workload's key (so that drain can name the workloads on a
 // destination by reading only theirs). The entries of a workload are a pure
-// function of its record (IndexPaths), so PlanUpdate keeps them in step
+// function of its record (IndexPaths), so planner.PlanUpdate keeps them in step
 // with the record on every write and every re-plan, with no record of its
 // own listing them.
 //
@@ -58,7 +59,7 @@ const noFlavour = "_"
 // Every placement on every destination is one entry, so a resource with two
 // groups on one destination counts twice there, as the spread strategy
 // counts it.
-func IndexPaths(r *Record) map[string][]byte {
+func IndexPaths(r *statestore.Record) map[string][]byte {
 	if r == nil || len(r.Placements) == 0 {
 		return nil
 	}
@@ -121,7 +122,7 @@ func ParseIndexPath(p string) (e IndexEntry, ok bool) {
 // records at all counts as indexed once anything is written to it; until
 // then there is nothing to index. A snapshot that tells it by other means
 // (IndexedSnapshot) answers itself.
-func Indexed(snap Snapshot) (bool, error) {
+func Indexed(snap statestore.Snapshot) (bool, error) {
 	if ix, ok := snap.(IndexedSnapshot); ok {
 		return ix.Indexed()
 	}
@@ -140,29 +141,29 @@ type IndexedSnapshot interface {
 // Facts is what a render needs to know from one store.
 type Facts struct {
 	// Own is the workload's own record, nil when the store has none.
-	Own *Record
+	Own *statestore.Record
 	// Promise holds the records of the workload's promise's workflows
 	// (every pipeline), the workload's own excluded.
-	Promise []Record
+	Promise []statestore.Record
 	// Siblings are the other records in the workload's record folder: a
 	// resource's other pipelines (a promise's are in Promise).
-	Siblings []Record
+	Siblings []statestore.Record
 	// All is every record, read only from a store that predates the
 	// index (nil otherwise): the load and the duplicate check use it.
-	All []Record
+	All []statestore.Record
 }
 
 // ReadFacts looks up what a render of workload (of promise) needs from snap.
 // On an indexed store it reads a few paths; on a store that predates the
 // index it reads every record, as render did before.
-func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
+func ReadFacts(snap statestore.Snapshot, workload, promise string) (Facts, error) {
 	var f Facts
 	indexed, err := Indexed(snap)
 	if err != nil {
 		return f, err
 	}
 	if !indexed {
-		all, err := ReadRecords(snap)
+		all, err := statestore.ReadRecords(snap)
 		if err != nil {
 			return f, err
 		}
@@ -174,7 +175,7 @@ func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
 				f.Own = &r
 			case all[i].Type == "promise" && all[i].Promise == promise:
 				f.Promise = append(f.Promise, all[i])
-			case path.Dir(RecordPath(all[i].Workload)) == path.Dir(RecordPath(workload)):
+			case path.Dir(statestore.RecordPath(all[i].Workload)) == path.Dir(statestore.RecordPath(workload)):
 				f.Siblings = append(f.Siblings, all[i])
 			}
 		}
@@ -185,9 +186,9 @@ func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
 	}
 	promiseDir := ""
 	if promise != "" {
-		promiseDir = path.Join(RecordsDir, "promise", promise)
+		promiseDir = path.Join(statestore.RecordsDir, "promise", promise)
 	}
-	ownDir := path.Dir(RecordPath(workload))
+	ownDir := path.Dir(statestore.RecordPath(workload))
 	if ownDir == promiseDir {
 		ownDir = ""
 	}
@@ -197,8 +198,8 @@ func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
 			dirs = append(dirs, d)
 		}
 	}
-	Prefetch(snap, Hint{Reads: []string{RecordPath(workload)}, Dirs: dirs})
-	if f.Own, err = readRecord(snap, RecordPath(workload)); err != nil {
+	statestore.Prefetch(snap, statestore.Hint{Reads: []string{statestore.RecordPath(workload)}, Dirs: dirs})
+	if f.Own, err = statestore.ReadRecord(snap, statestore.RecordPath(workload)); err != nil {
 		return f, err
 	}
 	if f.Promise, err = recordsIn(snap, promiseDir, workload); err != nil {
@@ -212,7 +213,7 @@ func ReadFacts(snap Snapshot, workload, promise string) (Facts, error) {
 
 // recordsIn reads the records directly in dir (none for ""), except
 // workload's own.
-func recordsIn(snap Snapshot, dir, workload string) ([]Record, error) {
+func recordsIn(snap statestore.Snapshot, dir, workload string) ([]statestore.Record, error) {
 	if dir == "" {
 		return nil, nil
 	}
@@ -222,14 +223,14 @@ func recordsIn(snap Snapshot, dir, workload string) ([]Record, error) {
 	}
 	var mine []string
 	for _, p := range paths {
-		if strings.HasSuffix(p, ".json") && path.Dir(p) == dir && p != RecordPath(workload) {
+		if strings.HasSuffix(p, ".json") && path.Dir(p) == dir && p != statestore.RecordPath(workload) {
 			mine = append(mine, p)
 		}
 	}
-	Prefetch(snap, Hint{Reads: mine})
-	var out []Record
+	statestore.Prefetch(snap, statestore.Hint{Reads: mine})
+	var out []statestore.Record
 	for _, p := range mine {
-		r, err := readRecord(snap, p)
+		r, err := statestore.ReadRecord(snap, p)
 		if err != nil {
 			return nil, err
 		}
@@ -263,13 +264,13 @@ type Load struct {
 // only, except for exclude's own entries, which it recognises by name. A
 // snapshot that keeps a summary of the counts (LoadSummarizer) answers for
 // the destinations it can, and only the others' entries are listed.
-func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
+func ReadLoad(snap statestore.Snapshot, dests []string, exclude string) (Load, error) {
 	l := Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}
 	mine := map[string]bool{}
 	if exclude != "" {
 		// Any group name: compare by the entry's content instead would
 		// need a read. The workload's own entries are in its record.
-		if own, err := readRecord(snap, RecordPath(exclude)); err != nil {
+		if own, err := statestore.ReadRecord(snap, statestore.RecordPath(exclude)); err != nil {
 			return l, err
 		} else if own != nil {
 			for p := range IndexPaths(own) {
@@ -316,7 +317,7 @@ func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
 	for _, d := range dests {
 		dirs = append(dirs, path.Join(IndexDir, d, "resource"))
 	}
-	Prefetch(snap, Hint{Dirs: dirs})
+	statestore.Prefetch(snap, statestore.Hint{Dirs: dirs})
 	for _, d := range dests {
 		dir := path.Join(IndexDir, d, "resource")
 		paths, err := snap.List(dir)
@@ -342,17 +343,17 @@ func ReadLoad(snap Snapshot, dests []string, exclude string) (Load, error) {
 
 // PlacedOn returns the keys of the workloads an indexed store places on
 // dest, sorted; it reads one small file per workload there.
-func PlacedOn(snap Snapshot, dest string) ([]string, error) {
+func PlacedOn(snap statestore.Snapshot, dest string) ([]string, error) {
 	dir := path.Join(IndexDir, dest)
 	paths, err := snap.List(dir)
 	if err != nil {
 		return nil, err
 	}
-	Prefetch(snap, Hint{Reads: paths})
+	statestore.Prefetch(snap, statestore.Hint{Reads: paths})
 	seen := map[string]bool{}
 	for _, p := range paths {
 		data, err := snap.ReadFile(p)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, statestore.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -366,16 +367,16 @@ func PlacedOn(snap Snapshot, dest string) ([]string, error) {
 }
 
 // CheckClaims refuses, before anything is written, an update whose objects
-// another workload already holds in snap (the same check PlanUpdate makes
+// another workload already holds in snap (the same check planner.PlanUpdate makes
 // while writing, made early so that no store is written when another would
 // refuse). On a store that predates the index, all holds every record and
 // the claims are looked up there.
-func CheckClaims(snap Snapshot, u Update, all []Record) error {
+func CheckClaims(snap statestore.Snapshot, u statestore.Update, all []statestore.Record) error {
 	if u.Record == nil {
 		return nil
 	}
 	if all != nil {
-		byClaim := map[string]*Record{}
+		byClaim := map[string]*statestore.Record{}
 		for i := range all {
 			if all[i].Workload == u.Workload {
 				continue
@@ -387,7 +388,7 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 		for _, o := range u.Record.Objects {
 			if r, ok := byClaim[ClaimPath(o)]; ok {
 				mine := o
-				var theirs *Object
+				var theirs *statestore.Object
 				for _, ro := range r.Objects {
 					if ClaimPath(ro) == ClaimPath(o) {
 						ro := ro
@@ -395,7 +396,7 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 						break
 					}
 				}
-				return &OwnedError{Owner: r.Workload, Object: &mine, OwnerObject: theirs}
+				return &statestore.OwnedError{Owner: r.Workload, Object: &mine, OwnerObject: theirs}
 			}
 		}
 		return nil
@@ -407,13 +408,13 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 	// The index entries of the placement now chosen come along: planning
 	// u looks them up next (on git their folder is one request away; on
 	// S3 ReadLoad listed it already).
-	h := Hint{Reads: paths}
+	h := statestore.Hint{Reads: paths}
 	r := *u.Record
 	r.Workload = u.Workload
 	for p := range IndexPaths(&r) {
 		h.Paths = append(h.Paths, p)
 	}
-	Prefetch(snap, h)
+	statestore.Prefetch(snap, h)
 	seen := map[string]bool{}
 	for _, o := range u.Record.Objects {
 		p := ClaimPath(o)
@@ -428,7 +429,7 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 		if !exists {
 			continue
 		}
-		if err := checkClaim(snap, p, u.Workload, o, func() (map[string]string, error) { return nil, nil }); err != nil {
+		if err := CheckClaim(snap, p, u.Workload, o, func() (map[string]string, error) { return nil, nil }); err != nil {
 			return err
 		}
 	}
@@ -442,10 +443,10 @@ func CheckClaims(snap Snapshot, u Update, all []Record) error {
 // backend whose writers of different workloads do not take turns (S3)
 // writes them itself before it plans, so that no plan of a workload
 // depends on them.
-func Migration(snap Snapshot) (map[string][]byte, error) { return migration(snap) }
+func Migration(snap statestore.Snapshot) (map[string][]byte, error) { return migration(snap) }
 
-func migration(snap Snapshot) (map[string][]byte, error) {
-	all, err := ReadRecords(snap)
+func migration(snap statestore.Snapshot) (map[string][]byte, error) {
+	all, err := statestore.ReadRecords(snap)
 	if err != nil {
 		return nil, err
 	}
@@ -465,28 +466,6 @@ func migration(snap Snapshot) (map[string][]byte, error) {
 	return out, nil
 }
 
-// Prefetcher is implemented by snapshots that read lazily (a partial git
-// clone, a bucket listed folder by folder). Prefetch is told, before a
-// series of lookups, what they will look at, so that it can fetch what lies
-// on their way in a few requests instead of one per folder. It is a hint:
-// lookups work without it.
-type Prefetcher interface {
-	Prefetch(h Hint) error
-}
-
-// Hint is what a series of lookups will look at.
-type Hint struct {
-	// Paths will be compared (Compare): the folders on their way are needed.
-	Paths []string
-	// Reads will be read (ReadFile): their content too.
-	Reads []string
-	// Dirs will be listed (List), recursively.
-	Dirs []string
-	// Load names destinations whose load will be read (ReadLoad): each
-	// backend fetches what its way of counting needs.
-	Load []string
-}
-
 // LoadPaths is what reading the load on dests from the index entries looks
 // at, as Hint paths: each destination's resource folder.
 func LoadPaths(dests []string) []string {
@@ -497,34 +476,10 @@ func LoadPaths(dests []string) []string {
 	return out
 }
 
-// Debugger is a snapshot that can log at debug level, naming its store
-// (each backend's snapshot, when its store was given a debug log).
-type Debugger interface {
-	Debug(msg string, args ...any)
-}
-
-// Prefetch passes h to snap when snap reads lazily (a Prefetcher) and h
-// names something. Every prefetch goes through here. A failed prefetch
-// does not fail the caller: the lookups that follow read what they need one
-// path at a time and report their own failures. It is not silent either: a
-// snapshot that is a Debugger logs it, saying what the lookups fall back to.
-func Prefetch(snap Snapshot, h Hint) {
-	p, ok := snap.(Prefetcher)
-	if !ok || len(h.Paths)+len(h.Reads)+len(h.Dirs)+len(h.Load) == 0 {
-		return
-	}
-	if err := p.Prefetch(h); err != nil {
-		if d, ok := snap.(Debugger); ok {
-			d.Debug("prefetch failed: the lookups read one path at a time instead",
-				"paths", len(h.Paths), "reads", len(h.Reads), "folders", len(h.Dirs), "load", len(h.Load), "error", err.Error())
-		}
-	}
-}
-
-// ownMigratedClaims adds to owned the claims on old's objects that name
+// OwnMigratedClaims adds to owned the claims on old's objects that name
 // old's workload although its record does not list them: a store migrated
 // to the index wrote them for it (see migration).
-func ownMigratedClaims(snap Snapshot, old *Record, owned map[string]bool) error {
+func OwnMigratedClaims(snap statestore.Snapshot, old *statestore.Record, owned map[string]bool) error {
 	var paths []string
 	for _, o := range old.Objects {
 		if p := ClaimPath(o); !owned[p] {
@@ -534,10 +489,10 @@ func ownMigratedClaims(snap Snapshot, old *Record, owned map[string]bool) error 
 	if len(paths) == 0 {
 		return nil
 	}
-	Prefetch(snap, Hint{Reads: paths})
+	statestore.Prefetch(snap, statestore.Hint{Reads: paths})
 	for _, p := range paths {
 		data, err := snap.ReadFile(p)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, statestore.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -556,7 +511,7 @@ func ownMigratedClaims(snap Snapshot, old *Record, owned map[string]bool) error 
 // each one's folder) of workloads other than those of known: one file per
 // placement, in the destination's folder. The other workloads' files are
 // not read: each placement holds at least one.
-func AddPlacements(idx FileIndex, snap Snapshot, dests []string, paths map[string]string, known []Record) error {
+func AddPlacements(idx FileIndex, snap statestore.Snapshot, dests []string, paths map[string]string, known []statestore.Record) error {
 	mine := map[string]bool{}
 	for i := range known {
 		for p := range IndexPaths(&known[i]) {
@@ -567,7 +522,7 @@ func AddPlacements(idx FileIndex, snap Snapshot, dests []string, paths map[strin
 	for _, d := range dests {
 		dirs = append(dirs, path.Join(IndexDir, d))
 	}
-	Prefetch(snap, Hint{Dirs: dirs})
+	statestore.Prefetch(snap, statestore.Hint{Dirs: dirs})
 	byPath := map[string]string{}
 	for p, name := range paths {
 		byPath[name] = p
@@ -584,4 +539,12 @@ func AddPlacements(idx FileIndex, snap Snapshot, dests []string, paths map[strin
 		}
 	}
 	return nil
+}
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -1,4 +1,4 @@
-package statestore
+package planner
 
 import (
 	"errors"
@@ -6,14 +6,17 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
-func resourceRec(workload, flavour string, placements ...Placement) *Record {
-	return &Record{Type: "resource", Promise: "p", Pipeline: "x", Flavour: flavour, Placements: placements}
+func resourceRec(workload, flavour string, placements ...statestore.Placement) *statestore.Record {
+	return &statestore.Record{Type: "resource", Promise: "p", Pipeline: "x", Flavour: flavour, Placements: placements}
 }
 
-func on(group string, dests ...string) Placement {
-	return Placement{Group: group, Destinations: dests}
+func on(group string, dests ...string) statestore.Placement {
+	return statestore.Placement{Group: group, Destinations: dests}
 }
 
 // The index follows each record through every write: a placement that
@@ -21,7 +24,7 @@ func on(group string, dests ...string) Placement {
 // and the counts are what counting the records gives.
 func TestIndexFollowsRecords(t *testing.T) {
 	m := memSnap{}
-	write := func(w string, r *Record, files map[string]string) {
+	write := func(w string, r *statestore.Record, files map[string]string) {
 		t.Helper()
 		u := upd(w, files)
 		u.Record = r
@@ -31,10 +34,10 @@ func TestIndexFollowsRecords(t *testing.T) {
 	}
 	write("resource/ns/p/a/x", resourceRec("a", "gold", on(".", "d1"), on("extra", "d1")), map[string]string{"d1/a.yaml": "a"})
 	write("resource/ns/p/b/x", resourceRec("b", "", on(".", "d2")), map[string]string{"d2/b.yaml": "b"})
-	write("promise/p/x", &Record{Type: "promise", Promise: "p", Pipeline: "x", Placements: []Placement{on(".", "d1", "d2")}}, map[string]string{"d1/p.yaml": "p", "d2/p.yaml": "p"})
-	load := func() Load {
+	write("promise/p/x", &statestore.Record{Type: "promise", Promise: "p", Pipeline: "x", Placements: []statestore.Placement{on(".", "d1", "d2")}}, map[string]string{"d1/p.yaml": "p", "d2/p.yaml": "p"})
+	load := func() bookkeeping.Load {
 		t.Helper()
-		l, err := ReadLoad(m, []string{"d1", "d2", "d3"}, "")
+		l, err := bookkeeping.ReadLoad(m, []string{"d1", "d2", "d3"}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +48,7 @@ func TestIndexFollowsRecords(t *testing.T) {
 		t.Fatalf("load %v %v", l.Total, l.ByFlavour)
 	}
 	// Excluding a workload leaves its entries out.
-	if l, _ := ReadLoad(m, []string{"d1"}, "resource/ns/p/a/x"); l.Total["d1"] != 0 {
+	if l, _ := bookkeeping.ReadLoad(m, []string{"d1"}, "resource/ns/p/a/x"); l.Total["d1"] != 0 {
 		t.Fatalf("a's own entries counted: %v", l.Total)
 	}
 	// b moves to d3 (drain), a is removed.
@@ -55,7 +58,7 @@ func TestIndexFollowsRecords(t *testing.T) {
 		t.Fatalf("after a move and a removal: %v %v", l.Total, l.ByFlavour)
 	}
 	for _, d := range []string{"d1", "d2", "d3"} {
-		got, err := PlacedOn(m, d)
+		got, err := bookkeeping.PlacedOn(m, d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,21 +74,21 @@ func TestIndexFollowsRecords(t *testing.T) {
 // the index exactly as the records did, and the claims of the old records
 // refuse duplicates.
 func TestLegacyStoreIsMigratedOnFirstWrite(t *testing.T) {
-	old := map[string]*Record{
+	old := map[string]*statestore.Record{
 		"resource/ns/p/a/x": resourceRec("a", "gold", on(".", "d1")),
 		"resource/ns/p/b/x": resourceRec("b", "", on(".", "d2"), on("two", "d2")),
-		"promise/p/x":       {Type: "promise", Promise: "p", Pipeline: "x", Placements: []Placement{on(".", "d1")}, DefaultSelector: map[string]string{"tier": "gold"}},
+		"promise/p/x":       {Type: "promise", Promise: "p", Pipeline: "x", Placements: []statestore.Placement{on(".", "d1")}, DefaultSelector: map[string]string{"tier": "gold"}},
 	}
 	m := memSnap{}
 	for w, r := range old {
 		r.Workload = w
-		r.Objects = []Object{cm("d1", "resources", w+".yaml", "v1", "ns")}
+		r.Objects = []statestore.Object{cm("d1", "resources", w+".yaml", "v1", "ns")}
 		r.Objects[0].Name = "cm-" + r.Promise + "-" + w[len(w)-3:len(w)-2]
 		r.Files = []string{"d1/" + w + ".yaml"}
-		m[RecordPath(w)] = r.Encode()
+		m[statestore.RecordPath(w)] = r.Encode()
 		m["d1/"+w+".yaml"] = []byte("x")
 	}
-	f, err := ReadFacts(m, "resource/ns/p/a/x", "p")
+	f, err := bookkeeping.ReadFacts(m, "resource/ns/p/a/x", "p")
 	if err != nil || f.All == nil || f.Own == nil || len(f.Promise) != 1 {
 		t.Fatalf("legacy facts: %+v, %v", f, err)
 	}
@@ -93,35 +96,35 @@ func TestLegacyStoreIsMigratedOnFirstWrite(t *testing.T) {
 	if _, err := m.apply(t, upd("resource/ns/p/c/x", map[string]string{"d3/c.yaml": "c"})); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := Indexed(m); !ok {
+	if ok, _ := bookkeeping.Indexed(m); !ok {
 		t.Fatal("not migrated")
 	}
-	f, err = ReadFacts(m, "resource/ns/p/a/x", "p")
+	f, err = bookkeeping.ReadFacts(m, "resource/ns/p/a/x", "p")
 	if err != nil || f.All != nil || f.Own == nil || len(f.Promise) != 1 || f.Promise[0].DefaultSelector["tier"] != "gold" {
 		t.Fatalf("indexed facts: %+v, %v", f, err)
 	}
-	l, err := ReadLoad(m, []string{"d1", "d2"}, "")
+	l, err := bookkeeping.ReadLoad(m, []string{"d1", "d2"}, "")
 	if err != nil || fmt.Sprint(l.Total, l.ByFlavour) != "map[d1:1 d2:2] map[gold:map[d1:1]]" {
 		t.Fatalf("migrated load %v %v, %v", l.Total, l.ByFlavour, err)
 	}
 	// An old record's object is claimed: a copy by another workload is refused.
 	dup := upd("resource/ns/p/d/x", map[string]string{"d1/d.yaml": "d"}, old["resource/ns/p/a/x"].Objects[0])
-	var oe *OwnedError
-	if err := CheckClaims(m, dup, nil); !errors.As(err, &oe) || oe.Owner != "resource/ns/p/a/x" {
+	var oe *statestore.OwnedError
+	if err := bookkeeping.CheckClaims(m, dup, nil); !errors.As(err, &oe) || oe.Owner != "resource/ns/p/a/x" {
 		t.Fatalf("duplicate of a migrated record's object: %v", err)
 	}
 	// The owner moving its object elsewhere releases the migrated claim,
 	// which its record never listed.
 	moved := upd("resource/ns/p/a/x", map[string]string{"d2/a.yaml": "a"}, cm("d2", "resources", "a.yaml", "v1", "ns"))
 	moved.Record = resourceRec("a", "gold", on(".", "d2"))
-	moved.Record.Objects = []Object{cm("d2", "resources", "a.yaml", "v1", "ns")}
+	moved.Record.Objects = []statestore.Object{cm("d2", "resources", "a.yaml", "v1", "ns")}
 	if _, err := m.apply(t, moved); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckClaims(m, dup, nil); err != nil {
+	if err := bookkeeping.CheckClaims(m, dup, nil); err != nil {
 		t.Fatalf("the released object is still claimed: %v", err)
 	}
-	if l, _ := ReadLoad(m, []string{"d1", "d2"}, ""); fmt.Sprint(l.Total) != "map[d2:3]" {
+	if l, _ := bookkeeping.ReadLoad(m, []string{"d1", "d2"}, ""); fmt.Sprint(l.Total) != "map[d2:3]" {
 		t.Fatalf("load after the move: %v", l.Total)
 	}
 }
@@ -132,7 +135,7 @@ type failingPrefetch struct {
 	logged []string
 }
 
-func (f *failingPrefetch) Prefetch(Hint) error { return errors.New("server hung up") }
+func (f *failingPrefetch) Prefetch(statestore.Hint) error { return errors.New("server hung up") }
 
 func (f *failingPrefetch) Debug(msg string, args ...any) {
 	f.logged = append(f.logged, fmt.Sprint(append([]any{msg}, args...)...))
@@ -143,11 +146,11 @@ func (f *failingPrefetch) Debug(msg string, args ...any) {
 func TestFailedPrefetchIsLogged(t *testing.T) {
 	snap := &failingPrefetch{memSnap: memSnap{}}
 	rec := resourceRec("w", "", on(".", "d1"))
-	if _, err := snap.apply(t, Update{Workload: "w", Files: map[string][]byte{"d1/a.yaml": []byte("a")}, Record: rec}); err != nil {
+	if _, err := snap.apply(t, statestore.Update{Workload: "w", Files: map[string][]byte{"d1/a.yaml": []byte("a")}, Record: rec}); err != nil {
 		t.Fatal(err)
 	}
 	snap.logged = nil
-	f, err := ReadFacts(snap, "w", "")
+	f, err := bookkeeping.ReadFacts(snap, "w", "")
 	if err != nil || f.Own == nil {
 		t.Fatalf("ReadFacts after a failed prefetch: %+v, %v; want the record read path by path", f, err)
 	}
@@ -163,14 +166,14 @@ func TestFailedPrefetchIsLogged(t *testing.T) {
 
 // ParseIndexPath reads back exactly what IndexPaths writes.
 func TestParseIndexPath(t *testing.T) {
-	r := &Record{Workload: "resource/ns/pg/db/configure", Type: "resource", Flavour: "gold",
-		Placements: []Placement{{Group: ".", Destinations: []string{"east", "west"}}}}
-	p := &Record{Workload: "promise/pg/install", Type: "promise",
-		Placements: []Placement{{Group: ".", Destinations: []string{"east"}}}}
+	r := &statestore.Record{Workload: "resource/ns/pg/db/configure", Type: "resource", Flavour: "gold",
+		Placements: []statestore.Placement{{Group: ".", Destinations: []string{"east", "west"}}}}
+	p := &statestore.Record{Workload: "promise/pg/install", Type: "promise",
+		Placements: []statestore.Placement{{Group: ".", Destinations: []string{"east"}}}}
 	n := 0
-	for _, rec := range []*Record{r, p} {
-		for path := range IndexPaths(rec) {
-			e, ok := ParseIndexPath(path)
+	for _, rec := range []*statestore.Record{r, p} {
+		for path := range bookkeeping.IndexPaths(rec) {
+			e, ok := bookkeeping.ParseIndexPath(path)
 			if !ok || e.Type != rec.Type || e.Resource() != (rec.Type == "resource") || e.Name == "" ||
 				(e.Destination != "east" && e.Destination != "west") {
 				t.Fatalf("%s: %+v %v", path, e, ok)
@@ -185,7 +188,7 @@ func TestParseIndexPath(t *testing.T) {
 		t.Fatalf("%d entries", n)
 	}
 	for _, bad := range []string{".render/placed/east", ".render/placed/east/resource/gold", "clusters/east/x.yaml", ".render/placed/east/resource/x"} {
-		if e, ok := ParseIndexPath(bad); ok {
+		if e, ok := bookkeeping.ParseIndexPath(bad); ok {
 			t.Errorf("%s parsed as %+v", bad, e)
 		}
 	}

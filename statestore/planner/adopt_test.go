@@ -1,4 +1,4 @@
-package statestore
+package planner
 
 import (
 	"errors"
@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // A Kratix ledger is evidence about the workload it names, in its own
@@ -39,7 +42,7 @@ func TestLedgerIsEvidenceAboutItsWorkloadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := upd(redis, map[string]string{"flat/r.yaml": "r\n"})
-	u.Adopt = &Adoption{Ledgers: []LedgerMatch{{Dir: "flat/.kratix", Namespace: "kratix-platform-system", Work: "redis-p", Destination: "flat"}}}
+	u.Adopt = &statestore.Adoption{Ledgers: []statestore.LedgerMatch{{Dir: "flat/.kratix", Namespace: "kratix-platform-system", Work: "redis-p", Destination: "flat"}}}
 	plan, err := m.apply(t, u)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +51,7 @@ func TestLedgerIsEvidenceAboutItsWorkloadOnly(t *testing.T) {
 	if want := []string{"flat/.kratix/kratix-platform-system-redis-p-abcde.flat-5058f.yaml", "flat/old.yaml"}; !reflect.DeepEqual(plan.Diff.Deleted, want) {
 		t.Errorf("deleted %v, want only what Kratix wrote for redis there: %v", plan.Diff.Deleted, want)
 	}
-	for _, p := range []string{"flat/cm.yaml", "dev/dependencies/postgres/p/5058f/cm.yaml", "dev/stray.yaml", "flat/.kratix/other.yaml", written, "flat/smuggled.yaml", RecordPath("promise/postgres/p")} {
+	for _, p := range []string{"flat/cm.yaml", "dev/dependencies/postgres/p/5058f/cm.yaml", "dev/stray.yaml", "flat/.kratix/other.yaml", written, "flat/smuggled.yaml", statestore.RecordPath("promise/postgres/p")} {
 		if _, ok := m[p]; !ok {
 			t.Errorf("%s was deleted", p)
 		}
@@ -63,39 +66,39 @@ func TestLedgerIsEvidenceAboutItsWorkloadOnly(t *testing.T) {
 func TestAdoptionNamesOnlyTheWorkloadsOwn(t *testing.T) {
 	ok := []struct {
 		workload string
-		a        Adoption
+		a        statestore.Adoption
 	}{
-		{"promise/pg/install", Adoption{Folders: []string{"dev/dependencies/pg/install", "eu/west/dependencies/pg/install"}}},
-		{"promise/pg/.static-dependencies", Adoption{Folders: []string{"dev/dependencies/pg/5058f"}}},
-		{"resource/ns/pg/db/instance", Adoption{Folders: []string{"dev/resources/ns/pg/db/instance", "dev/resources/platform/pg/db/instance"},
-			Ledgers: []LedgerMatch{{Dir: "flat/.kratix", Namespace: "ns", Work: "pg-db-instance", Destination: "flat"},
+		{"promise/pg/install", statestore.Adoption{Folders: []string{"dev/dependencies/pg/install", "eu/west/dependencies/pg/install"}}},
+		{"promise/pg/.static-dependencies", statestore.Adoption{Folders: []string{"dev/dependencies/pg/5058f"}}},
+		{"resource/ns/pg/db/instance", statestore.Adoption{Folders: []string{"dev/resources/ns/pg/db/instance", "dev/resources/platform/pg/db/instance"},
+			Ledgers: []statestore.LedgerMatch{{Dir: "flat/.kratix", Namespace: "ns", Work: "pg-db-instance", Destination: "flat"},
 				{Dir: "flat/.kratix", Namespace: "platform", Work: "pg-db-ns-instance", Destination: "flat"}}}},
-		{"promise/pg/install", Adoption{Ledgers: []LedgerMatch{{Dir: "a/b/.kratix", Namespace: "kratix-platform-system", Work: "pg-install", Destination: "b"}}}},
+		{"promise/pg/install", statestore.Adoption{Ledgers: []statestore.LedgerMatch{{Dir: "a/b/.kratix", Namespace: "kratix-platform-system", Work: "pg-install", Destination: "b"}}}},
 	}
 	for _, c := range ok {
-		if err := c.a.Check(c.workload); err != nil {
+		if err := bookkeeping.CheckAdoption(&c.a, c.workload); err != nil {
 			t.Errorf("%s: %+v refused: %v", c.workload, c.a, err)
 		}
 	}
 	bad := []struct {
 		workload string
-		a        Adoption
+		a        statestore.Adoption
 	}{
-		{"promise/evil/x", Adoption{Folders: []string{"dev/dependencies/postgres/p"}}},
-		{"promise/evil/x", Adoption{Folders: []string{"dev"}}},
-		{"promise/evil/x", Adoption{Folders: []string{"dependencies/evil/x"}}},
-		{"promise/evil/x", Adoption{Folders: []string{".render/dependencies/evil/x"}}},
-		{"promise/evil/x", Adoption{Folders: []string{"dev/../dependencies/evil/x"}}},
-		{"promise/evil/x", Adoption{Folders: []string{"dev/resources/ns/evil/x/x"}}},
-		{"resource/ns/pg/db/instance", Adoption{Folders: []string{"dev/resources/ns/pg/other/instance"}}},
-		{"promise/evil/x", Adoption{Ledgers: []LedgerMatch{{Dir: "flat/.kratix", Namespace: "kratix-platform-system", Work: "postgres-p", Destination: "flat"}}}},
-		{"promise/evil/x", Adoption{Ledgers: []LedgerMatch{{Dir: "flat", Namespace: "kratix-platform-system", Work: "evil-x", Destination: "flat"}}}},
-		{"promise/evil/x", Adoption{Ledgers: []LedgerMatch{{Dir: ".kratix", Namespace: "kratix-platform-system", Work: "evil-x", Destination: "flat"}}}},
-		{"promise/evil/x", Adoption{Ledgers: []LedgerMatch{{Dir: "flat/.kratix", Work: "evil-x", Destination: "flat"}}}},
-		{"evil", Adoption{}},
+		{"promise/evil/x", statestore.Adoption{Folders: []string{"dev/dependencies/postgres/p"}}},
+		{"promise/evil/x", statestore.Adoption{Folders: []string{"dev"}}},
+		{"promise/evil/x", statestore.Adoption{Folders: []string{"dependencies/evil/x"}}},
+		{"promise/evil/x", statestore.Adoption{Folders: []string{".render/dependencies/evil/x"}}},
+		{"promise/evil/x", statestore.Adoption{Folders: []string{"dev/../dependencies/evil/x"}}},
+		{"promise/evil/x", statestore.Adoption{Folders: []string{"dev/resources/ns/evil/x/x"}}},
+		{"resource/ns/pg/db/instance", statestore.Adoption{Folders: []string{"dev/resources/ns/pg/other/instance"}}},
+		{"promise/evil/x", statestore.Adoption{Ledgers: []statestore.LedgerMatch{{Dir: "flat/.kratix", Namespace: "kratix-platform-system", Work: "postgres-p", Destination: "flat"}}}},
+		{"promise/evil/x", statestore.Adoption{Ledgers: []statestore.LedgerMatch{{Dir: "flat", Namespace: "kratix-platform-system", Work: "evil-x", Destination: "flat"}}}},
+		{"promise/evil/x", statestore.Adoption{Ledgers: []statestore.LedgerMatch{{Dir: ".kratix", Namespace: "kratix-platform-system", Work: "evil-x", Destination: "flat"}}}},
+		{"promise/evil/x", statestore.Adoption{Ledgers: []statestore.LedgerMatch{{Dir: "flat/.kratix", Work: "evil-x", Destination: "flat"}}}},
+		{"evil", statestore.Adoption{}},
 	}
 	for _, c := range bad {
-		if err := c.a.Check(c.workload); err == nil {
+		if err := bookkeeping.CheckAdoption(&c.a, c.workload); err == nil {
 			t.Errorf("%s: %+v accepted", c.workload, c.a)
 		}
 	}
@@ -106,8 +109,8 @@ func TestAdoptionNamesOnlyTheWorkloadsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := upd("promise/evil/x", map[string]string{"dev/dependencies/evil/x/5058f/e.yaml": "e\n"})
-	u.Adopt = &Adoption{Folders: []string{"dev/dependencies/postgres/p"}}
-	if _, err := m.apply(t, u); err == nil || !strings.Contains(err.Error(), "dev/dependencies/postgres/p") || errors.Is(err, ErrConflict) {
+	u.Adopt = &statestore.Adoption{Folders: []string{"dev/dependencies/postgres/p"}}
+	if _, err := m.apply(t, u); err == nil || !strings.Contains(err.Error(), "dev/dependencies/postgres/p") || errors.Is(err, statestore.ErrConflict) {
 		t.Errorf("an adoption of another workload's folder: %v", err)
 	}
 	if _, ok := m["dev/dependencies/postgres/p/5058f/cm.yaml"]; !ok {

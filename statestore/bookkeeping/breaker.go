@@ -1,4 +1,4 @@
-package statestore
+package bookkeeping
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/render-dev/render/internal/layout"
+	"github.com/render-dev/render/statestore"
 )
 
 // The mass-deletion breaker: a write that would empty a destination of
@@ -23,7 +24,7 @@ import (
 type FileIndex map[string][]string
 
 // IndexRecords builds the FileIndex of a store's records.
-func IndexRecords(recs []Record) FileIndex {
+func IndexRecords(recs []statestore.Record) FileIndex {
 	idx := make(FileIndex, len(recs))
 	for _, r := range recs {
 		idx[r.Workload] = append(idx[r.Workload], r.Files...)
@@ -51,7 +52,7 @@ type FileCount struct {
 // not counted. A file under none of dests (its destination left the
 // platform) is counted in the folder before its "dependencies" or
 // "resources" component, else in its parent folder.
-func CountDeletions(before FileIndex, updates []Update, dests []string) (perDest []FileCount, total FileCount) {
+func CountDeletions(before FileIndex, updates []statestore.Update, dests []string) (perDest []FileCount, total FileCount) {
 	type fileKey struct{ dest, file string }
 	old := map[fileKey]bool{}
 	after := map[fileKey]bool{}
@@ -61,7 +62,7 @@ func CountDeletions(before FileIndex, updates []Update, dests []string) (perDest
 	}
 	add := func(set map[fileKey]bool, workload, f string) {
 		p := f
-		if t, ok := AggregateTarget(f, workload); ok {
+		if t, ok := statestore.AggregateTarget(f, workload); ok {
 			p = t
 		} else if layout.IsMeta(f) {
 			return
@@ -82,7 +83,7 @@ func CountDeletions(before FileIndex, updates []Update, dests []string) (perDest
 		}
 		for _, a := range u.Aggregates {
 			if len(a.Contribution) > 0 {
-				add(after, u.Workload, AggregatePath(a.Target, u.Workload))
+				add(after, u.Workload, statestore.AggregatePath(a.Target, u.Workload))
 			}
 		}
 	}

@@ -1,0 +1,69 @@
+package statestore
+
+// Snapshot is one consistent view of a store's files, as a backend provides
+// it to the planner. Paths are relative to the store's path.
+type Snapshot interface {
+	// Compare reports whether p exists and whether its content equals data.
+	// Backends answer from hashes they already have (git blob ids, S3 ETags)
+	// without reading the content.
+	Compare(p string, data []byte) (exists, equal bool, err error)
+	// ReadFile returns p's content, or an error wrapping ErrNotFound.
+	ReadFile(p string) ([]byte, error)
+	// List returns every file below dir, recursively, sorted.
+	List(dir string) ([]string, error)
+}
+
+// Debugger is a snapshot that can log at debug level, naming its store
+// (each backend's snapshot, when its store was given a debug log).
+type Debugger interface {
+	Debug(msg string, args ...any)
+}
+
+// Prefetch passes h to snap when snap reads lazily (a Prefetcher) and h
+// names something. Every prefetch goes through here. A failed prefetch
+// does not fail the caller: the lookups that follow read what they need one
+// path at a time and report their own failures. It is not silent either: a
+// snapshot that is a Debugger logs it, saying what the lookups fall back to.
+func Prefetch(snap Snapshot, h Hint) {
+	p, ok := snap.(Prefetcher)
+	if !ok || len(h.Paths)+len(h.Reads)+len(h.Dirs)+len(h.Load) == 0 {
+		return
+	}
+	if err := p.Prefetch(h); err != nil {
+		if d, ok := snap.(Debugger); ok {
+			d.Debug("prefetch failed: the lookups read one path at a time instead",
+				"paths", len(h.Paths), "reads", len(h.Reads), "folders", len(h.Dirs), "load", len(h.Load), "error", err.Error())
+		}
+	}
+}
+
+// Prefetcher is implemented by snapshots that read lazily (a partial git
+// clone, a bucket listed folder by folder). Prefetch is told, before a
+// series of lookups, what they will look at, so that it can fetch what lies
+// on their way in a few requests instead of one per folder. It is a hint:
+// lookups work without it.
+type Prefetcher interface {
+	Prefetch(h Hint) error
+}
+
+// Hint is what a series of lookups will look at.
+type Hint struct {
+	// Paths will be compared (Compare): the folders on their way are needed.
+	Paths []string
+	// Reads will be read (ReadFile): their content too.
+	Reads []string
+	// Dirs will be listed (List), recursively.
+	Dirs []string
+	// Load names destinations whose load will be read (bookkeeping.ReadLoad): each
+	// backend fetches what its way of counting needs.
+	Load []string
+}
+
+// Merge adds o's paths to h.
+func (h Hint) Merge(o Hint) Hint {
+	h.Paths = append(h.Paths, o.Paths...)
+	h.Reads = append(h.Reads, o.Reads...)
+	h.Dirs = append(h.Dirs, o.Dirs...)
+	h.Load = append(h.Load, o.Load...)
+	return h
+}
