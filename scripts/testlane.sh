@@ -10,13 +10,15 @@
 # cache keeps compiled packages, not linked test binaries), one after the
 # other at -p 1: in `make test` that was about 290 s of lane A's time, with
 # the servers idle. Here a background loop builds the binaries in the
-# packages' order (`go test -c`, at a lower CPU priority than the tests)
-# while the foreground runs each package's binary as soon as it is built, so
+# packages' order (`go test -c`) while the foreground runs each package's binary as soon as it is built, so
 # that linking the next package overlaps running this one. The binaries are
 # written to TESTBIN (default: a folder per clone under
 # ${RENDER_CACHE_DIR:-~/.cache/render}/testbin, the three clones used last),
 # outside the repository; go rewrites a binary only when what it is built
-# from changed, so a second run of the same tree links nothing.
+# from changed, so a second run of the same tree links nothing. They are
+# built with -trimpath, so that what they are built from does not include
+# the clone's folder: a fresh clone elsewhere compiles none of the module's
+# packages that the build cache already holds (it still links).
 #
 # Each binary runs in its package's folder, as `go test` runs it, through
 # `go tool test2json`, so the JSON on stdout is what `go test -json` prints.
@@ -70,7 +72,7 @@ name() { echo "${1//\//_}"; }
 (
 	for p in "${pkgs[@]}"; do
 		n=$(name "$p")
-		if nice -n 10 go test -c -o "$testbin/$n.test" "$p" >"$marks/$n.log" 2>&1; then
+		if go test -c -trimpath -o "$testbin/$n.test" "$p" >"$marks/$n.log" 2>&1; then
 			touch "$marks/$n.ok"
 		else
 			touch "$marks/$n.err"
