@@ -95,8 +95,11 @@ for p in "${pkgs[@]}"; do
 		go test -json "${args[@]/#-test./-}" "$p" || rc=1
 		continue
 	fi
-	if [[ ! -x $testbin/$n.test ]]; then
-		# No test files: what go test -json says for such a package.
+	if grep -q '\[no test files\]' "$marks/$n.log" || [[ ! -x $testbin/$n.test ]]; then
+		# No test files (go test -c then writes nothing, and a binary an
+		# earlier run left, when the package had tests, must not run):
+		# what go test -json says for such a package.
+		rm -f "$testbin/$n.test"
 		printf '{"Action":"start","Package":"%s"}\n{"Action":"output","Package":"%s","Output":"?   \\t%s\\t[no test files]\\n"}\n{"Action":"skip","Package":"%s","Elapsed":0}\n' "$p" "$p" "$p" "$p"
 		continue
 	fi
