@@ -10,8 +10,9 @@
 # cache keeps compiled packages, not linked test binaries), one after the
 # other at -p 1: in `make test` that was about 290 s of lane A's time, with
 # the servers idle. Here a background loop builds the binaries in the
-# packages' order (`go test -c`) while the foreground runs each package's binary as soon as it is built, so
-# that linking the next package overlaps running this one. The binaries are
+# packages' order (`go test -c`) while the foreground runs each package's
+# binary as soon as it is built, so that linking the next package overlaps
+# running this one. The binaries are
 # written to TESTBIN (default: a folder per clone under
 # ${RENDER_CACHE_DIR:-~/.cache/render}/testbin, the three clones used last),
 # outside the repository; go rewrites a binary only when what it is built
