@@ -1049,28 +1049,12 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	// Records first, the rest once they are known (see recordFirst): the
 	// records h names, read by a GET or listed, and the folders of
 	// records it names, side by side; then everything else.
-	var recPoints, otherPoints, recPaths, paths, recDirs, dirs []string
-	for _, p := range points {
-		if isRecordPath(p) {
-			recPoints = append(recPoints, p)
-		} else {
-			otherPoints = append(otherPoints, p)
-		}
-	}
-	for _, p := range slices.Concat(h.Paths, reads) {
-		if isRecordPath(p) {
-			recPaths = append(recPaths, p)
-		} else {
-			paths = append(paths, p)
-		}
-	}
-	for _, d := range h.Dirs {
-		if d = strings.Trim(d, "/"); d == statestore.RecordsDir || underDir(d, statestore.RecordsDir) {
-			recDirs = append(recDirs, d)
-		} else {
-			dirs = append(dirs, d)
-		}
-	}
+	recPoints, otherPoints := partition(points, isRecordPath)
+	recPaths, paths := partition(slices.Concat(h.Paths, reads), isRecordPath)
+	recDirs, dirs := partition(h.Dirs, func(d string) bool {
+		d = strings.Trim(d, "/")
+		return d == statestore.RecordsDir || underDir(d, statestore.RecordsDir)
+	})
 	look := func(ctx context.Context, points, paths, dirs []string) error {
 		return parallel(ctx, 2, []func(context.Context) error{
 			func(ctx context.Context) error { return sn.readPoints(ctx, points) },
@@ -1096,6 +1080,18 @@ var (
 	_ statestore.Prefetcher = (*snapshot)(nil)
 	_ statestore.Debugger   = (*snapshot)(nil)
 )
+
+// partition splits xs into those in and those not in.
+func partition(xs []string, in func(string) bool) (yes, no []string) {
+	for _, x := range xs {
+		if in(x) {
+			yes = append(yes, x)
+		} else {
+			no = append(no, x)
+		}
+	}
+	return yes, no
+}
 
 // recordFirst reports whether a write of the workload whose record is at
 // recPath may plan on what sn looked up: whether sn looked the record up
