@@ -36,9 +36,12 @@ type env struct {
 
 func loadEnv(work string) (*env, error) {
 	e := &env{
-		giteaURL:      strings.TrimRight(os.Getenv("RENDER_TEST_GITEA_URL"), "/"),
-		giteaUser:     os.Getenv("RENDER_TEST_GITEA_USER"),
-		giteaPass:     os.Getenv("RENDER_TEST_GITEA_PASSWORD"),
+		giteaURL:  strings.TrimRight(os.Getenv("RENDER_TEST_GITEA_URL"), "/"),
+		giteaUser: os.Getenv("RENDER_TEST_GITEA_USER"),
+		// The admin's access token, as the password of basic auth: what
+		// a platform gives render (a password costs Gitea a PBKDF2 check
+		// per request; see testenv.GiteaServer.AdminToken).
+		giteaPass:     os.Getenv("RENDER_TEST_GITEA_TOKEN"),
 		minioEndpoint: os.Getenv("RENDER_TEST_MINIO_ENDPOINT"),
 		minioAK:       os.Getenv("RENDER_TEST_MINIO_ACCESS_KEY"),
 		minioSK:       os.Getenv("RENDER_TEST_MINIO_SECRET_KEY"),
@@ -48,7 +51,7 @@ func loadEnv(work string) (*env, error) {
 	var missing []string
 	for k, v := range map[string]string{
 		"RENDER_TEST_GITEA_URL": e.giteaURL, "RENDER_TEST_GITEA_USER": e.giteaUser,
-		"RENDER_TEST_GITEA_PASSWORD": e.giteaPass, "RENDER_TEST_MINIO_ENDPOINT": e.minioEndpoint,
+		"RENDER_TEST_GITEA_TOKEN": e.giteaPass, "RENDER_TEST_MINIO_ENDPOINT": e.minioEndpoint,
 		"RENDER_TEST_MINIO_ACCESS_KEY": e.minioAK, "RENDER_TEST_MINIO_SECRET_KEY": e.minioSK,
 	} {
 		if v == "" {

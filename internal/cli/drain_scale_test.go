@@ -58,7 +58,7 @@ apiVersion: v1
 kind: Secret
 metadata: {name: gitea, namespace: default}
 stringData: {username: %q, password: %q}
-`, u, g.AdminUser(), g.AdminPassword())
+`, u, g.AdminUser(), g.AdminToken())
 		for i := range spec.Destinations {
 			extra := []string{}
 			if i == 0 {

@@ -62,8 +62,8 @@ metadata: {name: gitea-credentials, namespace: default}
 stringData:
   username: %q
   password: %q
-`, repo.CloneURL, g.AdminUser(), g.AdminPassword())
-	auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
+`, repo.CloneURL, g.AdminUser(), g.AdminToken())
+	auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminToken()}
 	read := func() (watchRepoState, error) {
 		r, err := git.Clone(memory.NewStorage(), nil, &git.CloneOptions{
 			URL: repo.CloneURL, Auth: auth, ReferenceName: plumbing.NewBranchReferenceName("main"), SingleBranch: true,
@@ -269,7 +269,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 		store, repo, _ := watchGiteaStore(b, g)
 		// The refs git itself advertises (Gitea's branch API lags pushes).
 		remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{repo.CloneURL}})
-		auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
+		auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminToken()}
 		// Polled gently: every ls-remote costs Gitea a git process.
 		watchBenchLatency(b, store, 25*time.Millisecond, func() (string, error) {
 			refs, err := remote.List(&git.ListOptions{Auth: auth})

@@ -370,7 +370,7 @@ func TestSecretsNeverPlaintextInAnyStore(t *testing.T) {
 	id := newIdentity(t)
 	w.file("platform/store.yaml", docs(
 		gitStore("git", repo.CloneURL)+"  authMethod: basicAuth\n  secretRef: {name: gitea}\n",
-		fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: gitea}\nstringData: {username: %q, password: %q}\n", g.AdminUser(), g.AdminPassword()),
+		fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: gitea}\nstringData: {username: %q, password: %q}\n", g.AdminUser(), g.AdminToken()),
 		bucketStore("minio", m.Endpoint(), bucket, "minio-creds"),
 		s3Secret("minio-creds", m.AccessKey(), m.SecretKey()),
 		fmt.Sprintf("apiVersion: render.dev/v1alpha1\nkind: OCIStateStore\nmetadata: {name: oci}\nspec:\n  registry: %q\n  repository: %s\n  insecure: true\n  create: true\n  secretRef: {name: registry-creds}\n", reg.Addr(), ociRepo),

@@ -42,10 +42,10 @@ func TestGiteaConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		Fresh: func(t *testing.T) func() statestore.Store {
 			u := g.CreateRepo(t, "conformance")
-			return func() statestore.Store { return giteaStore(t, g, u, g.AdminUser(), g.AdminPassword()) }
+			return func() statestore.Store { return giteaStore(t, g, u, g.AdminUser(), g.AdminToken()) }
 		},
 		Missing: func(t *testing.T) statestore.Store {
-			return giteaStore(t, g, g.URL()+"/"+g.AdminUser()+"/"+testenv.UniqueName("never-created")+".git", g.AdminUser(), g.AdminPassword())
+			return giteaStore(t, g, g.URL()+"/"+g.AdminUser()+"/"+testenv.UniqueName("never-created")+".git", g.AdminUser(), g.AdminToken())
 		},
 		// The same backend races 64 writers over the file and SSH
 		// transports (the SSH one with group commit, through real git
@@ -110,7 +110,7 @@ func TestGiteaTLS(t *testing.T) {
 
 	open := func(cfg gitstore.Config) *gitstore.Store {
 		cfg.Name, cfg.URL = "GitStateStore/tls", tlsURL
-		cfg.Auth = &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
+		cfg.Auth = &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminToken()}
 		s, err := gitstore.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +181,7 @@ func (c earlyClock) Sleep(ctx context.Context, d time.Duration) error {
 func TestSlowPushIsNotARefusal(t *testing.T) {
 	g := testenv.Gitea(t)
 	repo := g.CreateRepoInfo(t, "slow-push")
-	seed := giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminPassword())
+	seed := giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminToken())
 	if _, err := seed.Apply(context.Background(), groupUpdate("w/seed", map[string]string{"d1/seed/a.yaml": "seed\n"})); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestSlowPushIsNotARefusal(t *testing.T) {
 	defer proxy.Close()
 	defer close(done)
 	u, _ := url.Parse(repo.CloneURL)
-	s := giteaStore(t, g, proxy.URL+u.Path, g.AdminUser(), g.AdminPassword())
+	s := giteaStore(t, g, proxy.URL+u.Path, g.AdminUser(), g.AdminToken())
 	ctx := statestore.WithClock(context.Background(), earlyClock{behind: 27 * time.Second})
 	ctx = statestore.WithRetryDeadline(ctx, 2*time.Second)
 	err := gitstore.PublishRequest(ctx, s, groupUpdate("w/slow", map[string]string{"d1/slow/a.yaml": "slow\n"}))

@@ -48,7 +48,7 @@ func resourceUpdate(u statestore.Update, dests ...string) statestore.Update {
 func TestGroupCommitLandsADeadWritersUpdate(t *testing.T) {
 	g := testenv.Gitea(t)
 	url := g.CreateRepo(t, "group-dead")
-	open := func() *gitstore.Store { return giteaStore(t, g, url, g.AdminUser(), g.AdminPassword()) }
+	open := func() *gitstore.Store { return giteaStore(t, g, url, g.AdminUser(), g.AdminToken()) }
 	ctx := context.Background()
 
 	seed := open()
@@ -112,7 +112,7 @@ func TestGroupCommitLandsADeadWritersUpdate(t *testing.T) {
 func TestGroupCommitNeverFoldsAConflict(t *testing.T) {
 	g := testenv.Gitea(t)
 	url := g.CreateRepo(t, "group-conflict")
-	open := func() *gitstore.Store { return giteaStore(t, g, url, g.AdminUser(), g.AdminPassword()) }
+	open := func() *gitstore.Store { return giteaStore(t, g, url, g.AdminUser(), g.AdminToken()) }
 	ctx := context.Background()
 	if _, err := open().Apply(ctx, groupUpdate("w/owner", map[string]string{"d1/x.yaml": "owner\n"})); err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestGroupCommitNeverFoldsAConflict(t *testing.T) {
 }
 
 func giteaAuth(g *testenv.GiteaServer) *githttp.BasicAuth {
-	return &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
+	return &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminToken()}
 }
 
 func pendingRefs(t *testing.T, g *testenv.GiteaServer, url string) []string {

@@ -185,7 +185,7 @@ func newScene(t *testing.T, name string, configure func(*holdingProxy)) *scene {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	sc := &scene{t: t, ctx: ctx, done: make(chan error, 1),
-		direct: func() *gitstore.Store { return giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminPassword()) }}
+		direct: func() *gitstore.Store { return giteaStore(t, g, repo.CloneURL, g.AdminUser(), g.AdminToken()) }}
 	sc.land(groupUpdate("w/seed", map[string]string{"d1/seed/a.yaml": "seed\n"}))
 	sc.p = newHoldingProxy(g.URL())
 	if configure != nil {
@@ -203,7 +203,7 @@ func newScene(t *testing.T, name string, configure func(*holdingProxy)) *scene {
 		}
 	})
 	u, _ := url.Parse(repo.CloneURL)
-	sc.proxied = giteaStore(t, g, srv.URL+u.Path, g.AdminUser(), g.AdminPassword())
+	sc.proxied = giteaStore(t, g, srv.URL+u.Path, g.AdminUser(), g.AdminToken())
 	return sc
 }
 

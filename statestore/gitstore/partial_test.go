@@ -52,7 +52,7 @@ func TestPartialFetchIsPartial(t *testing.T) {
 	render := func(n int) cost {
 		spec := storegen.Spec{Workloads: n, Destinations: 3}
 		u := seedGitea(t, g, spec, true)
-		s := giteaStore(t, g, u, g.AdminUser(), g.AdminPassword())
+		s := giteaStore(t, g, u, g.AdminUser(), g.AdminToken())
 		defer s.Close()
 		ctx := context.Background()
 		// What the engine does: a snapshot, the facts, the load on the
@@ -173,7 +173,7 @@ func TestForeignTipDoesNotHideALargeStore(t *testing.T) {
 	render := func(spec storegen.Spec) gitstore.FetchStats {
 		u := seedGitea(t, g, spec, true)                             // render's trailer on its commit...
 		commitOnTop(t, g, u, "clusters/README.md", "hand-written\n") // ...hidden by a person's fix
-		s := giteaStore(t, g, u, g.AdminUser(), g.AdminPassword())
+		s := giteaStore(t, g, u, g.AdminUser(), g.AdminToken())
 		defer s.Close()
 		up := storegen.Update(spec, spec.Workloads)
 		up.Message = statestore.Message{Subject: "one more request"}
@@ -215,7 +215,7 @@ func TestKratixStoreIsReadPartially(t *testing.T) {
 		}
 		apply := func(i int) gitstore.FetchStats {
 			t.Helper()
-			s := giteaStore(t, g, u, g.AdminUser(), g.AdminPassword())
+			s := giteaStore(t, g, u, g.AdminUser(), g.AdminToken())
 			defer s.Close()
 			up := storegen.Update(spec, i)
 			up.Message = statestore.Message{Subject: fmt.Sprintf("request %d", i)}
@@ -256,7 +256,7 @@ func TestLargeStoresAreMarked(t *testing.T) {
 		t.Fatal("the git CLI is needed to seed the repository")
 	}
 	g := testenv.Gitea(t)
-	open := func(u string) *gitstore.Store { return giteaStore(t, g, u, g.AdminUser(), g.AdminPassword()) }
+	open := func(u string) *gitstore.Store { return giteaStore(t, g, u, g.AdminUser(), g.AdminToken()) }
 	apply := func(s *gitstore.Store, spec storegen.Spec, i int) {
 		u := storegen.Update(spec, i)
 		u.Message = statestore.Message{Subject: fmt.Sprintf("request %d", i)}

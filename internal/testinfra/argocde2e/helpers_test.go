@@ -101,7 +101,7 @@ func (sc *scenario) gitStore(g *testenv.GiteaServer) {
 		sc.t.Fatalf("making Gitea repository %s/%s private: HTTP %d", repo.Owner, repo.Name, code)
 	}
 	sc.GitStore(g, repo)
-	sc.repoSecret(repo.CloneURL, g.AdminUser(), g.AdminPassword(), map[string]string{"type": "git"})
+	sc.repoSecret(repo.CloneURL, g.AdminUser(), g.AdminToken(), map[string]string{"type": "git"})
 }
 
 // ociStore makes the platform's store an OCIStateStore in the registry, and

@@ -59,10 +59,10 @@ type manyStore struct {
 func manyGitea(t *testing.T) manyStore {
 	g := testenv.Gitea(t)
 	repo := g.CreateRepoInfo(t, "many")
-	auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}
+	auth := &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminToken()}
 	return manyStore{
 		kind: "GitStateStore",
-		docs: GitStoreDocs("many", repo.CloneURL, storePath, "basicAuth", "username", g.AdminUser(), "password", g.AdminPassword()),
+		docs: GitStoreDocs("many", repo.CloneURL, storePath, "basicAuth", "username", g.AdminUser(), "password", g.AdminToken()),
 		open: func(ctx context.Context) (*git.Repository, error) {
 			r, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
 				URL: repo.CloneURL, Auth: auth, ReferenceName: plumbing.NewBranchReferenceName("main"), SingleBranch: true,

@@ -92,9 +92,9 @@ func (s *giteaServer) newStore(t testing.TB) target {
 	u.Host = s.p.Addr()
 	return target{
 		kind: "GitStateStore",
-		docs: GitStoreDocs("chaos", u.String(), storePath, "basicAuth", "username", s.g.AdminUser(), "password", s.g.AdminPassword()),
+		docs: GitStoreDocs("chaos", u.String(), storePath, "basicAuth", "username", s.g.AdminUser(), "password", s.g.AdminToken()),
 		read: func(ctx context.Context, _ []string) (*State, error) {
-			return readRemoteGit(ctx, direct, s.g.AdminUser(), s.g.AdminPassword(), storePath)
+			return readRemoteGit(ctx, direct, s.g.AdminUser(), s.g.AdminToken(), storePath)
 		},
 	}
 }

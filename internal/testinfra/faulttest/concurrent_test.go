@@ -30,7 +30,7 @@ func TestSixteenWriters(t *testing.T) {
 	repo := g.CreateRepoInfo(t, "sixteen")
 	bucket := m.CreateBucket(t, "sixteen")
 	platform := []string{
-		gitStore("gitea", repo.CloneURL, g.AdminUser(), g.AdminPassword()),
+		gitStore("gitea", repo.CloneURL, g.AdminUser(), g.AdminToken()),
 		bucketStore("minio", m.Endpoint(), bucket, m.AccessKey(), m.SecretKey()),
 		destination("worker-git", "GitStateStore", "gitea"),
 		destination("worker-s3", "BucketStateStore", "minio"),
@@ -66,7 +66,7 @@ func TestSixteenWriters(t *testing.T) {
 		t.FailNow()
 	}
 
-	got := remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminPassword())
+	got := remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminToken())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	objs, err := listBucket(ctx, m.Client(t), bucket, "clusters/")
@@ -91,7 +91,7 @@ func TestSixteenWriters(t *testing.T) {
 			}
 		}
 	}
-	if commits := countCommits(t, repo.CloneURL, g.AdminUser(), g.AdminPassword()); commits != writers {
+	if commits := countCommits(t, repo.CloneURL, g.AdminUser(), g.AdminToken()); commits != writers {
 		t.Errorf("the branch has %d commits, want %d (one per render)", commits, writers)
 	}
 	attempts := map[string]int{}

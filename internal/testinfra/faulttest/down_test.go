@@ -24,7 +24,7 @@ func TestGiteaDownAtStart(t *testing.T) {
 	repo := g.CreateRepoInfo(t, "down")
 	w := newWorkflow(t, "down")
 	w.docs(t, 0, 20, "v1")
-	w.setPlatform(t, gitStore("gitea", repo.CloneURL, g.AdminUser(), g.AdminPassword()),
+	w.setPlatform(t, gitStore("gitea", repo.CloneURL, g.AdminUser(), g.AdminToken()),
 		destination("dev-1", "GitStateStore", "gitea"), destination("dev-2", "GitStateStore", "gitea"))
 
 	g.Stop(t)
@@ -43,7 +43,7 @@ func TestGiteaDownAtStart(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("render after Gitea came back: %s", res)
 	}
-	got := remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminPassword())
+	got := remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminToken())
 	for _, d := range []string{"dev-1", "dev-2"} {
 		for i := range 20 {
 			p := fmt.Sprintf("clusters/%s/dependencies/down/configure/5058f/doc-%05d.yaml", d, i)

@@ -78,8 +78,8 @@ func TestKillGit(t *testing.T) {
 		t.Parallel()
 		g := testenv.Gitea(t)
 		repo := g.CreateRepoInfo(t, "kill")
-		read := func() tree { return remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminPassword()) }
-		killGit(t, gitStore("store", repo.CloneURL, g.AdminUser(), g.AdminPassword()), "GitStateStore", read, nil)
+		read := func() tree { return remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminToken()) }
+		killGit(t, gitStore("store", repo.CloneURL, g.AdminUser(), g.AdminToken()), "GitStateStore", read, nil)
 	})
 	t.Run("local", func(t *testing.T) {
 		t.Parallel()

@@ -67,7 +67,7 @@ func gitConsistent(t *testing.T, g *testenv.GiteaServer, cloneURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{cloneURL}})
-	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminToken()}})
 	if err != nil {
 		t.Fatalf("list refs: %v", err)
 	}
@@ -81,14 +81,14 @@ func gitConsistent(t *testing.T, g *testenv.GiteaServer, cloneURL string) {
 		// No git command: clone everything with go-git, which reads every
 		// object it is sent.
 		if _, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{URL: cloneURL,
-			Auth: &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminPassword()}}); err != nil {
+			Auth: &githttp.BasicAuth{Username: g.AdminUser(), Password: g.AdminToken()}}); err != nil {
 			t.Fatalf("clone: %v", err)
 		}
 		return
 	}
 	dir := filepath.Join(t.TempDir(), "fsck.git")
 	if out, err := exec.CommandContext(ctx, "git", "clone", "--quiet", "--mirror", g.AdminAuthURL(cloneURL), dir).CombinedOutput(); err != nil {
-		t.Fatalf("git clone --mirror: %v\n%s", err, strings.ReplaceAll(string(out), g.AdminPassword(), "***"))
+		t.Fatalf("git clone --mirror: %v\n%s", err, strings.ReplaceAll(string(out), g.AdminToken(), "***"))
 	}
 	if out, err := exec.CommandContext(ctx, "git", "--git-dir", dir, "fsck", "--no-progress", "--strict").CombinedOutput(); err != nil {
 		t.Fatalf("git fsck: %v\n%s", err, out)
@@ -130,7 +130,7 @@ func TestSignals(t *testing.T) {
 	const s3prefix = "clusters/dev-s3/"
 
 	w := newWorkflow(t, "sig")
-	w.setPlatform(t, gitStore("git", repo.CloneURL, g.AdminUser(), g.AdminPassword()),
+	w.setPlatform(t, gitStore("git", repo.CloneURL, g.AdminUser(), g.AdminToken()),
 		bucketStore("minio", m.Endpoint(), bucket, m.AccessKey(), m.SecretKey()),
 		destination("dev-git", "GitStateStore", "git"), destination("dev-s3", "BucketStateStore", "minio"))
 	type state struct {
@@ -142,7 +142,7 @@ func TestSignals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return state{remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminPassword()), l}
+		return state{remoteTree(t, repo.CloneURL, g.AdminUser(), g.AdminToken()), l}
 	}
 	// whole checks that a render has nothing left to do, and that the
 	// bucket's marker vouches for what is there.

@@ -79,7 +79,7 @@ func (sc *scenario) suspendAll() {
 func (sc *scenario) gitStore(g *testenv.GiteaServer) {
 	sc.t.Helper()
 	sc.GitStore(g, g.CreateRepoInfo(sc.t, "flux-e2e"))
-	sc.secret("gitea-"+sc.Suffix, "", map[string]string{"username": g.AdminUser(), "password": g.AdminPassword()})
+	sc.secret("gitea-"+sc.Suffix, "", map[string]string{"username": g.AdminUser(), "password": g.AdminToken()})
 }
 
 // bucketStore makes the platform's store a BucketStateStore on a new MinIO

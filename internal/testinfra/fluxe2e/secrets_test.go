@@ -170,7 +170,7 @@ func TestSOPSSecrets(t *testing.T) {
 			g := testenv.Gitea(t)
 			repo := g.CreateRepoInfo(t, "flux-sops")
 			sc.GitStore(g, repo)
-			sc.secret("gitea-"+sc.Suffix, "", map[string]string{"username": g.AdminUser(), "password": g.AdminPassword()})
+			sc.secret("gitea-"+sc.Suffix, "", map[string]string{"username": g.AdminUser(), "password": g.AdminToken()})
 			return func() (string, map[string]string) { return gitContents(t, g.AdminAuthURL(repo.CloneURL)) }
 		})
 		sw.run(sw.dest + "-resources")

@@ -81,7 +81,7 @@ metadata: {name: gitea-%[1]s, namespace: default}
 stringData:
   username: %[3]q
   password: %[4]q
-`, w.Suffix, repo.CloneURL, g.AdminUser(), g.AdminPassword())
+`, w.Suffix, repo.CloneURL, g.AdminUser(), g.AdminToken())
 }
 
 // BucketStore makes the platform's store a BucketStateStore on bucket
