@@ -631,6 +631,18 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 			}
 		}
 	}
+	// The aggregated files this write rebuilds: every contributor's, never
+	// the workload's own, even where its record lists one (an intent
+	// written before intents stopped naming them).
+	aggregated := map[string]bool{}
+	for _, a := range u.Aggregates {
+		aggregated[a.Target] = true
+	}
+	for f := range owned {
+		if t, ok := statestore.AggregateTarget(f, u.Workload); ok {
+			aggregated[t] = true
+		}
+	}
 	var claims, puts, shared, targets []planner.Op
 	var deletes, targetDeletes []string
 	for _, op := range plan.Ops {
@@ -639,7 +651,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 		switch {
 		case op.Path == recPath:
 			// committed below
-		case op.Delete && owned[op.Path]:
+		case op.Delete && owned[op.Path] && !aggregated[op.Path]:
 			deletes = append(deletes, op.Path)
 		case op.Delete:
 			targetDeletes = append(targetDeletes, op.Path)
@@ -718,9 +730,15 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 		for _, p := range deletes {
 			pending[p] = true
 		}
+		// A removal that deletes an aggregated file and nothing of its
+		// own names its part of the file (which its record lists), never
+		// the file: named, the file would pass for the workload's own
+		// (the intent is absorbed into the record), and a later attempt
+		// would delete it while another workload's part is in it (the
+		// simulated campaign's s3 seed 3010).
 		if plan.Record == nil {
 			for _, t := range targetDeletes {
-				pending[t] = true
+				pending[statestore.AggregatePath(t, u.Workload)] = true
 			}
 		}
 	}
