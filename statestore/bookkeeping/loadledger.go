@@ -35,9 +35,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/render-dev/render/statestore"
 )
@@ -293,8 +290,14 @@ func (ls *LoadState) Committed(workload string, rec *statestore.Record) {
 // a listing for want of a ledger, so that the next write makes theirs.
 type Ledgers struct {
 	Storage LedgerStorage
-	// Concurrency bounds the requests under way at once.
-	Concurrency int
+	// Reads runs jobs that read, side by side as the store allows, and
+	// returns the first error; the first failure cancels the context the
+	// others get.
+	Reads func(ctx context.Context, jobs []func(context.Context) error) error
+	// Writes runs jobs that write, side by side as the store allows; the
+	// first failure starts no more, and those under way finish (a write
+	// is never cut off halfway). It returns the first error.
+	Writes func(ctx context.Context, jobs []func(context.Context) error) error
 	// Conflicts runs try until it returns an error that is not a
 	// conflict, waiting in between (the store's retry policy); lost says
 	// what kept moving.
@@ -382,7 +385,7 @@ func (lg Ledgers) Counts(ctx context.Context, dests []string) (map[string]map[st
 			return nil
 		})
 	}
-	if err := lg.reads(ctx, jobs); err != nil {
+	if err := lg.Reads(ctx, jobs); err != nil {
 		return nil, err
 	}
 	workloads := map[string]bool{}
@@ -407,7 +410,7 @@ func (lg Ledgers) Counts(ctx context.Context, dests []string) (map[string]map[st
 			return nil
 		})
 	}
-	if err := lg.reads(ctx, jobs); err != nil {
+	if err := lg.Reads(ctx, jobs); err != nil {
 		return nil, err
 	}
 	out := map[string]map[string]int{}
@@ -477,7 +480,7 @@ func (lg Ledgers) Announce(ctx context.Context, ls *LoadState, changes map[strin
 			return err
 		})
 	}
-	return lg.writes(ctx, jobs)
+	return lg.Writes(ctx, jobs)
 }
 
 // Settle folds the pending changes of ls into the ledgers: each announced
@@ -535,7 +538,7 @@ func (lg Ledgers) Settle(ctx context.Context, ls *LoadState) {
 			return err
 		})
 	}
-	_ = lg.writes(ctx, jobs)
+	_ = lg.Writes(ctx, jobs)
 }
 
 // Update changes d's ledger with change, conditionally on the version
@@ -596,7 +599,7 @@ func (lg Ledgers) CreateListed(ctx context.Context) {
 			return err
 		})
 	}
-	_ = lg.writes(ctx, jobs)
+	_ = lg.Writes(ctx, jobs)
 }
 
 // Seed adds entries (by destination, name -> flavour folder) to the
@@ -623,49 +626,7 @@ func (lg Ledgers) Seed(ctx context.Context, entries map[string]map[string]string
 			return err
 		})
 	}
-	return lg.writes(ctx, jobs)
-}
-
-// reads runs jobs, at most lg.Concurrency at a time, and returns the first
-// error; the first failure cancels the context the others get.
-func (lg Ledgers) reads(ctx context.Context, jobs []func(context.Context) error) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(lg.Concurrency, 1))
-	for _, job := range jobs {
-		if gctx.Err() != nil {
-			break // a job failed or ctx ended: start no more
-		}
-		g.Go(func() error { return job(gctx) })
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	return ctx.Err()
-}
-
-// writes runs jobs, at most lg.Concurrency at a time; the first failure
-// stops the jobs not started yet, and those under way finish (a write is
-// never cut off halfway). It returns the first error.
-func (lg Ledgers) writes(ctx context.Context, jobs []func(context.Context) error) error {
-	var g errgroup.Group
-	g.SetLimit(max(lg.Concurrency, 1))
-	var failed atomic.Bool
-	for _, job := range jobs {
-		if failed.Load() || ctx.Err() != nil {
-			break
-		}
-		g.Go(func() error {
-			err := job(ctx)
-			if err != nil {
-				failed.Store(true)
-			}
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	return ctx.Err()
+	return lg.Writes(ctx, jobs)
 }
 
 // isSubset reports whether every name of names is in of.

@@ -30,7 +30,17 @@ func (s *Store) ledgers() bookkeeping.Ledgers {
 	// its record does.
 	policy := s.Policy
 	policy.MaxAttempts *= 4
-	return bookkeeping.Ledgers{Storage: ledgerStorage{s}, Concurrency: s.cfg.Concurrency, Conflicts: policy.Conflicts, Listed: &s.listed}
+	return bookkeeping.Ledgers{
+		Storage: ledgerStorage{s},
+		Reads: func(ctx context.Context, jobs []func(context.Context) error) error {
+			return parallel(ctx, s.cfg.Concurrency, jobs)
+		},
+		Writes: func(ctx context.Context, jobs []func(context.Context) error) error {
+			return writeAll(ctx, s.cfg.Concurrency, jobs)
+		},
+		Conflicts: policy.Conflicts,
+		Listed:    &s.listed,
+	}
 }
 
 // ledgerStorage is the bucket as bookkeeping.LedgerStorage.
