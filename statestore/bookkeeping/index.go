@@ -241,106 +241,6 @@ func recordsIn(snap statestore.Snapshot, dir, workload string) ([]statestore.Rec
 	return out, nil
 }
 
-// LoadSummarizer is implemented by snapshots of stores that keep, beside
-// the index, how many entries each destination's index folder holds (a git
-// store; see gitstore's load.go). SummaryLoad returns the entries below
-// .render/placed/<destination>/resource/<flavour folder>/ by destination
-// and flavour folder, for those of dests it can vouch for (a destination
-// it returns no counts for holds none), and the destinations it cannot
-// answer for, whose entries the caller lists instead.
-type LoadSummarizer interface {
-	SummaryLoad(dests []string) (counts map[string]map[string]int, rest []string, err error)
-}
-
-// Load counts the resources placed on each of dests, in total and by
-// flavour, from an indexed store's entries for those destinations. The
-// workload exclude is not counted.
-type Load struct {
-	Total     map[string]int
-	ByFlavour map[string]map[string]int
-}
-
-// ReadLoad reads the load on dests from snap's index. It reads entry names
-// only, except for exclude's own entries, which it recognises by name. A
-// snapshot that keeps a summary of the counts (LoadSummarizer) answers for
-// the destinations it can, and only the others' entries are listed.
-func ReadLoad(snap statestore.Snapshot, dests []string, exclude string) (Load, error) {
-	l := Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}
-	mine := map[string]bool{}
-	if exclude != "" {
-		// Any group name: compare by the entry's content instead would
-		// need a read. The workload's own entries are in its record.
-		if own, err := statestore.ReadRecord(snap, statestore.RecordPath(exclude)); err != nil {
-			return l, err
-		} else if own != nil {
-			for p := range IndexPaths(own) {
-				mine[p] = true
-			}
-		}
-	}
-	if ls, ok := snap.(LoadSummarizer); ok {
-		counts, rest, err := ls.SummaryLoad(dests)
-		if err != nil {
-			return l, err
-		}
-		answered := map[string]bool{}
-		for _, d := range dests {
-			answered[d] = true
-		}
-		for _, d := range rest {
-			answered[d] = false
-		}
-		// The workload's own entries are counted in the summary: its
-		// record names them.
-		for p := range mine {
-			if e, ok := ParseIndexPath(p); ok && e.Resource() && answered[e.Destination] && counts[e.Destination][e.Flavour] > 0 {
-				counts[e.Destination][e.Flavour]--
-			}
-		}
-		for d, byFlavour := range counts {
-			for flavour, n := range byFlavour {
-				if n <= 0 {
-					continue
-				}
-				l.Total[d] += n
-				if flavour != noFlavour {
-					if l.ByFlavour[flavour] == nil {
-						l.ByFlavour[flavour] = map[string]int{}
-					}
-					l.ByFlavour[flavour][d] += n
-				}
-			}
-		}
-		dests = rest
-	}
-	var dirs []string
-	for _, d := range dests {
-		dirs = append(dirs, path.Join(IndexDir, d, "resource"))
-	}
-	statestore.Prefetch(snap, statestore.Hint{Dirs: dirs})
-	for _, d := range dests {
-		dir := path.Join(IndexDir, d, "resource")
-		paths, err := snap.List(dir)
-		if err != nil {
-			return l, err
-		}
-		for _, p := range paths {
-			e, ok := ParseIndexPath(p)
-			if mine[p] || !ok || !e.Resource() {
-				continue
-			}
-			l.Total[d]++
-			if e.Flavour != noFlavour {
-				if l.ByFlavour[e.Flavour] == nil {
-					l.ByFlavour[e.Flavour] = map[string]int{}
-				}
-				l.ByFlavour[e.Flavour][d]++
-			}
-		}
-	}
-	return l, nil
-}
-
 // PlacedOn returns the keys of the workloads an indexed store places on
 // dest, sorted; it reads one small file per workload there.
 func PlacedOn(snap statestore.Snapshot, dest string) ([]string, error) {
@@ -464,16 +364,6 @@ func migration(snap statestore.Snapshot) (map[string][]byte, error) {
 		}
 	}
 	return out, nil
-}
-
-// LoadPaths is what reading the load on dests from the index entries looks
-// at, as Hint paths: each destination's resource folder.
-func LoadPaths(dests []string) []string {
-	out := make([]string, 0, len(dests))
-	for _, d := range dests {
-		out = append(out, path.Join(IndexDir, d, "resource"))
-	}
-	return out
 }
 
 // OwnMigratedClaims adds to owned the claims on old's objects that name

@@ -23,6 +23,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
 // A remote clone is partial when the server allows it (git's partial
@@ -192,15 +193,9 @@ func (r *remoteRepo) judge(st storer.EncodedObjectStorer, c *object.Commit) (sto
 			return sizeLarge, nil
 		}
 	}
-	sum, err := t.readSummary()
+	n, err := bookkeeping.CountsTotal(t)
 	if err != nil {
 		return sizeSmall, err
-	}
-	n := 0
-	for _, d := range sum {
-		for _, c := range d.counts {
-			n += c
-		}
 	}
 	if n > largeResources {
 		return sizeLarge, nil

@@ -26,7 +26,7 @@ func countAll(t *testing.T, snap *treeSnap, dests []string) map[string]map[strin
 	t.Helper()
 	out := map[string]map[string]int{}
 	for _, d := range dests {
-		c, err := countEntries(snap, d)
+		c, err := bookkeeping.CountEntries(snap, d)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -238,7 +238,7 @@ func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, 
 		committed = wr.etags[recPath]
 		out.Revision = committed
 		w.committed = true
-		w.load.committed(u.Workload, plan.Record)
+		w.load.Committed(u.Workload, plan.Record)
 	}
 	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, wr); err != nil {
 		return out, failed("write marker", err)

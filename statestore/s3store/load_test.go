@@ -30,11 +30,11 @@ func indexLoad(t *testing.T, s *Store) map[string]map[string]int {
 	t.Helper()
 	out := map[string]map[string]int{}
 	for _, d := range loadDests {
-		entries, err := s.listEntries(testCtx(t), d)
+		entries, err := s.ledgers().ListEntries(testCtx(t), d)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := (&loadSummary{Entries: entries}).counts(d, nil); len(c) > 0 {
+		if c := (&bookkeeping.Ledger{Entries: entries}).Counts(d, nil); len(c) > 0 {
 			out[d] = c
 		}
 	}
@@ -66,7 +66,7 @@ func sameLoad(t *testing.T, what string, got, want map[string]map[string]int) {
 // pendingIn returns the pending announcements of d's summary.
 func pendingIn(t *testing.T, s *Store, d string) map[string]map[string][]string {
 	t.Helper()
-	l, _, err := s.readLoad(testCtx(t), d)
+	l, _, err := s.ledgers().Read(testCtx(t), d)
 	if err != nil || l == nil {
 		t.Fatalf("summary of %s: %v, %v", d, l, err)
 	}
@@ -142,7 +142,7 @@ type failLoadPuts struct {
 }
 
 func (f *failLoadPuts) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+loadDir+"/") {
+	if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+bookkeeping.LoadDir+"/") {
 		f.mu.Lock()
 		ok := f.allow > 0
 		f.allow--
@@ -207,7 +207,7 @@ func TestLoadSummariesMigrate(t *testing.T) {
 	sameLoad(t, "summaries Seed made", summaryLoad(t, seeder), indexLoad(t, seeder))
 	var summaries []string
 	for _, d := range loadDests {
-		summaries = append(summaries, loadPath(d))
+		summaries = append(summaries, bookkeeping.LedgerPath(d))
 	}
 	if err := seeder.remove(testCtx(t), summaries); err != nil { // a store from before summaries
 		t.Fatal(err)
@@ -282,11 +282,11 @@ func TestBatchAnnouncesOnce(t *testing.T) {
 	_, puts := cnt.take()
 	summaries := map[string]int{}
 	for _, p := range puts {
-		if strings.HasPrefix(p, loadDir+"/") {
+		if strings.HasPrefix(p, bookkeeping.LoadDir+"/") {
 			summaries[p]++
 		}
 	}
-	if want := map[string]int{loadPath("dev"): 2, loadPath("dest-1"): 2, loadPath("dest-2"): 2}; !maps.Equal(summaries, want) {
+	if want := map[string]int{bookkeeping.LedgerPath("dev"): 2, bookkeeping.LedgerPath("dest-1"): 2, bookkeeping.LedgerPath("dest-2"): 2}; !maps.Equal(summaries, want) {
 		t.Errorf("load summary writes %v, want %v", summaries, want)
 	}
 	s = open(t, cfg)

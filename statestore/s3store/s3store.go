@@ -76,6 +76,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/bookkeeping"
 	"github.com/render-dev/render/statestore/driver"
 )
 
@@ -140,8 +141,7 @@ type Store struct {
 	// listed holds the resource index entries of the destinations whose
 	// load was counted from a listing, for lack of a load summary: the
 	// next Apply that writes creates their summaries from it.
-	listedMu sync.Mutex
-	listed   map[string]map[string]string
+	listed bookkeeping.Listed
 	// view is the last snapshot Snapshot returned, whose lookups the
 	// next write's first attempt starts from (see write.Snapshot); it is
 	// dropped once a write of this Store publishes anything.

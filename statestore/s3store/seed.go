@@ -2,7 +2,6 @@ package s3store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 
@@ -45,7 +44,7 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 			return driver.Wrap(s.String(), "seed", err)
 		}
 		recPath := statestore.RecordPath(u.Workload)
-		for d, names := range resourceEntries(plan.Record) {
+		for d, names := range bookkeeping.ResourceEntries(plan.Record) {
 			if entries[d] == nil {
 				entries[d] = map[string]string{}
 			}
@@ -75,26 +74,7 @@ func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return driver.Wrap(s.String(), "seed", err)
 	}
-	jobs = jobs[:0]
-	for d, names := range entries {
-		jobs = append(jobs, func(ctx context.Context) error {
-			l, _, err := s.readLoad(ctx, d)
-			if err != nil && !errors.Is(err, errUnreadable) {
-				return err
-			}
-			if l == nil {
-				all, err := s.listEntries(ctx, d)
-				if err != nil {
-					return err
-				}
-				l = &loadSummary{Format: loadFormat, Entries: all}
-			}
-			maps.Copy(l.Entries, names)
-			_, err = s.put(ctx, loadPath(d), l.encode(), cond{unconditional: true})
-			return err
-		})
-	}
-	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
+	if err := s.ledgers().Seed(ctx, entries); err != nil {
 		return driver.Wrap(s.String(), "seed", err)
 	}
 	return nil
