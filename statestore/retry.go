@@ -156,8 +156,8 @@ type Network struct {
 // failures below its protocol: a host name that does not resolve and a TLS
 // failure are reported at once, naming the field to check (waiting does
 // not fix them); a refused, reset or timed-out connection wraps
-// ErrUnreachable, so Retry waits for it. ok is false when err is none of
-// these: the backend's own classification stands.
+// ErrUnreachable, so wait.Policy.Retry waits for it. ok is false when err
+// is none of these: the backend's own classification stands.
 func TranslateNetwork(err error, n Network) (out error, ok bool) {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuth) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {
