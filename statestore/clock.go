@@ -51,6 +51,11 @@ func Now(ctx context.Context) time.Time { return ClockOf(ctx).Now() }
 // Since is the time elapsed since t on ctx's clock.
 func Since(ctx context.Context, t time.Time) time.Duration { return Now(ctx).Sub(t) }
 
+// Sleep waits d or until ctx is done, whichever is first, on ctx's Clock.
+func Sleep(ctx context.Context, d time.Duration) error {
+	return ClockOf(ctx).Sleep(ctx, d)
+}
+
 // WithDeadline is context.WithDeadline on ctx's clock.
 func WithDeadline(ctx context.Context, at time.Time) (context.Context, context.CancelFunc) {
 	if c, ok := ClockOf(ctx).(DeadlineClock); ok {

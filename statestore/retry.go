@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/textproto"
 	"net/url"
@@ -17,7 +16,9 @@ import (
 	"time"
 )
 
-// The retry policy, in one place for every backend and for watch mode.
+// The render's retry deadline, and the error classification every backend
+// shares. How a loop waits (backoff, jitter, the deadline rule) is
+// statestore/wait's.
 //
 // A render has ONE retry deadline: WithRetryDeadline starts its clock when
 // the render starts, and every wait of every store during that render (an
@@ -68,55 +69,9 @@ func RetryDeadline(ctx context.Context) (at time.Time, budget time.Duration) {
 	return Now(ctx).Add(DefaultRetryDeadline), DefaultRetryDeadline
 }
 
-// Backoff is the wait before retry number attempt (1, 2, ...): it doubles
-// from 20ms up to limit, with jitter, so writers that collided once do not
-// collide again in lockstep.
-func Backoff(attempt int, limit time.Duration) time.Duration {
-	d := 20 * time.Millisecond << min(max(attempt, 0), 16)
-	d = min(d, limit)
-	return d/2 + rand.N(d/2+1)
-}
-
-// Sleep waits d or until ctx is done, whichever is first, on ctx's Clock.
-func Sleep(ctx context.Context, d time.Duration) error {
-	return ClockOf(ctx).Sleep(ctx, d)
-}
-
-// ErrDeadline is wrapped by the error Pause returns when the render's retry
-// deadline has passed.
+// ErrDeadline is wrapped by the error a wait returns when the render's
+// retry deadline would pass during it (see statestore/wait).
 var ErrDeadline = errors.New("retry deadline passed")
-
-// Pause waits before retry number attempt of something that failed with
-// cause, with Backoff capped at limit. When the render's retry deadline
-// would pass during the wait it does not wait, and returns an error wrapping
-// both cause and ErrDeadline; when ctx ends it returns an error wrapping
-// cause and ctx's error.
-func Pause(ctx context.Context, attempt int, limit time.Duration, cause error) error {
-	at, budget := RetryDeadline(ctx)
-	wait := Backoff(attempt, limit)
-	if Now(ctx).Add(wait).After(at) {
-		return fmt.Errorf("%w (%w: gave up after %s, %d attempts)", cause, ErrDeadline, budget, attempt)
-	}
-	if err := Sleep(ctx, wait); err != nil {
-		return fmt.Errorf("%w (%w)", cause, err)
-	}
-	return nil
-}
-
-// Retry runs op until it succeeds, fails with an error that does not wrap
-// ErrUnreachable, or the render's retry deadline passes. Waits back off up
-// to limit. op translates its own errors (see Transient).
-func Retry(ctx context.Context, limit time.Duration, op func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := op()
-		if err == nil || !errors.Is(err, ErrUnreachable) || ctx.Err() != nil {
-			return err
-		}
-		if err := Pause(ctx, attempt+3, limit, err); err != nil {
-			return err
-		}
-	}
-}
 
 // Transient reports whether err is a network failure that trying again may
 // cure: a refused, reset or aborted connection, a timeout, an unreachable
@@ -201,8 +156,8 @@ type Network struct {
 // failures below its protocol: a host name that does not resolve and a TLS
 // failure are reported at once, naming the field to check (waiting does
 // not fix them); a refused, reset or timed-out connection wraps
-// ErrUnreachable, so Retry waits for it. ok is false when err is none of
-// these: the backend's own classification stands.
+// ErrUnreachable, so wait.Policy.Retry waits for it. ok is false when err
+// is none of these: the backend's own classification stands.
 func TranslateNetwork(err error, n Network) (out error, ok bool) {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuth) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {

@@ -49,47 +49,6 @@ func TestTransientIsDecidedByType(t *testing.T) {
 	}
 }
 
-// TestOneDeadlinePerRender: the retry clock starts once per render, so a
-// second operation after the first used up the budget gets one try, not a
-// budget of its own.
-func TestOneDeadlinePerRender(t *testing.T) {
-	ctx := WithRetryDeadline(context.Background(), 150*time.Millisecond)
-	down := fmt.Errorf("%w: connection refused", ErrUnreachable)
-	first := 0
-	err := Retry(ctx, 20*time.Millisecond, func() error { first++; return down })
-	if !errors.Is(err, ErrDeadline) || !errors.Is(err, ErrUnreachable) {
-		t.Fatalf("first operation: err = %v, want it to wrap ErrDeadline and ErrUnreachable", err)
-	}
-	if first < 2 {
-		t.Fatalf("first operation was tried %d times; an unreachable store is retried until the deadline", first)
-	}
-	// Retry gives up as soon as the next wait would end past the deadline,
-	// which can be a moment before it: let the deadline itself pass.
-	at, _ := RetryDeadline(ctx)
-	time.Sleep(time.Until(at) + time.Millisecond)
-	second := 0
-	err = Retry(ctx, 20*time.Millisecond, func() error { second++; return down })
-	if !errors.Is(err, ErrDeadline) {
-		t.Fatalf("second operation: err = %v, want ErrDeadline", err)
-	}
-	if second != 1 {
-		t.Fatalf("second operation of the same render was tried %d times after the render's deadline passed, want 1", second)
-	}
-	// A conflict is waited on under the same clock.
-	if err := Pause(ctx, 1, time.Second, ErrConflict); !errors.Is(err, ErrDeadline) || !errors.Is(err, ErrConflict) {
-		t.Fatalf("Pause after the deadline = %v, want ErrDeadline wrapping ErrConflict", err)
-	}
-}
-
-func TestRetryStopsAtOnceOnPermanentErrors(t *testing.T) {
-	ctx := WithRetryDeadline(context.Background(), time.Minute)
-	n := 0
-	err := Retry(ctx, time.Millisecond, func() error { n++; return ErrAuth })
-	if !errors.Is(err, ErrAuth) || n != 1 {
-		t.Fatalf("Retry on ErrAuth: err = %v after %d tries, want ErrAuth after 1", err, n)
-	}
-}
-
 func TestEnsureRetryDeadlineKeepsTheRendersClock(t *testing.T) {
 	ctx := WithRetryDeadline(context.Background(), time.Second)
 	at, budget := RetryDeadline(ctx)

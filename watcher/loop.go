@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Next is what a Loop does after a render that was not the last one,
@@ -106,6 +108,9 @@ func (l *Loop[R]) Run(ctx context.Context) (last R, err error) {
 	if ck == nil {
 		ck = clock.RealClock{}
 	}
+	// The backoff's timer is ck's: the watch goes on meanwhile, and no
+	// render's retry deadline bounds it.
+	backoff := wait.Policy{First: min(l.BackoffMin, l.BackoffMax), Limit: l.BackoffMax}
 	wopts := l.Watch
 	if wopts.Log == nil {
 		wopts.Log = log
@@ -128,7 +133,7 @@ func (l *Loop[R]) Run(ctx context.Context) (last R, err error) {
 		rendering, stopping, final bool
 		dirty                      bool // inputs changed since the running render began
 		signals                    int
-		backoff                    time.Duration
+		failures                   int // failed renders in a row
 		retry                      clock.Timer
 		retryC                     <-chan time.Time
 		watchErr                   error
@@ -206,16 +211,17 @@ func (l *Loop[R]) Run(ctx context.Context) (last R, err error) {
 				continue
 			}
 			if next == Retry {
-				backoff = min(max(2*backoff, l.BackoffMin), l.BackoffMax)
+				failures++
 			} else {
-				backoff = 0
+				failures = 0
 			}
 			switch {
 			case dirty:
 				begin("inputs changed")
 			case next == Retry:
-				log.Warn("render failed; retrying", "in", backoff.String())
-				retry = ck.NewTimer(backoff)
+				d := backoff.Delay(failures)
+				log.Warn("render failed; retrying", "in", d.String())
+				retry = ck.NewTimer(d)
 				retryC = retry.C()
 			case next == WaitForChange:
 				log.Info("waiting for the next change")

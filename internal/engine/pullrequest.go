@@ -14,6 +14,7 @@ import (
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Pull-request actions (PullRequestReport.Action).
@@ -276,35 +277,44 @@ func (e *Engine) closeStale(ctx context.Context, gs statestore.Proposer, pr *prS
 
 // merge asks the forge to merge n at head, trying again while the forge
 // is still checking whether it can (Gitea answers 405 "try again later"
-// right after a push), for up to a minute or the render's retry deadline.
+// right after a push), every mergePoll, for up to a minute or the render's
+// retry deadline.
 func (e *Engine) merge(ctx context.Context, c *forge.Gitea, n int64, head, style string) (bool, error) {
-	until := time.Now().Add(time.Minute)
-	if at, _ := statestore.RetryDeadline(ctx); !at.IsZero() && at.Before(until) {
-		until = at
-	}
-	for {
+	within := wait.Within(ctx, time.Minute)
+	for try := 1; ; try++ {
 		scheduled, err := c.Merge(ctx, n, head, style)
 		var se *forge.StatusError
 		if errors.As(err, &se) && se.Code == 409 && strings.Contains(strings.ToLower(se.Msg), "scheduled") {
 			return true, nil // an earlier render scheduled it already
 		}
 		checking := errors.As(err, &se) && se.Code == 405 && strings.Contains(strings.ToLower(se.Msg), "try again later")
-		if err == nil || !checking || time.Now().After(until) {
+		if err == nil || !checking {
 			return scheduled, err
 		}
-		if err := statestore.Sleep(ctx, 500*time.Millisecond); err != nil {
-			return false, err
+		if werr := mergePoll.Pause(within, try, nil); errors.Is(werr, statestore.ErrDeadline) {
+			return scheduled, err
+		} else if werr != nil {
+			return false, werr
 		}
 	}
 }
 
+var (
+	// mergePoll is how often merge asks again: every 500ms.
+	mergePoll = wait.Policy{First: 500 * time.Millisecond, Growth: 1}
+	// mergedPoll is how often waitMerged looks: from 500ms, doubling, up
+	// to 5s.
+	mergedPoll = wait.Policy{First: 500 * time.Millisecond, Limit: 5 * time.Second}
+)
+
 // waitMerged polls pull request n until it is merged or closed, or until
-// d has passed or ctx is done; it returns how it stood then.
+// d has passed or ctx is done; it returns how it stood then. d is the
+// user's (the store's pullRequest.wait), not bounded by the render's retry
+// deadline; its timeout is on the render's clock.
 func waitMerged(ctx context.Context, c *forge.Gitea, n int64, d time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	ctx, cancel := statestore.WithTimeout(ctx, d)
 	defer cancel()
-	interval := 500 * time.Millisecond
-	for {
+	for poll := 1; ; poll++ {
 		got, err := c.Get(ctx, n)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -316,10 +326,9 @@ func waitMerged(ctx context.Context, c *forge.Gitea, n int64, d time.Duration) (
 		case !got.Open():
 			return PRClosedByHim, nil
 		}
-		if statestore.Sleep(ctx, interval) != nil {
+		if statestore.Sleep(ctx, mergedPoll.Delay(poll)) != nil {
 			return PRStillOpen, nil
 		}
-		interval = min(2*interval, 5*time.Second)
 	}
 }
 

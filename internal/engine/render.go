@@ -10,6 +10,7 @@ import (
 	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Render runs one whole render, as the named steps below, each of which
@@ -71,7 +72,7 @@ func (r *rendering) redo() bool {
 	if r.report == nil || !stale(r.report.Stores) || stopAsked(r.soft) {
 		return false
 	}
-	if err := statestore.Pause(r.ctx, r.redos+1, redoLimit, statestore.ErrStale); err != nil {
+	if err := wait.LostRace(redoLimit).Pause(r.ctx, r.redos+1, statestore.ErrStale); err != nil {
 		return false
 	}
 	r.redos++

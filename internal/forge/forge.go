@@ -19,6 +19,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // PullRequest is what render reads of a pull request.
@@ -240,28 +242,26 @@ func (g *Gitea) Get(ctx context.Context, n int64) (*PullRequest, error) {
 
 // Create opens a pull request from branch into base. Right after the
 // first push into a repository, Gitea may still take it for empty and
-// answer 404 for a while: that is tried again, for up to 15 seconds.
+// answer 404 for a while: that is tried again (createPoll), for up to 15
+// seconds or the render's retry deadline.
 func (g *Gitea) Create(ctx context.Context, base, branch, title, body string) (*PullRequest, error) {
 	in := map[string]any{"base": base, "head": branch, "title": title, "body": body}
-	until := time.Now().Add(15 * time.Second)
-	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+	within := wait.Within(ctx, 15*time.Second)
+	for try := 1; ; try++ {
 		var pr PullRequest
 		code, err := g.do(ctx, http.MethodPost, g.repoPath()+"/pulls", nil, in, &pr)
 		if err == nil {
 			return &pr, nil
 		}
-		if code != http.StatusNotFound || time.Now().Add(wait).After(until) {
+		if code != http.StatusNotFound || createPoll.Pause(within, try, nil) != nil {
 			return nil, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
 		}
 	}
 }
+
+// createPoll is how Create waits for a new repository: from 200ms,
+// doubling, up to 2s.
+var createPoll = wait.Policy{First: 200 * time.Millisecond, Limit: 2 * time.Second}
 
 // Edit sets a pull request's title and body, and its state when state is
 // not "" (open or closed).

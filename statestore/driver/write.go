@@ -8,6 +8,7 @@ import (
 
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/planner"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // The write loop, once for every backend.
@@ -147,7 +148,7 @@ type Outcome struct {
 // unreachable server.
 type RetryPolicy struct {
 	// Limit caps one wait after a lost race (default 1s): waits grow from
-	// 20ms, with jitter, up to it.
+	// 40ms, half of each at random, up to it (wait.LostRace).
 	Limit time.Duration
 	// MaxAttempts, when positive, also bounds how many times a write is
 	// planned. By default only the render's retry deadline bounds it: a busy
@@ -176,15 +177,8 @@ func (p RetryPolicy) Context(ctx context.Context) context.Context {
 // every "read, write conditionally, start over when someone was first"
 // step uses, the write loop's sub-steps included.
 func (p RetryPolicy) Conflicts(ctx context.Context, lost string, try func(attempt int) error) error {
-	for attempt := 1; ; attempt++ {
-		err := try(attempt)
-		if err == nil || !errors.Is(err, statestore.ErrConflict) || ctx.Err() != nil {
-			return err
-		}
-		if err := p.Wait(ctx, attempt, lost, err); err != nil {
-			return err
-		}
-	}
+	return wait.Loop(ctx, statestore.ErrConflict, try,
+		func(attempt int, err error) error { return p.Wait(ctx, attempt, lost, err) })
 }
 
 // Wait is the pause after attempt number attempt lost a race: it fails
@@ -195,7 +189,7 @@ func (p RetryPolicy) Wait(ctx context.Context, attempt int, lost string, cause e
 	if p.MaxAttempts > 0 && attempt >= p.MaxAttempts {
 		return fmt.Errorf("%w; gave up after %d attempts", err, attempt)
 	}
-	return statestore.Pause(ctx, attempt, p.limit(), err)
+	return wait.LostRace(p.limit()).Pause(ctx, attempt, err)
 }
 
 // Write writes us, a batch planned one on top of the other, through b's

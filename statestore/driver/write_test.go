@@ -9,6 +9,7 @@ import (
 
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/planner"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // stepBackend's committer fails every commit with err.
@@ -37,7 +38,7 @@ func (b *stepBackend) Commit(context.Context, *Change) (Outcome, error) {
 func TestSpentDeadlineEndsTheWrite(t *testing.T) {
 	ctx := statestore.WithRetryDeadline(context.Background(), time.Minute)
 	u := statestore.Update{Workload: "w/a", Files: map[string][]byte{"d/x.yaml": []byte("x\n")}, Record: &statestore.Record{}}
-	spent := statestore.Pause(statestore.WithRetryDeadline(context.Background(), time.Nanosecond), 8, time.Second, fmt.Errorf("%w: other renders kept rewriting its marker", statestore.ErrConflict))
+	spent := wait.LostRace(time.Second).Pause(statestore.WithRetryDeadline(context.Background(), time.Nanosecond), 8, fmt.Errorf("%w: other renders kept rewriting its marker", statestore.ErrConflict))
 	b := &stepBackend{err: spent}
 	if _, err := Write(ctx, b, RetryPolicy{}, []statestore.Update{u}); !errors.Is(err, statestore.ErrDeadline) || b.commits != 1 {
 		t.Fatalf("a step that spent the deadline: %d commits, %v; want 1, ErrDeadline", b.commits, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/planner"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // How waiting writers take turns to lead (await). The writer whose
@@ -62,6 +63,7 @@ const (
 	stagger     = time.Second
 	turnPushes  = 3
 	turnRefs    = 3
+	pollFirst   = 80 * time.Millisecond
 	pollLimit   = 800 * time.Millisecond
 	pollSpacing = 2
 )
@@ -168,15 +170,11 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 // on the server's two cores beside the leader's push). It fails, wrapping
 // cause, when the retry deadline would pass meanwhile.
 func pollPause(ctx context.Context, poll int, listed time.Duration, cause error) error {
-	wait := max(statestore.Backoff(min(poll+1, 6), pollLimit), pollSpacing*listed)
-	if at, budget := statestore.RetryDeadline(ctx); statestore.Now(ctx).Add(wait).After(at) {
-		return fmt.Errorf("%w (%w: gave up after %s, %d polls)", cause, statestore.ErrDeadline, budget, poll-1)
-	}
-	if err := statestore.Sleep(ctx, wait); err != nil {
-		return fmt.Errorf("%w (%w)", cause, err)
-	}
-	return nil
+	return wait.For(ctx, max(pollBackoff.Next(poll), pollSpacing*listed), poll-1, cause)
 }
+
+// pollBackoff is how a waiter's polls back off (see await).
+var pollBackoff = wait.Policy{First: pollFirst, Limit: pollLimit, Jitter: 0.5}
 
 // rank is how many requests in space sort before mine, and how many there
 // are in all.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // remoteRepo keeps a shallow, single-branch clone in memory. Kept between
@@ -460,16 +461,23 @@ func (r *remoteRepo) sawRefs() bool {
 // no ref deletion): the writer goes back to re-planning alone.
 var errNoGroup = errors.New("the server does not offer atomic pushes")
 
-// retry runs op under the render's one retry policy (statestore.Retry):
-// until it succeeds, fails for a reason retrying cannot fix, or the
-// render's retry deadline passes. Transport errors are translated to the
+// retry runs op while the server cannot be reached (unreachable): until
+// it succeeds, fails for a reason retrying cannot fix, or the render's
+// retry deadline passes. Transport errors are translated to the
 // statestore sentinels here, at the boundary.
 func (r *remoteRepo) retry(ctx context.Context, op func() error) error {
-	return statestore.Retry(ctx, time.Second, func() error { return translate(op()) })
+	return unreachable.Retry(ctx, func() error { return translate(op()) })
 }
 
+// unreachable is how a git store waits for a server it could not reach:
+// from 320ms up to 1s (S3 and OCI wait up to 2s).
+var unreachable = wait.Unreachable(time.Second)
+
 // translate classifies a go-git or network error by its type, keeps its
-// chain, and removes credentials from its text.
+// chain, and removes credentials from its text: go-git's own errors and
+// statuses here, what is below git's protocol (a name that does not
+// resolve, a connection that fails, TLS) as every backend classifies it
+// (statestore.TranslateNetwork).
 func translate(err error) error {
 	switch {
 	case err == nil,
@@ -496,18 +504,16 @@ func translate(err error) error {
 	switch {
 	case errors.As(cause, &status) && retryableStatus(status.StatusCode()):
 		return wrapf(statestore.ErrUnreachable, cause)
-	case statestore.NameNotFound(cause):
-		return statestore.Redacted("the host name does not resolve (check the store's url): "+redactErr(err), cause)
 	case errors.As(cause, &keyErr), errors.As(cause, &revoked):
 		return statestore.Redacted("SSH host key not trusted (check the secret's knownHosts): "+redactErr(err), cause)
-	case statestore.Transient(cause):
-		return wrapf(statestore.ErrUnreachable, cause)
-	case statestore.TLSFailure(cause):
-		return statestore.Redacted("TLS: "+redactErr(err), cause)
 	case strings.Contains(err.Error(), "ssh: unable to authenticate"):
-		// x/crypto/ssh reports a refused key as a plain error, with no
-		// type to test: this one message is matched by its text.
+		// x/crypto/ssh (client_auth.go) reports a refused key as a plain
+		// fmt.Errorf, with no type or sentinel to test (its own tests
+		// match the text too): this one message is matched by its text.
 		return wrapf(statestore.ErrAuth, cause)
+	}
+	if out, ok := statestore.TranslateNetwork(cause, statestore.Network{Field: "url", Redact: redactLine}); ok {
+		return out
 	}
 	return statestore.Redacted(redactErr(err), cause)
 }
@@ -550,9 +556,10 @@ func wrapf(sentinel, err error, what ...string) error {
 
 // redactErr is an error's text without credentials, on one line (servers'
 // messages can hold newlines).
-func redactErr(err error) string {
-	return strings.Join(strings.Fields(RedactURL(err.Error())), " ")
-}
+func redactErr(err error) string { return redactLine(err.Error()) }
+
+// redactLine is s without credentials, on one line.
+func redactLine(s string) string { return strings.Join(strings.Fields(RedactURL(s)), " ") }
 
 var userinfo = regexp.MustCompile(`://[^/\s]*@`) // to the last @ of the authority: a password may hold one
 

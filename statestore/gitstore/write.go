@@ -339,8 +339,8 @@ func (g *groupCommitter) sweepOwn(ctx context.Context, a *attemptSnap) {
 }
 
 // Lost waits after a lost race: for the request this writer handed over
-// to be carried, or for its turn to lead; without a request, a short
-// pause.
+// to be carried, or for its turn to lead; without a request, the pause
+// after a lost race of the store's RetryPolicy.
 func (g *groupCommitter) Lost(ctx context.Context, c *driver.Change, attempt int, cause error) (driver.Outcome, error) {
 	if g.regroup {
 		g.regroup = false
@@ -377,7 +377,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *driver.Change, attempt int
 		// Behind another render of this workload, which is waiting, or
 		// with group commit off: plan again after a pause.
 		t0 := statestore.Now(ctx)
-		err := statestore.Pause(ctx, attempt, time.Second, lost)
+		err := g.s.Writer.Policy.Wait(ctx, attempt, "the branch kept moving", lost)
 		g.s.debug("wait", "workload", g.u.Workload, "attempt", attempt, "for", "a pause before planning again", "alone", g.alone, "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
 		return driver.Outcome{}, err
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net/http"
 	"sort"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // The writers' lock is Lamport's bakery algorithm, with tags of the base
@@ -64,10 +64,14 @@ const (
 	choosingPrefix   = "lock-c-"
 	ticketPrefix     = "lock-t-"
 	// A waiter looks at the queue again after about pollStep per writer
-	// ahead of it, at most pollLimit.
+	// ahead of it, at most pollLimit (queue).
 	pollStep  = 40 * time.Millisecond
 	pollLimit = time.Second
 )
+
+// queue is how a waiter for the lock waits: at most pollLimit, half of it
+// at random, so that waiters do not look in lockstep.
+var queue = wait.Policy{Limit: pollLimit, Jitter: 0.5}
 
 type lockTag struct {
 	tag     string
@@ -330,12 +334,8 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 		cause := fmt.Errorf("%w: waited for the writers' lock behind %d writers (first %s)", statestore.ErrConflict, len(ahead), ahead[0])
 		// The further back in the queue, the less often it is worth
 		// looking: about one writer's turn per writer ahead.
-		wait := min(time.Duration(len(ahead))*pollStep, pollLimit)
-		if at, _ := statestore.RetryDeadline(ctx); statestore.Now(ctx).Add(wait).After(at) {
-			return fail(fmt.Errorf("%w (%w: gave up after %d looks)", cause, statestore.ErrDeadline, attempt), me.tag)
-		}
-		if err := statestore.Sleep(ctx, wait/2+mrand.N(wait/2+1)); err != nil {
-			return fail(fmt.Errorf("%w (%w)", cause, err), me.tag)
+		if err := wait.For(ctx, queue.Jittered(time.Duration(len(ahead))*pollStep), attempt, cause); err != nil {
+			return fail(err, me.tag)
 		}
 	}
 }

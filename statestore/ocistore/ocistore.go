@@ -60,6 +60,7 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Media types and annotations of what the store writes.
@@ -321,9 +322,10 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 // retryLimit caps the wait between two tries of one request.
 const retryLimit = 2 * time.Second
 
-// retry runs op under the render's retry policy, translating its errors.
+// retry runs op while the registry cannot be reached, as
+// wait.Unreachable(retryLimit) waits, translating its errors.
 func (s *Store) retry(ctx context.Context, op func() error) error {
-	return statestore.Retry(ctx, retryLimit, func() error { return s.translate(op()) })
+	return wait.Unreachable(retryLimit).Retry(ctx, func() error { return s.translate(op()) })
 }
 
 // translate maps a registry error to the statestore sentinels: the

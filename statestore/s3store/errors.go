@@ -12,6 +12,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 var (
@@ -26,10 +27,11 @@ var (
 
 func newTLSConfig() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS12} }
 
-// retry runs op under the render's one retry policy (statestore.Retry).
-// Errors are translated to the statestore sentinels here, at the boundary.
+// retry runs op while the server cannot be reached, as
+// wait.Unreachable(retryLimit) waits. Errors are translated to the
+// statestore sentinels here, at the boundary.
 func (s *Store) retry(ctx context.Context, op func() error) error {
-	return statestore.Retry(ctx, retryLimit, func() error { return s.translate(op()) })
+	return wait.Unreachable(retryLimit).Retry(ctx, func() error { return s.translate(op()) })
 }
 
 var authCodes = map[string]bool{

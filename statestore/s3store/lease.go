@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // An intent's lease.
@@ -232,11 +233,11 @@ func (s *Store) awaitLease(ctx context.Context, recPath, id string, l lease) err
 		if !l.heldFor(id, now) {
 			return nil
 		}
-		wait := min(leasePoll, l.Until.Add(leaseSkew).Sub(now))
-		if at, _ := statestore.RetryDeadline(ctx); now.Add(wait).After(at) {
+		err := wait.For(ctx, min(leasePoll, l.Until.Add(leaseSkew).Sub(now)), 0, nil)
+		if errors.Is(err, statestore.ErrDeadline) {
 			return nil // the write loop gives up after this lost race
 		}
-		if err := statestore.Sleep(ctx, wait); err != nil {
+		if err != nil {
 			return err
 		}
 		raw, err := s.get(ctx, recPath, "")
