@@ -19,7 +19,9 @@ import (
 //	plan:    views                → the updates, per store
 //	publish: views, the updates   → each store's report
 //
-// A pass ends early, with
+// Every update goes to its store with the view it was planned on
+// (statestore.Update.View), so that the write plans on what the pass
+// read instead of reading the store again. A pass ends early, with
 // nothing written, when a store cannot be read (a *storesFailed from
 // read or plan).
 //
@@ -138,6 +140,7 @@ func (o *operation) onePass(p pass) (reps []StoreReport, wrote bool, err error) 
 	if err != nil || updates == nil {
 		return nil, false, err
 	}
+	updates.setViews(views)
 	reps, err = p.publish(o.ctx, views, updates)
 	if err != nil {
 		return nil, false, err
@@ -189,6 +192,22 @@ const redoLimit = time.Second
 // race: it is retried for as long as the retry deadline allows, never
 // given up after a count, so this bound only keeps the loop finite.
 const maxRedos = 1 << 20
+
+// setViews gives every update the view of its store that the pass read
+// (statestore.Update.View): its write plans on it.
+func (s storeUpdates) setViews(views map[renderer.StoreRef]*storeView) {
+	for ref, us := range s {
+		v := views[ref]
+		if v == nil {
+			continue
+		}
+		for i := range us {
+			if us[i].View == nil {
+				us[i].View = v.snap
+			}
+		}
+	}
+}
 
 // stale reports whether a store refused its updates because a workload
 // changed after they were computed (a *statestore.StaleError), or could

@@ -13,7 +13,8 @@ import (
 // The operation driver's one redo rule, on passes of its own: a pass whose
 // publish a store refused as stale is done again (read, plan, publish),
 // on the publish context; a store an earlier pass wrote and a later one
-// found up to date reports the earlier write; a stop asked before the redo, or a
+// found up to date reports the earlier write; every update goes to its
+// store with the view its pass read; a stop asked before the redo, or a
 // pass with nothing left to publish, ends the operation.
 func TestOperationRedoesAStalePass(t *testing.T) {
 	a, b := renderer.StoreRef{Kind: "GitStateStore", Name: "a"}, renderer.StoreRef{Kind: "GitStateStore", Name: "b"}
@@ -43,7 +44,11 @@ func TestOperationRedoesAStalePass(t *testing.T) {
 				return storeUpdates{a: {{Workload: "w"}}, b: {{Workload: "w"}}}, nil
 			},
 			publish: func(_ context.Context, _ map[renderer.StoreRef]*storeView, us storeUpdates) ([]StoreReport, error) {
-				seen = append(seen, map[renderer.StoreRef]statestore.Snapshot{})
+				views := map[renderer.StoreRef]statestore.Snapshot{}
+				for ref, u := range us {
+					views[ref] = u[0].View
+				}
+				seen = append(seen, views)
 				if stopWhile {
 					stop()
 				}
@@ -67,8 +72,8 @@ func TestOperationRedoesAStalePass(t *testing.T) {
 	if len(reps) != 2 || reps[0].Result.Revision != "a2" || reps[1].Result.Revision != "b1" {
 		t.Fatalf("reports %+v: want a's second write and b's first", reps)
 	}
-	if len(seen) != 2 {
-		t.Fatalf("%d passes published, want 2", len(seen))
+	if len(seen) != 2 || seen[0][a] == nil || seen[0][b] == nil || string(seen[1][a].(memSnap)["pass"]) != "\x01" {
+		t.Fatalf("the views the updates carried: %v; want each pass's own", seen)
 	}
 	if op.release == nil || op.ph.ctx == op.soft {
 		t.Fatal("the redo did not run on the publish context")
