@@ -88,7 +88,22 @@ func TestPruneThatWentStaleReadsAgain(t *testing.T) {
 	}
 	// Nothing of the workload is left on the branch: neither the files
 	// the prune read nor those of the render that overtook it.
-	r, err := git.PlainOpen(filepath.Join(f.dir, "state.git"))
+	var left []string
+	for name := range branchFiles(t, filepath.Join(f.dir, "state.git")) {
+		if strings.Contains(name, "/resources/team/pg/db-1/") {
+			left = append(left, name)
+		}
+	}
+	if len(left) > 0 {
+		t.Fatalf("the resource's files left on the branch after the prune: %v", left)
+	}
+}
+
+// branchFiles is every file on the main branch of the repository at dir,
+// with its content.
+func branchFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	r, err := git.PlainOpen(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,14 +119,13 @@ func TestPruneThatWentStaleReadsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var left []string
-	_ = files.ForEach(func(f *object.File) error {
-		if strings.Contains(f.Name, "/resources/team/pg/db-1/") {
-			left = append(left, f.Name)
-		}
-		return nil
-	})
-	if len(left) > 0 {
-		t.Fatalf("the resource's files left on the branch after the prune: %v", left)
+	out := map[string]string{}
+	if err := files.ForEach(func(f *object.File) error {
+		s, err := f.Contents()
+		out[f.Name] = s
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
