@@ -53,6 +53,9 @@ func ociScenario(ctx context.Context, b *bench) ([]*Row, error) {
 			if err != nil {
 				return err
 			}
+			// The next write plans on the state this one left, as a
+			// render's write plans on the state its read saw.
+			update.View = res.View
 			if res.Updated != wantUpdated {
 				return fmt.Errorf("ocistore.Apply reports Updated=%v, want %v", res.Updated, wantUpdated)
 			}

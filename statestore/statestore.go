@@ -109,6 +109,17 @@ type Update struct {
 	// Adopt, set when the store holds no record of the workload, names
 	// what Kratix wrote for it there (see Adoption).
 	Adopt *Adoption
+	// View, when set, is the snapshot of this store the update was
+	// computed from, as the store's Snapshot returned it (or as a
+	// Result.View of an earlier write handed it on). The write's first
+	// attempt plans on it instead of reading the store again, and lists or
+	// fetches only what it did not cover; a later attempt, after a lost
+	// race, reads the store as it is now. It is passed, never kept: a
+	// store remembers no view of its own between calls. In a batch
+	// (ApplyAll) the first update's View counts. A view of another store,
+	// or one a store cannot plan on (an S3 view that did not look the
+	// update's record up first), is not used.
+	View Snapshot
 	// Basis, when set, is what the update was computed from: the
 	// workload's record as the caller read it. The planner refuses the
 	// update with a *StaleError when the store's record is another one by
@@ -212,6 +223,11 @@ type Result struct {
 	Revision string
 	// Attempts counts how many times the update was planned (1 + retries after conflicts).
 	Attempts int
+	// View, when set, is the store as the write left it (the state it
+	// committed, or found holding the update already): a later write
+	// given it as its Update.View plans on it without reading the store
+	// again. Stores that cannot say leave it nil.
+	View Snapshot
 }
 
 // Diff lists paths by what happens to them. Records and other files render

@@ -123,101 +123,83 @@ type pendingWrite struct {
 func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
-	ph := &phaseTracker{e: e, ctx: ctx}
-	plat, err := e.loadPlatform(ph)
+	op := e.newOperation(ctx, "drain")
+	plat, err := e.loadPlatform(op.ph)
 	if err != nil {
 		return nil, err
 	}
 	if err := definedDestination(plat, dest); err != nil {
 		return nil, err
 	}
-	stores, views, failed, err := e.readAll(ctx, ph, plat)
+	stores, err := e.openAll(op.ph, plat)
 	if err != nil {
 		return nil, err
 	}
-	if failed != nil {
-		return &DrainReport{Destination: dest, DryRun: e.opts.DryRun, Stores: failed}, nil
-	}
-	// A store refuses a move computed from a record that another writer
-	// changed meanwhile (statestore.Basis): the drain then reads the stores
-	// again and moves what is on dest now, as part of its publish (a stop
-	// asked meanwhile lets it finish), as a render does (rendering.redo).
-	soft := ctx
-	// wrote keeps each store's latest write of any attempt, for the report;
-	// copied what every attempt wrote into the stores other than dest's,
-	// to take it out again if removing the groups from dest fails (undo).
-	wrote := map[renderer.StoreRef]StoreReport{}
-	copied := undoLog{}
-	// last is the report of the last attempt that published, and home
+	// The passes (see operation): a store refuses a move computed from a
+	// record that another writer changed meanwhile (statestore.Basis): the
+	// drain then reads the stores again and moves what is on dest now.
+	// copied is what every pass wrote into the stores other than dest's,
+	// to take it out again if removing the groups from dest fails (undo);
+	// last is the report of the last pass that published, and home
 	// dest's store.
-	var last *DrainReport
+	copied := undoLog{}
+	var last, cur *DrainReport
 	var home renderer.StoreRef
-	end := func(rep *DrainReport) (*DrainReport, error) {
-		rep.Duration = time.Since(start)
-		rep.Stopped = stopAsked(soft)
-		e.undo(ctx, plat, stores, home, rep, copied)
-		ph.done()
-		return rep, nil
+	op.redoFailed = func(reps []StoreReport, err error) ([]StoreReport, error) {
+		return failHome(reps, home, stores[home].String(), err), nil
 	}
-	for redos := 0; ; redos++ {
-		rep := &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
-		d := &drain{e: e, ctx: ctx, plat: plat, dest: dest, stores: stores, views: views, rep: rep,
-			byName: map[string]*renderer.Destination{}, snaps: map[renderer.StoreRef]statestore.Snapshot{},
-			pending: map[renderer.StoreRef]map[string]*pendingWrite{}}
-		// An attempt after a stale write that cannot publish ends the
-		// drain with the last attempt's report (its copies settled).
-		failed := func(err error) (*DrainReport, error) {
-			if last == nil {
-				return nil, ph.check(err)
+	var d *drain
+	reports, published, err := op.run(pass{
+		read: func(ctx context.Context) (map[renderer.StoreRef]*storeView, error) {
+			return e.readStores(ctx, stores)
+		},
+		plan: func(ctx context.Context, views map[renderer.StoreRef]*storeView) (storeUpdates, error) {
+			cur = &DrainReport{Destination: dest, DryRun: e.opts.DryRun}
+			d = &drain{e: e, ctx: ctx, plat: plat, dest: dest, stores: stores, views: views, rep: cur,
+				byName: map[string]*renderer.Destination{}, pending: map[renderer.StoreRef]map[string]*pendingWrite{}}
+			for _, step := range []func() error{
+				d.placed,     // the records of the workloads placed on dest
+				d.weighLoad,  // the load of the destinations they could go to
+				d.moveAll,    // each resource group to its new destination
+				d.unrecorded, // what no record owns on dest stays, and says so
+			} {
+				if err := step(); err != nil {
+					return nil, err
+				}
 			}
-			last.Stores = failHome(last.Stores, home, stores[home].String(), err)
-			return end(last)
-		}
-		for _, step := range []func() error{
-			d.placed,     // the records of the workloads placed on dest
-			d.weighLoad,  // the load of the destinations they could go to
-			d.moveAll,    // each resource group to its new destination
-			d.unrecorded, // what no record owns on dest stays, and says so
-		} {
-			if err := step(); err != nil {
-				return failed(err)
+			home = d.from.Store
+			all := d.updates()
+			// The mass-deletion breaker: a drain that empties a destination
+			// of workload files (its resources moved, no dependencies left)
+			// is refused unless allowed.
+			var err error
+			if cur.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(d.byWorkload), updates: all}); err != nil {
+				return nil, err
 			}
-		}
-		home = d.from.Store
-		all := d.updates()
-		// The mass-deletion breaker: a drain that empties a destination of
-		// workload files (its resources moved, no dependencies left) is
-		// refused unless allowed.
-		if rep.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(d.byWorkload), updates: all}); err != nil {
-			return failed(err)
-		}
-		if rep.Stores, err = d.publish(ph, all); err != nil {
-			return failed(err)
-		}
-		copied.note(d, all, rep.Stores)
-		rep.Stores = mergeAttempts(wrote, rep.Stores)
-		last = rep
-		at, _ := statestore.RetryDeadline(ctx)
-		if !stale(rep.Stores) || stopAsked(soft) || redos >= maxRedos || statestore.Now(ctx).After(at) {
-			return end(rep)
-		}
-		e.log.Debug("a workload changed in a store while this drain wrote it: reading the stores again", "attempt", redos+2)
-		if ctx == soft {
-			var release context.CancelFunc
-			ctx, release = publishContext(ctx)
-			defer release()
-			ph.ctx = ctx
-		}
-		var unread map[renderer.StoreRef]error
-		if views, unread = e.readViews(ctx, stores, "", "", nil); len(unread) > 0 {
-			for _, f := range failedReports(e, stores, unread) {
-				last.Stores = slices.DeleteFunc(last.Stores, func(r StoreReport) bool { return r.Store == f.Store })
-				last.Stores = append(last.Stores, f)
+			return all, nil
+		},
+		publish: func(ctx context.Context, _ map[renderer.StoreRef]*storeView, all storeUpdates) ([]StoreReport, error) {
+			reps, err := d.publish(op.ph, all)
+			if err != nil {
+				return nil, err
 			}
-			slices.SortFunc(last.Stores, func(a, b StoreReport) int { return strings.Compare(a.Store.String(), b.Store.String()) })
-			return end(last)
-		}
+			copied.note(d, all, reps)
+			last = cur
+			return reps, nil
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
+	if !published {
+		return &DrainReport{Destination: dest, DryRun: e.opts.DryRun, Stores: reports}, nil
+	}
+	last.Stores = reports
+	last.Duration = time.Since(start)
+	last.Stopped = stopAsked(op.soft)
+	e.undo(op.ctx, plat, stores, home, last, copied)
+	op.ph.done()
+	return last, nil
 }
 
 // publish writes the drain's updates in two steps (see Drain): every
@@ -266,25 +248,6 @@ func (e *notRemovedError) Error() string {
 	return fmt.Sprintf("not written: the drain writes the stores it moves groups into first, and %s failed, so nothing was removed from %s", strings.Join(e.failed, " and "), e.dest)
 }
 
-// mergeAttempts keeps, per store, the report of the last attempt that
-// wrote it when a later attempt found it up to date: a drain that read
-// the stores again after a stale write (its copy landed, the removal was
-// refused) reports the copy it made.
-func mergeAttempts(wrote map[renderer.StoreRef]StoreReport, reps []StoreReport) []StoreReport {
-	out := slices.Clone(reps)
-	for i, r := range out {
-		switch {
-		case r.Err == nil && r.Result.Updated:
-			wrote[r.Store] = r
-		case r.Err == nil:
-			if w, ok := wrote[r.Store]; ok {
-				out[i] = w
-			}
-		}
-	}
-	return out
-}
-
 // loadPlatform is the reading step of a drain or a prune: the platform
 // configuration alone.
 func (e *Engine) loadPlatform(ph *phaseTracker) (*inputs.Platform, error) {
@@ -311,25 +274,29 @@ func definedDestination(plat *inputs.Platform, dest string) error {
 	return &renderer.InputError{Msg: fmt.Sprintf("destination %q is not defined in the platform configuration; known destinations: %s", dest, strings.Join(names, ", "))}
 }
 
-// readAll opens every store the platform's destinations use and reads a
-// view of each, in parallel, for a drain or a prune: the index, or every
-// record of a store that predates it. A store that cannot be read ends
-// the command with nothing written: failed reports them, in store order.
-func (e *Engine) readAll(ctx context.Context, ph *phaseTracker, plat *inputs.Platform) (stores map[renderer.StoreRef]statestore.Store, views map[renderer.StoreRef]*storeView, failed []StoreReport, err error) {
+// openAll opens every store the platform's destinations use, for a drain
+// or a prune.
+func (e *Engine) openAll(ph *phaseTracker, plat *inputs.Platform) (map[renderer.StoreRef]statestore.Store, error) {
 	if err := ph.enter(PhasePlanning); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	if stores, err = e.open(plat, storeRefs(plat)); err != nil {
-		return nil, nil, nil, ph.check(err)
+	stores, err := e.open(plat, storeRefs(plat))
+	if err != nil {
+		return nil, ph.check(err)
 	}
+	return stores, nil
+}
+
+// readStores reads a view of every store, in parallel, for a drain or a
+// prune: the index, or every record of a store that predates it. A store
+// that cannot be read ends the pass with nothing written (a
+// *storesFailed).
+func (e *Engine) readStores(ctx context.Context, stores map[renderer.StoreRef]statestore.Store) (map[renderer.StoreRef]*storeView, error) {
 	views, unread := e.readViews(ctx, stores, "", "", nil)
-	if err := ph.check(nil); err != nil {
-		return nil, nil, nil, err
-	}
 	if len(unread) > 0 {
-		return stores, nil, failedReports(e, stores, unread), nil
+		return nil, &storesFailed{failedReports(e, stores, unread)}
 	}
-	return stores, views, nil, nil
+	return views, nil
 }
 
 // recordsByStore is every record of byWorkload, by store: what the
@@ -363,9 +330,7 @@ type drain struct {
 	keys       []string
 	// base is the load every choice starts from, updated as groups move.
 	base renderer.Input
-	// snaps are the snapshots of stores the drain reads that no view has;
-	// pending each workload's new state, by store.
-	snaps   map[renderer.StoreRef]statestore.Snapshot
+	// pending is each workload's new state, by store.
 	pending map[renderer.StoreRef]map[string]*pendingWrite
 }
 
@@ -418,7 +383,8 @@ func (d *drain) weighLoad() error {
 		return nil
 	}
 	slices.Sort(cands)
-	return d.e.readLoad(d.ctx, d.plat, d.views, slices.Compact(cands), "", &d.base)
+	_, err := d.e.readLoad(d.ctx, d.plat, d.views, slices.Compact(cands), "", &d.base)
+	return err
 }
 
 // home is workload key's record in the drained destination's store: the
@@ -449,19 +415,14 @@ func cloneRecord(r statestore.Record) statestore.Record {
 	return c
 }
 
-// snapshot is the snapshot the drain reads store ref through.
+// snapshot is the snapshot the drain reads store ref through: the view
+// the pass read (every store the platform's destinations use has one),
+// which the store's write then plans on.
 func (d *drain) snapshot(ref renderer.StoreRef) (statestore.Snapshot, error) {
-	if s, ok := d.snaps[ref]; ok {
-		return s, nil
-	}
 	if v := d.views[ref]; v != nil {
 		return v.snap, nil
 	}
-	s, err := d.stores[ref].Snapshot(d.ctx)
-	if err == nil {
-		d.snaps[ref] = s
-	}
-	return s, err
+	return nil, fmt.Errorf("store %s was not read", ref)
 }
 
 // pend returns the pending write of workload key in store ref, starting

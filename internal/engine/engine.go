@@ -1,8 +1,10 @@
 // Package engine runs one render end to end, as a few named steps (see
 // Render): it loads and validates every input, reads what the stores
 // remember, calls the pure renderer, guards and applies one update per
-// store; drain and prune-misscheduled end with the same guard and publish
-// steps. Store clients come from their kinds (internal/storekind); the
+// store. A render, a drain and a prune-misscheduled run their store
+// reads, plans and writes as passes of one operation driver (see
+// operation.go), with one rule for a write another writer made stale,
+// and end with the same guard and publish steps. Store clients come from their kinds (internal/storekind); the
 // engine holds them between renders, so watch mode keeps its clones. It
 // prints nothing; the CLI reports.
 package engine
@@ -631,8 +633,11 @@ func addLoad(l *renderer.Load, r statestore.Record) {
 
 // readLoad adds to in.Load what the indexed stores say about dests: each
 // destination's count comes from the store that holds it. Stores that
-// predate the index were counted from their records already.
-func (e *Engine) readLoad(ctx context.Context, p *inputs.Platform, views map[renderer.StoreRef]*storeView, dests []string, key string, in *renderer.Input) error {
+// predate the index were counted from their records already. It reports
+// whether it added any count (a destination with none weighs as it did
+// before: the renderer looks its load up, and a missing one is 0).
+func (e *Engine) readLoad(ctx context.Context, p *inputs.Platform, views map[renderer.StoreRef]*storeView, dests []string, key string, in *renderer.Input) (bool, error) {
+	added := false
 	byStore := map[renderer.StoreRef][]string{}
 	want := map[string]bool{}
 	for _, d := range dests {
@@ -649,14 +654,15 @@ func (e *Engine) readLoad(ctx context.Context, p *inputs.Platform, views map[ren
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, err
 		}
 		l, err := bookkeeping.ReadLoad(v.snap, byStore[ref], key)
 		if err != nil {
-			return &statestore.StoreError{Store: v.name, Op: "read placements", Err: err}
+			return false, &statestore.StoreError{Store: v.name, Op: "read placements", Err: err}
 		}
 		for d, n := range l.Total {
 			in.Load.Total[d] += n
+			added = added || n != 0
 		}
 		for f, m := range l.ByFlavour {
 			if in.Load.ByFlavour[f] == nil {
@@ -664,10 +670,11 @@ func (e *Engine) readLoad(ctx context.Context, p *inputs.Platform, views map[ren
 			}
 			for d, n := range m {
 				in.Load.ByFlavour[f][d] += n
+				added = added || n != 0
 			}
 		}
 	}
-	return nil
+	return added, nil
 }
 
 func (e *Engine) record(wf renderer.Workflow, in renderer.Input, plan *renderer.Plan, sels []renderer.SelectorEntry) *statestore.Record {

@@ -144,7 +144,7 @@ func testApplyFacts(t *testing.T, indexed bool) {
 	in := renderer.Input{Workflow: wf}
 	v := views(key, "pg")
 	holders := applyFacts(&in, v, key)
-	if err := New(Options{}).readLoad(context.Background(), plat, v, []string{"d1", "d2"}, key, &in); err != nil {
+	if _, err := New(Options{}).readLoad(context.Background(), plat, v, []string{"d1", "d2"}, key, &in); err != nil {
 		t.Fatal(err)
 	}
 	if len(holders) != 1 || !holders[a] {

@@ -52,11 +52,18 @@ func (r *PruneReport) Failed() []StoreReport { return failedStores(r.Stores) }
 // the workloads the placement index puts on each destination, deletes
 // each misscheduled group's files there, and keeps everything else of the
 // workload as it is. The mass-deletion breaker judges it like any write.
+//
+// A prune is computed from the records and files it read: a store
+// refuses it (stale) when another writer changed a workload's record, or
+// a file the prune keeps, meanwhile, and the prune then reads the stores
+// again and prunes what is misscheduled now (see operation), so that it
+// never deletes what another writer just placed, nor writes back a file
+// another writer just rewrote.
 func (e *Engine) PruneMisscheduled(ctx context.Context, dest string) (*PruneReport, error) {
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
-	ph := &phaseTracker{e: e, ctx: ctx}
-	plat, err := e.loadPlatform(ph)
+	op := e.newOperation(ctx, "prune")
+	plat, err := e.loadPlatform(op.ph)
 	if err != nil {
 		return nil, err
 	}
@@ -73,39 +80,116 @@ func (e *Engine) PruneMisscheduled(ctx context.Context, dest string) (*PruneRepo
 		targets = []string{dest}
 	}
 	slices.Sort(targets)
-	rep := &PruneReport{Destinations: targets, DryRun: e.opts.DryRun}
-	stores, views, failed, err := e.readAll(ctx, ph, plat)
+	stores, err := e.openAll(op.ph, plat)
 	if err != nil {
 		return nil, err
 	}
-	if failed != nil {
-		rep.Stores = failed
-		return rep, nil
+	// rep is the report of the last pass that planned a prune (a pass that
+	// finds nothing left to prune keeps it); earlier is what the passes
+	// before it pruned where their writes landed, and landed what the
+	// last pass that published pruned there.
+	rep := &PruneReport{Destinations: targets, DryRun: e.opts.DryRun}
+	var earlier, landed []Pruned
+	planned := false
+	op.redoFailed = func(reps []StoreReport, err error) ([]StoreReport, error) {
+		return failStale(reps, "prune", err), nil
 	}
-	pr := &prune{e: e, ctx: ctx, plat: plat, dest: dest, targets: targets, byName: byName, stores: stores, views: views, rep: rep}
-	for _, step := range []func() error{
-		pr.placed, // the records of the workloads placed on the targets
-		pr.cut,    // each misscheduled placement's files, and its records
-	} {
-		if err := step(); err != nil {
-			return nil, ph.check(err)
-		}
-	}
-	if len(pr.all) == 0 {
-		rep.Duration = time.Since(start)
-		ph.done()
-		return rep, nil
-	}
-	if rep.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(pr.byWorkload), updates: pr.all}); err != nil {
-		return nil, ph.check(err)
-	}
-	if rep.Stores, err = e.publish(ctx, ph, plat, stores, pr.all, nil, ""); err != nil {
+	reports, published, err := op.run(pass{
+		read: func(ctx context.Context) (map[renderer.StoreRef]*storeView, error) {
+			return e.readStores(ctx, stores)
+		},
+		plan: func(ctx context.Context, views map[renderer.StoreRef]*storeView) (storeUpdates, error) {
+			cur := &PruneReport{Destinations: targets, DryRun: e.opts.DryRun}
+			pr := &prune{e: e, ctx: ctx, plat: plat, dest: dest, targets: targets, byName: byName, stores: stores, views: views, rep: cur}
+			for _, step := range []func() error{
+				pr.placed, // the records of the workloads placed on the targets
+				pr.cut,    // each misscheduled placement's files, and its records
+			} {
+				if err := step(); err != nil {
+					return nil, err
+				}
+			}
+			if len(pr.all) == 0 {
+				if !planned {
+					rep = cur // nothing to prune: what is stuck
+				}
+				return nil, nil
+			}
+			var err error
+			if cur.MassDeletion, err = e.guard(writeSet{platform: plat, views: views, recs: recordsByStore(pr.byWorkload), updates: pr.all}); err != nil {
+				return nil, err
+			}
+			rep, planned = cur, true
+			earlier, landed = append(earlier, landed...), nil
+			return pr.all, nil
+		},
+		publish: func(ctx context.Context, _ map[renderer.StoreRef]*storeView, all storeUpdates) ([]StoreReport, error) {
+			reps, err := e.publish(ctx, op.ph, plat, stores, all, nil, "")
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range rep.Pruned {
+				if wroteTo(reps, byName[p.Destination].Store) {
+					landed = append(landed, p)
+				}
+			}
+			return reps, nil
+		},
+	})
+	if err != nil {
 		return nil, err
 	}
-	rep.Duration = time.Since(start)
-	rep.Stopped = stopAsked(ctx)
-	ph.done()
+	rep.Stores = reports
+	rep.Pruned = withEarlier(rep.Pruned, earlier)
+	switch {
+	case published:
+		rep.Duration, rep.Stopped = time.Since(start), stopAsked(op.soft)
+		op.ph.done()
+	case reports == nil: // nothing to prune
+		rep.Duration = time.Since(start)
+		op.ph.done()
+	}
 	return rep, nil
+}
+
+// failStale is reps with each store that refused its write as stale
+// failed with err, the reason the operation (what) could not be computed
+// again: what the other stores' writes did stays reported.
+func failStale(reps []StoreReport, what string, err error) []StoreReport {
+	out := slices.Clone(reps)
+	for i, r := range out {
+		if errors.Is(r.Err, statestore.ErrStale) {
+			out[i].Err = &statestore.StoreError{Store: r.Name, Op: what, Err: fmt.Errorf("not written: a write was stale, and computing the %s again failed: %w", what, err)}
+		}
+	}
+	return out
+}
+
+// wroteTo reports whether store ref's write landed (or found nothing to
+// do) in reps.
+func wroteTo(reps []StoreReport, ref renderer.StoreRef) bool {
+	for _, r := range reps {
+		if r.Store == ref {
+			return r.Err == nil
+		}
+	}
+	return false
+}
+
+// withEarlier is the last pass's pruned placements, and those an earlier
+// pass pruned that it does not list (they were gone when it read), in
+// workload order.
+func withEarlier(last, earlier []Pruned) []Pruned {
+	out := slices.Clone(last)
+	for _, p := range earlier {
+		if !slices.ContainsFunc(out, func(q Pruned) bool {
+			return q.Workload == p.Workload && q.Group == p.Group && q.Destination == p.Destination
+		}) {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Pruned) int { return strings.Compare(a.Workload, b.Workload) })
+	return out
 }
 
 // prune is one prune-misscheduled under way: its steps fill it in order.
@@ -330,6 +414,10 @@ func pruneUpdate(snap statestore.Snapshot, rec statestore.Record, placements []s
 		}
 		u.Files[f] = data
 	}
+	// And on the files it keeps, as it read them: a render that rewrote
+	// one meanwhile, keeping its record, makes the store refuse the prune
+	// (stale) rather than have it write the old bytes back.
+	u.Basis.Files = maps.Clone(u.Files)
 	r := rec
 	r.Placements = placements
 	r.Objects = slices.DeleteFunc(slices.Clone(rec.Objects), func(o statestore.Object) bool {

@@ -10,143 +10,106 @@ import (
 	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
-	"github.com/render-dev/render/statestore/wait"
 )
 
-// Render runs one whole render, as the named steps below, each of which
-// reads what the steps before it left in the rendering. A returned error
-// is an InputError (nothing was written), a *StoppedError (ctx, from
-// WithStop, was stopped before publishing; nothing was written) or ctx's
-// error; store failures are in the Report.
+// Render runs one whole render: the steps that read what the render is
+// about, once (its inputs, its stores' clients, a first plan from the
+// inputs alone), then, through the operation driver (see operation), a
+// pass of steps that read every store once, plan and publish, again
+// while a store refuses an update as stale. Each step reads what the
+// steps before it left in the rendering. A returned error is an
+// InputError (nothing was written), a *StoppedError (ctx, from WithStop,
+// was stopped before publishing; nothing was written) or ctx's error;
+// store failures are in the Report.
 func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	start := time.Now()
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	ctx = fluxcheck.WithWarn(ctx, e.kustomizeWarnings())
-	r := &rendering{e: e, ctx: ctx, soft: ctx, ph: &phaseTracker{e: e, ctx: ctx}, start: start}
-	defer func() {
-		if r.release != nil {
-			r.release()
+	op := e.newOperation(ctx, "render")
+	r := &rendering{e: e, ctx: ctx, ph: op.ph}
+	for _, step := range []func() error{
+		r.loadInputs, // read and validate every input
+		r.openStores, // a client per store, and each one's pull-request mode
+		r.preflight,  // plan once, before any store is contacted
+	} {
+		if err := step(); err != nil {
+			return nil, op.ph.check(err)
 		}
-	}()
-	steps := []func() error{
-		r.loadInputs,      // read and validate every input
-		r.openStores,      // a client per store, and each one's pull-request mode
-		r.preflight,       // plan once, before any store is contacted
-		r.readStores,      // what each store remembers of the workload
-		r.schedule,        // place every group with it (pure)
-		r.weighLoad,       // a spread choice: read its candidates' load, place again
-		r.sealSecrets,     // encrypt the Secrets of destinations that encrypt them
-		r.planWrites,      // one update per store, checked
-		r.guard,           // other workloads' claims, and the mass-deletion breaker
-		r.composeMessages, // each update's commit message
-		r.publish,         // write every store, in parallel
+		if r.skipped != nil {
+			r.skipped.Duration = time.Since(start)
+			return r.skipped, nil
+		}
 	}
-	const read = 3 // readStores: where a render that went stale starts again
-	for i := 0; i < len(steps); i++ {
-		if err := steps[i](); err != nil {
-			return nil, r.ph.check(err)
-		}
-		if !r.done {
-			continue
-		}
-		if !r.redo() {
-			break
-		}
-		i = read - 1
+	stores, _, err := op.run(pass{
+		read:    r.read,     // what each store remembers of the workload
+		plan:    r.planPass, // place, seal, plan the writes, guard them
+		publish: r.publish,  // write every store, in parallel
+	})
+	if err != nil {
+		return nil, err
 	}
+	if r.report == nil {
+		r.report = r.newReport()
+	}
+	r.report.Stores = stores
+	if r.wf.Action == renderer.Delete && r.report.Plan != nil && deletedNothing(r.report) {
+		r.report.Plan.Warnings = append(r.report.Plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(r.wf)))
+	}
+	r.report.Duration = time.Since(start)
+	r.report.Stopped = stopAsked(op.soft)
+	op.ph.done()
 	return r.report, nil
 }
 
-// redo reports whether a render that has published must compute its
-// updates again, and prepares it: a store refused them because another
-// writer changed a workload's record after this render read it (another
-// render of the workload, a drain; see statestore.Basis). That is a lost
-// race, and it is retried like one: after a jittered pause that grows with
-// each redo, the stores are read again and the workload placed again from
-// what they hold now, as part of the publish (a stop asked meanwhile lets
-// it finish), for as long as the render's retry deadline allows: N renders
-// of one workload at once each go stale up to N - 1 times, and every one
-// of them must land. A render stopped already, or whose retry deadline
-// would pass during the pause, reports the stores' errors.
-func (r *rendering) redo() bool {
-	if r.report == nil || !stale(r.report.Stores) || stopAsked(r.soft) {
-		return false
-	}
-	if err := wait.LostRace(redoLimit).Pause(r.ctx, r.redos+1, statestore.ErrStale); err != nil {
-		return false
-	}
-	r.redos++
-	r.e.log.Debug("a workload changed in a store while this render wrote it: reading the stores again", "attempt", r.redos+1)
-	if r.release == nil {
-		r.ctx, r.release = publishContext(r.ctx)
-		r.ph.ctx = r.ctx
-	}
-	r.in, r.done = r.ld.Input, false
-	return true
-}
-
-// redoLimit caps the pause before a redo (see redo): pauses grow from
-// 20ms, with jitter, so that renders of one workload that went stale
-// together do not read and publish again in lockstep.
-const redoLimit = time.Second
-
-// rendering is one render under way. The steps fill it in order; a step
-// that ends the render early (nothing to write, or a store that could not
-// be read) sets done and the report.
+// rendering is one render under way. The steps before the passes fill
+// the fields above report; each pass's read and plan the others, anew.
 type rendering struct {
 	e   *Engine
-	ctx context.Context
-	// soft is the render's own context, which a stop cancels; once the
-	// render publishes again (redo), ctx is its publish context.
-	soft    context.Context
-	release context.CancelFunc
-	redos   int
-	// wrote keeps the report of each store an earlier publish of a render
-	// that went stale wrote: a later publish that finds nothing left to
-	// write there reports that write.
-	wrote map[renderer.StoreRef]StoreReport
-	ph    *phaseTracker
-	start time.Time
+	ph  *phaseTracker
+	ctx context.Context // the current step's: the render's, or its pass's
 
-	// loadInputs: every input. in is the renderer's input, which
-	// readStores completes with what the stores remember and weighLoad
-	// with the load of the destinations a spread choice weighs.
-	ld  *Inputs
-	in  renderer.Input
-	wf  renderer.Workflow
-	key string
+	// loadInputs: every input. in is the renderer's input, which each
+	// pass's read completes with what the stores remember and weighLoad
+	// with the load of the destinations a spread choice weighs. skipped
+	// is the report of a render workflow-control.yaml skips.
+	ld      *Inputs
+	in      renderer.Input
+	wf      renderer.Workflow
+	key     string
+	skipped *Report
 	// openStores: a client per store any destination uses.
 	stores map[renderer.StoreRef]statestore.Store
 	prs    map[renderer.StoreRef]*prSetup
-	// preflight: the plan the inputs alone give, and its objects.
+	// preflight: the plan the inputs alone give, and its objects, and
+	// every destination's policy for Secrets.
 	early        *renderer.Plan
 	earlyObjects []fluxcheck.Object
-	// readStores: each store's view, the records read there, and the
+	secretDests  secrets.Destinations
+
+	// A pass's read: each store's view, the records read there, and the
 	// stores that hold the workload.
 	views   map[renderer.StoreRef]*storeView
 	recs    map[renderer.StoreRef][]statestore.Record
 	holders map[renderer.StoreRef]bool
-	// schedule, weighLoad: the placement; sealSecrets: with its Secrets
-	// encrypted where the destinations say so.
-	plan *renderer.Plan
-	// preflight: every destination's policy for Secrets; sealSecrets: the
+	// A pass's plan. schedule, weighLoad: the placement; sealSecrets:
+	// with its Secrets encrypted where the destinations say so, and the
 	// record's entries for the files it encrypted, per store.
-	secretDests secrets.Destinations
-	sealed      map[renderer.StoreRef]map[string]statestore.SealedFile
+	plan   *renderer.Plan
+	sealed map[renderer.StoreRef]map[string]statestore.SealedFile
 	// planWrites: the workload's record, and the updates per store;
 	// claims are those the guard checks against other workloads' claims.
 	record  *statestore.Record
 	updates storeUpdates
 	claims  storeUpdates
 
+	// report is the render's report, made by the first pass's read and
+	// filled in by each plan.
 	report *Report
-	done   bool
 }
 
-// finish ends the render with its report.
-func (r *rendering) finish() {
-	r.report.Duration = time.Since(r.start)
-	r.done = true
+// newReport is the report of a render that read its stores.
+func (r *rendering) newReport() *Report {
+	return &Report{Workflow: r.wf, DryRun: r.e.opts.DryRun, Files: len(r.in.Output)}
 }
 
 // loadInputs reads and validates every input: the platform, secrets,
@@ -165,9 +128,8 @@ func (r *rendering) loadInputs() error {
 	r.key = workloadKey(r.wf)
 	if skip := ld.Control.Skip(); skip != "" {
 		r.ph.done()
-		r.report = &Report{Workflow: r.wf, DryRun: r.e.opts.DryRun,
+		r.skipped = &Report{Workflow: r.wf, DryRun: r.e.opts.DryRun,
 			Plan: &renderer.Plan{Workflow: r.wf, Warnings: []string{"nothing written: " + skip}}}
-		r.finish()
 	}
 	return nil
 }
@@ -194,7 +156,7 @@ func (r *rendering) openStores() error {
 // contacted, so that selector, layout and path errors, and what Flux
 // would fail to build, never cost a network round trip. The plan also
 // names what the render will most likely look at in each store (the
-// hints of readStores), and when the stores remember nothing that
+// hints of a pass's read), and when the stores remember nothing that
 // changes it, it is the plan (see schedule).
 func (r *rendering) preflight() error {
 	var err error
@@ -210,26 +172,24 @@ func (r *rendering) preflight() error {
 	return r.checkSecrets(r.early)
 }
 
-// readStores takes a snapshot of every store, in parallel, and reads
-// what the render needs there (see readViews): the workload's record, its
+// read takes a snapshot of every store, in parallel, and reads what the
+// render needs there (see readViews): the workload's record, its
 // promise's, and from a store that predates the placement index every
-// record. If a store cannot be read, the render ends with nothing
-// written: without every store's records, placements could be duplicated
-// or files orphaned. What the records say (earlier placements, the
-// promise workflow's selector, the load in stores without the index)
-// goes into the renderer's input; a workload no store remembers is looked
-// for where Kratix would have placed it.
-func (r *rendering) readStores() error {
+// record. If a store cannot be read, the pass ends with nothing written:
+// without every store's records, placements could be duplicated or files
+// orphaned. What the records say (earlier placements, the promise
+// workflow's selector, the load in stores without the index) goes into
+// the renderer's input; a workload no store remembers is looked for where
+// Kratix would have placed it.
+func (r *rendering) read(ctx context.Context) (map[renderer.StoreRef]*storeView, error) {
+	r.ctx, r.in = ctx, r.ld.Input
 	hints := earlyHints(r.in, r.early, r.earlyObjects, r.ld.Platform, r.key)
-	views, failed := r.e.readViews(r.ctx, r.stores, r.key, r.wf.Promise, hints)
+	views, failed := r.e.readViews(ctx, r.stores, r.key, r.wf.Promise, hints)
 	if err := r.ph.check(nil); err != nil {
-		return err
+		return nil, err
 	}
-	r.report = &Report{Workflow: r.wf, DryRun: r.e.opts.DryRun, Files: len(r.in.Output)}
 	if len(failed) > 0 {
-		r.report.Stores = failedReports(r.e, r.stores, failed)
-		r.finish()
-		return nil
+		return nil, &storesFailed{failedReports(r.e, r.stores, failed)}
 	}
 	r.views = views
 	r.holders = applyFacts(&r.in, views, r.key)
@@ -244,24 +204,24 @@ func (r *rendering) readStores() error {
 		// No store remembers this workload: Kratix may have placed it, and
 		// where it did, the workload stays (a resource is not placed twice,
 		// a dependency on a destination that no longer matches is kept).
-		prev, err := kratixPlacements(r.ctx, r.ld.Platform, viewSnaps(views), r.in, false)
+		prev, err := kratixPlacements(ctx, r.ld.Platform, viewSnaps(views), r.in, false)
 		if err != nil {
-			return r.placementFailed(err)
+			return nil, r.placementFailed(err)
 		}
 		if len(prev) > 0 {
 			r.in.Previous, r.in.PreviousByKratix = prev, true
 		}
 	}
-	return nil
+	return views, nil
 }
 
-// placementFailed ends the render when a store could not say where Kratix
+// placementFailed ends the pass when a store could not say where Kratix
 // placed a workload: without it a resource could be placed twice, so
 // nothing is written, and the report names the store. Other errors are
 // returned.
 // A read that met a file changed since the store was listed (another
 // writer rewrote it: an S3 object whose version moved) is a lost race,
-// retried like a stale basis: the stores are read again (see redo).
+// retried like a stale basis: the stores are read again (see operation).
 func (r *rendering) placementFailed(err error) error {
 	var se *placementError
 	if !errors.As(err, &se) {
@@ -271,9 +231,30 @@ func (r *rendering) placementFailed(err error) error {
 	if errors.Is(se.err, statestore.ErrConflict) {
 		serr = &readRace{serr}
 	}
-	r.report.Stores = append(r.report.Stores, StoreReport{Store: se.ref, Name: r.stores[se.ref].String(), Err: serr})
-	r.finish()
-	return nil
+	return &storesFailed{[]StoreReport{{Store: se.ref, Name: r.stores[se.ref].String(), Err: serr}}}
+}
+
+// planPass is a pass's plan: the placement, on what the stores remember,
+// its Secrets sealed, one update per store, checked, guarded and given
+// its commit message.
+func (r *rendering) planPass(ctx context.Context, _ map[renderer.StoreRef]*storeView) (storeUpdates, error) {
+	r.ctx = ctx
+	if r.report == nil {
+		r.report = r.newReport()
+	}
+	for _, step := range []func() error{
+		r.schedule,        // place every group with it (pure)
+		r.weighLoad,       // a spread choice: read its candidates' load, place again
+		r.sealSecrets,     // encrypt the Secrets of destinations that encrypt them
+		r.planWrites,      // one update per store, checked
+		r.guard,           // other workloads' claims, and the mass-deletion breaker
+		r.composeMessages, // each update's commit message
+	} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return r.updates, nil
 }
 
 // readRace is a store read that lost a race with another writer. It is
@@ -301,16 +282,18 @@ func (r *rendering) schedule() error {
 // weighLoad: spreading needs the load on the destinations a group could
 // go to. It is read for those only, once the placement says which they
 // are (a group that keeps its placement weighs none), and the groups are
-// placed again with it.
+// placed again with it. The renderer is pure: when the candidates hold
+// nothing (a new store, empty destinations), its input is the one
+// schedule placed with, and so is its plan, which stays.
 func (r *rendering) weighLoad() error {
 	cands := renderer.LoadCandidates(r.in, r.plan)
 	if len(cands) == 0 {
 		return nil
 	}
-	if err := r.e.readLoad(r.ctx, r.ld.Platform, r.views, cands, r.key, &r.in); err != nil {
+	added, err := r.e.readLoad(r.ctx, r.ld.Platform, r.views, cands, r.key, &r.in)
+	if err != nil || !added {
 		return err
 	}
-	var err error
 	r.plan, err = renderer.RenderContext(r.ctx, r.in)
 	return err
 }
@@ -359,7 +342,7 @@ func (r *rendering) planWrites() error {
 		r.updates.adoptInto(p, key, workOf(wf, wf.Pipeline, false), false, r.holders)
 	}
 	if wf.Type == renderer.PromiseWorkflow {
-		if err := r.planStatic(); err != nil || r.done {
+		if err := r.planStatic(); err != nil {
 			return err
 		}
 	}
@@ -456,28 +439,6 @@ func (r *rendering) composeMessages() error {
 }
 
 // publish writes every store's updates (see Engine.publish).
-func (r *rendering) publish() error {
-	stores, err := r.e.publish(r.ctx, r.ph, r.ld.Platform, r.stores, r.updates, r.prs, r.key)
-	if err != nil {
-		return err
-	}
-	for i, sr := range stores {
-		if w, ok := r.wrote[sr.Store]; ok && sr.Err == nil && !sr.Result.Updated {
-			stores[i] = w
-		}
-		if sr.Err == nil && sr.Result.Updated {
-			if r.wrote == nil {
-				r.wrote = map[renderer.StoreRef]StoreReport{}
-			}
-			r.wrote[sr.Store] = sr
-		}
-	}
-	r.report.Stores = stores
-	if r.wf.Action == renderer.Delete && deletedNothing(r.report) {
-		r.plan.Warnings = append(r.plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(r.wf)))
-	}
-	r.finish()
-	r.report.Stopped = stopAsked(r.soft)
-	r.ph.done()
-	return nil
+func (r *rendering) publish(ctx context.Context, _ map[renderer.StoreRef]*storeView, updates storeUpdates) ([]StoreReport, error) {
+	return r.e.publish(ctx, r.ph, r.ld.Platform, r.stores, updates, r.prs, r.key)
 }

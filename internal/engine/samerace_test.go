@@ -11,10 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 // TestSameResourceAtOnceAllLand: 16 renders of one resource at once into a
@@ -82,35 +78,17 @@ func TestSameResourceAtOnceAllLand(t *testing.T) {
 		t.FailNow()
 	}
 	// One of them, whole: both files in one destination, by one render.
-	r, err := git.PlainOpen(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := r.Reference(plumbing.NewBranchReferenceName("main"), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := r.CommitObject(ref.Hash())
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := c.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
 	op := regexp.MustCompile(`op: "([^"]*)"`)
 	keys := map[string]bool{}
 	var found []string
-	_ = files.ForEach(func(f *object.File) error {
-		if strings.Contains(f.Name, "/resources/team/db/db-1/") {
-			found = append(found, f.Name)
-			s, _ := f.Contents()
+	for name, s := range branchFiles(t, repo) {
+		if strings.Contains(name, "/resources/team/db/db-1/") {
+			found = append(found, name)
 			if m := op.FindStringSubmatch(s); m != nil {
 				keys[m[1]] = true
 			}
 		}
-		return nil
-	})
+	}
 	if len(found) != 2 || len(keys) != 1 {
 		t.Fatalf("the resource's files on the branch: %v, written by %v; want a and b, by one render", found, keys)
 	}

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"path"
 	"slices"
 	"sort"
@@ -61,24 +59,6 @@ func (s storeUpdates) setBases(recs map[renderer.StoreRef][]statestore.Record) {
 		}
 	}
 }
-
-// stale reports whether a store refused its updates because a workload
-// changed after they were computed (a *statestore.StaleError).
-func stale(reports []StoreReport) bool {
-	for _, sr := range reports {
-		if errors.Is(sr.Err, statestore.ErrStale) {
-			return true
-		}
-	}
-	return false
-}
-
-// maxRedos bounds how many times a drain computes its updates again
-// because a workload changed under its publish (see stale). A stale basis
-// is a lost race: it is retried for as long as the retry deadline allows,
-// never given up after a count (a render's redo, too, is bounded by its
-// deadline alone), so this bound only keeps the loop finite.
-const maxRedos = math.MaxInt32
 
 // addPlan adds what plan writes for workload key, with its record (and the
 // objects of each store), and removes the workload from the stores in

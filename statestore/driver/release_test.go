@@ -23,7 +23,7 @@ func (r *releasing) Begin(ctx context.Context, us []statestore.Update) (Committe
 	return Committer{Snapshot: r.Snapshot, Commit: r.Commit, Release: r.Release}, nil
 }
 
-func (r *releasing) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
+func (r *releasing) Snapshot(ctx context.Context, attempt int, _ statestore.Snapshot) (statestore.Snapshot, error) {
 	return noFiles{}, nil
 }
 

@@ -19,8 +19,12 @@ import (
 // commit, and when another writer moved first (the commit's error wraps
 // ErrConflict) it waits as the RetryPolicy says and starts over on a fresh
 // snapshot, where "is my desired state already there?" is the planner's own
-// question: a plan that changes nothing ends the write. Every wait of every
-// attempt counts against the render's one retry deadline.
+// question: a plan that changes nothing ends the write. The first attempt
+// plans on the view the caller read the store through, when it passes one
+// (statestore.Update.View): the view is handed to the write, never kept in
+// a backend, so a render reads each store once and its write plans on
+// that read. Every wait of every attempt counts against the render's one
+// retry deadline.
 //
 // What else a backend's write does is declared, not discovered: the
 // Committer a backend begins with names every step it takes, and Write
@@ -44,7 +48,11 @@ type Backend interface {
 type Committer struct {
 	// Snapshot reads the view attempt number attempt plans on; from the
 	// second attempt on (after a lost race) it must be the newest state.
-	Snapshot func(ctx context.Context, attempt int) (statestore.Snapshot, error)
+	// view is the caller's view (statestore.Update.View) for the first
+	// attempt, nil for the others and when the caller gave none: a
+	// backend plans on it when it is one of its own (it may read afresh
+	// instead), and never keeps it for a later write.
+	Snapshot func(ctx context.Context, attempt int, view statestore.Snapshot) (statestore.Snapshot, error)
 	// Commit publishes c.Plan, planned on c.Snapshot, only if the store
 	// still holds what that snapshot read; otherwise it publishes nothing
 	// (or nothing a reader can see) and returns an error wrapping
@@ -136,6 +144,9 @@ type Outcome struct {
 	// Landed is set when another writer published the change (see
 	// Committer.Lost).
 	Landed bool
+	// View, when set, is the store as the commit left it: the Result's
+	// View (see statestore.Result).
+	View statestore.Snapshot
 	// Diff, when set, replaces the plan's diff in the write's Result:
 	// with Landed, the change as it was planned when it was handed over (a
 	// fresh plan finds nothing left to do); from a store whose lost
@@ -227,6 +238,7 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []statestore.U
 		return res, Wrap(b.String(), op, err)
 	}
 	run := ctx // what the attempts run on: see Committer.Unfinished
+	view := us[0].View
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
 		if c.Unfinished != nil && c.Unfinished() && run == ctx {
@@ -237,7 +249,8 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []statestore.U
 		if err := run.Err(); err != nil {
 			return fail("write", err)
 		}
-		ch, out, op, err := attemptWrite(run, c, us, attempt)
+		ch, out, op, err := attemptWrite(run, c, us, attempt, view)
+		view = nil // the caller's view is the first attempt's only
 		if ch != nil {
 			last = ch
 			res.Diff, res.Updated = ch.Plan.Diff, ch.Plan.Changed()
@@ -251,6 +264,7 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []statestore.U
 		if out.Diff != nil {
 			res.Diff = *out.Diff
 		}
+		res.View = out.View
 		res.Updated = res.Updated || out.Wrote || out.Landed
 		if err == nil {
 			return res, nil
@@ -305,8 +319,8 @@ func landed(res *statestore.Result, out Outcome) {
 
 // attemptWrite is one attempt: a snapshot, a plan, a commit. op names
 // the step that failed.
-func attemptWrite(ctx context.Context, c Committer, us []statestore.Update, attempt int) (*Change, Outcome, string, error) {
-	snap, err := c.Snapshot(ctx, attempt)
+func attemptWrite(ctx context.Context, c Committer, us []statestore.Update, attempt int, view statestore.Snapshot) (*Change, Outcome, string, error) {
+	snap, err := c.Snapshot(ctx, attempt, view)
 	if err != nil {
 		return nil, Outcome{}, opOf(err, "read"), err
 	}

@@ -22,7 +22,7 @@ func (b *stepBackend) String() string { return "test store" }
 func (b *stepBackend) Begin(context.Context, []statestore.Update) (Committer, error) {
 	return Committer{Snapshot: b.Snapshot, Commit: b.Commit}, nil
 }
-func (b *stepBackend) Snapshot(context.Context, int) (statestore.Snapshot, error) {
+func (b *stepBackend) Snapshot(context.Context, int, statestore.Snapshot) (statestore.Snapshot, error) {
 	return planner.NewOverlay(noFiles{}), nil
 }
 func (b *stepBackend) Commit(context.Context, *Change) (Outcome, error) {

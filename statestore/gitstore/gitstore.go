@@ -204,13 +204,15 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 	return recs, nil
 }
 
-// Snapshot returns a read-only view of the branch's newest tip.
+// Snapshot returns a read-only view of the branch's newest tip. Given
+// back to a write (Update.View), it is the tip the write's first attempt
+// plans on.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	a, err := s.readTip(s.Policy.Context(ctx), true)
 	if err != nil {
 		return nil, s.wrap("read", err)
 	}
-	return a.treeSnap, nil
+	return a, nil
 }
 
 var _ statestore.BatchApplier = (*Store)(nil)

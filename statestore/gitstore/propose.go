@@ -108,7 +108,9 @@ type proposer struct {
 	unchanged bool
 }
 
-func (p *proposer) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
+// Snapshot is the store branch's newest tip, whatever view the caller
+// read: a proposal is based on the newest.
+func (p *proposer) Snapshot(ctx context.Context, attempt int, _ statestore.Snapshot) (statestore.Snapshot, error) {
 	a, err := p.s.readTip(ctx, true)
 	if err == nil {
 		p.base = a.tip

@@ -47,6 +47,9 @@ type attemptSnap struct {
 	*treeSnap
 	tip plumbing.Hash
 	ov  *overlay
+	// from is the Store that read it: a view of another store is not
+	// planned on (see writeSnap).
+	from *Store
 }
 
 // Revision is the tip the attempt read.
@@ -67,7 +70,35 @@ func (s *Store) readTip(ctx context.Context, fresh bool) (*attemptSnap, error) {
 		return nil, driver.InOp("read", err)
 	}
 	ov := newOverlay(objs)
-	return &attemptSnap{treeSnap: s.newSnap(ov, root), tip: tip, ov: ov}, nil
+	return &attemptSnap{treeSnap: s.newSnap(ov, root), tip: tip, ov: ov, from: s}, nil
+}
+
+// writeSnap is what a write's attempt plans on. On a server, its first
+// attempt plans on the tip of the caller's view when it passed one of
+// this Store's (Update.View: the render's own read, so the write fetches
+// nothing more), else on the clone's tip (what it fetched or pushed
+// last); a later attempt on the newest tip. The view's objects are in the
+// clone already; the attempt gets an overlay of its own for what its
+// commit writes. A repository on this machine is read as it is now, view
+// or not, as the memory store is: reading it costs no request, and the
+// newest tip spares the write a lost race.
+func (s *Store) writeSnap(ctx context.Context, attempt int, view statestore.Snapshot) (*attemptSnap, error) {
+	v, ok := view.(*attemptSnap)
+	if r := s.repo.server(); r == nil || attempt > 1 || !ok || v.from != s || !r.fetched {
+		// (A clone that must fetch anyway, its tip gone stale after a
+		// write landed by another writer's push, plans on what it fetches.)
+		return s.readTip(ctx, attempt > 1)
+	}
+	_, objs, err := s.repo.head(ctx, false)
+	if err != nil {
+		return nil, driver.InOp("read", err)
+	}
+	root, err := rootTree(objs, v.tip)
+	if err != nil {
+		return nil, driver.InOp("read", err)
+	}
+	ov := newOverlay(objs)
+	return &attemptSnap{treeSnap: s.newSnap(ov, root), tip: v.tip, ov: ov, from: s}, nil
 }
 
 // commitChange writes c's plans on top of its snapshot, one after the
@@ -94,15 +125,15 @@ func (s *Store) commitChange(c *driver.Change) (plumbing.Hash, *attemptSnap, err
 	if err != nil {
 		return plumbing.ZeroHash, nil, driver.InOp("commit", err)
 	}
-	return commit, &attemptSnap{treeSnap: snap, tip: a.tip, ov: a.ov}, nil
+	return commit, &attemptSnap{treeSnap: snap, tip: a.tip, ov: a.ov, from: s}, nil
 }
 
 // branchCommitter moves the branch from the tip it planned on to its
 // commit, or loses the race.
 type branchCommitter struct{ s *Store }
 
-func (b *branchCommitter) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
-	return b.s.readTip(ctx, attempt > 1)
+func (b *branchCommitter) Snapshot(ctx context.Context, attempt int, view statestore.Snapshot) (statestore.Snapshot, error) {
+	return b.s.writeSnap(ctx, attempt, view)
 }
 
 func (b *branchCommitter) Commit(ctx context.Context, c *driver.Change) (driver.Outcome, error) {
@@ -182,8 +213,8 @@ type groupCommitter struct {
 	slowest time.Duration
 }
 
-func (g *groupCommitter) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
-	return g.s.readTip(ctx, attempt > 1)
+func (g *groupCommitter) Snapshot(ctx context.Context, attempt int, view statestore.Snapshot) (statestore.Snapshot, error) {
+	return g.s.writeSnap(ctx, attempt, view)
 }
 
 func (g *groupCommitter) landed(tip plumbing.Hash) driver.Outcome {

@@ -188,7 +188,9 @@ func (b backend) Begin(ctx context.Context, us []statestore.Update) (driver.Comm
 
 type committer struct{ mem *Mem }
 
-func (c committer) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
+// Snapshot is the store as it is now, whatever view the caller read: a
+// read of memory costs nothing.
+func (c committer) Snapshot(ctx context.Context, attempt int, _ statestore.Snapshot) (statestore.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

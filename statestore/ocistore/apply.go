@@ -57,20 +57,18 @@ type write struct {
 }
 
 // Snapshot is the state read under the lock while the write holds it.
-// Otherwise the first attempt plans on the state this Store read or
-// committed last (for a render, the state its Snapshot read: the manifest
-// is not read twice), and a later one reads the state as it is now. A
-// first attempt is planned without the lock anyway: a plan that changes
-// something is committed only once the lock is held and the state read
-// under it is still the one planned on.
-func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
+// Otherwise the first attempt plans on the state of the caller's view
+// when it passed one (Update.View: for a render, the state its Snapshot
+// read, so the manifest is not read twice), and any other attempt reads
+// the state as it is now. A first attempt is planned without the lock
+// anyway: a plan that changes something is committed only once the lock
+// is held and the state read under it is still the one planned on.
+func (w *write) Snapshot(ctx context.Context, attempt int, view statestore.Snapshot) (statestore.Snapshot, error) {
 	if w.held != nil {
 		return w.held, nil
 	}
-	if attempt == 1 {
-		if sn := w.s.lastSeen(ctx); sn != nil {
-			return sn, nil
-		}
+	if sn := w.s.viewOf(ctx, view); sn != nil {
+		return sn, nil
 	}
 	return w.s.snapshot(ctx)
 }
@@ -92,7 +90,7 @@ func (w *write) Commit(ctx context.Context, c *driver.Change) (driver.Outcome, e
 			return driver.Outcome{}, driver.InOp("read", err)
 		}
 		if len(stale) == 0 {
-			return driver.Outcome{}, nil
+			return driver.Outcome{View: sn}, nil
 		}
 	}
 	if w.l == nil {
@@ -130,6 +128,8 @@ func (w *write) Commit(ctx context.Context, c *driver.Change) (driver.Outcome, e
 		}
 		out.Revision = st.desc.Digest.String()
 	}
+	// What the store holds now, for a next write (Result.View).
+	out.View = &snapshot{s: s, ctx: ctx, st: st}
 	// Publish what this commit changed, and repair what a writer that
 	// died after its commit left behind.
 	var check []string
@@ -400,7 +400,6 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan planner.Plan, m
 	if err := s.retry(ctx, func() error { return s.base.PushReference(ctx, next.desc, bytes.NewReader(data), StateTag) }); err != nil {
 		return nil, nil, err
 	}
-	s.saw(next)
 	var pub []string
 	for _, f := range changed {
 		if published(f) {

@@ -147,9 +147,6 @@ type Store struct {
 	// deletesOK is set once the registry showed it deletes tags (see
 	// checkDeletes).
 	deletesOK bool
-	// seen is the state this Store last read or committed, which the
-	// first attempt of its next write plans on (see write.Snapshot).
-	seen *state
 }
 
 // CheckConfig refuses a configuration that cannot name a store: an empty

@@ -39,34 +39,25 @@ var (
 // Flux unpacks onto a file system, where a path is a file or a folder.
 func (sn *snapshot) TreeShaped() {}
 
-// snapshot reads the state manifest, and remembers the state as the one
-// this Store saw last.
+// snapshot reads the state manifest.
 func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
 	st, err := s.readState(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.saw(st)
 	return &snapshot{s: s, ctx: ctx, st: st}, nil
 }
 
-// saw remembers st as the state this Store read or committed last.
-func (s *Store) saw(st *state) {
-	s.mu.Lock()
-	s.seen = st
-	s.mu.Unlock()
-}
-
-// lastSeen is a snapshot of the state this Store read or committed last,
-// without a request; nil when it has seen none.
-func (s *Store) lastSeen(ctx context.Context) *snapshot {
-	s.mu.Lock()
-	st := s.seen
-	s.mu.Unlock()
-	if st == nil {
+// viewOf is the state view shows, for a write running on ctx, without a
+// request: view is a snapshot the caller read this Store through, or the
+// View of an earlier write's Result (Update.View); nil when it is none or
+// another store's.
+func (s *Store) viewOf(ctx context.Context, view statestore.Snapshot) *snapshot {
+	v, ok := view.(*snapshot)
+	if !ok || v.s != s {
 		return nil
 	}
-	return &snapshot{s: s, ctx: ctx, st: st}
+	return &snapshot{s: s, ctx: ctx, st: v.st}
 }
 
 // Revision is the digest of the state manifest the snapshot shows (empty

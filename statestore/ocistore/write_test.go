@@ -204,10 +204,11 @@ func TestRepairAfterADeadWriter(t *testing.T) {
 }
 
 // A render reads the state once: its write's first attempt plans on the
-// state the Store's Snapshot read (or, after a write, committed), with no
-// request of its own but a HEAD per destination. A state another writer
-// moved meanwhile is found under the lock, and the write lands on its
-// second plan.
+// state the Store's Snapshot read, given as the update's View (or, after
+// a write, the state it committed, its Result's View), with no request of
+// its own but a HEAD per destination. A state another writer moved
+// meanwhile is found under the lock, and the write lands on its second
+// plan.
 func TestRenderReadsTheStateOnce(t *testing.T) {
 	r := testenv.Registry(t)
 	ctx := context.Background()
@@ -226,6 +227,7 @@ func TestRenderReadsTheStateOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	statestore.Prefetch(snap, planner.UpdateHint(a))
+	a.View = snap
 	if res, err := s.Apply(ctx, a); err != nil || res.Updated {
 		t.Fatalf("an unchanged render: %+v, %v", res, err)
 	}
@@ -242,6 +244,7 @@ func TestRenderReadsTheStateOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := fileUpdate("w/c", map[string]string{"d1/c.yaml": "c\n"})
+	c.View = snap
 	res, err := s.Apply(ctx, c)
 	if err != nil || !res.Updated || res.Attempts != 2 {
 		t.Fatalf("a write planned on a state another writer moved: %+v, %v; want it written on its second plan", res, err)
@@ -255,6 +258,7 @@ func TestRenderReadsTheStateOnce(t *testing.T) {
 	ip.mu.Lock()
 	ip.seen = nil
 	ip.mu.Unlock()
+	c.View = res.View
 	if res, err := s.Apply(ctx, c); err != nil || res.Updated {
 		t.Fatalf("the same write again: %+v, %v", res, err)
 	}

@@ -91,12 +91,13 @@ type write struct {
 }
 
 // Snapshot lists what the update will be planned against (see prepare).
-// The first attempt starts from what the Store's last Snapshot looked up
-// (the view a render read its records from), and lists only what that did
-// not cover; a later one, after a lost race, lists afresh. A missing
-// bucket is created here when Config.CreateBucket says so (never by a dry
-// run, which plans on an empty view).
-func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot, error) {
+// The first attempt starts from what the caller's view looked up (the
+// view a render read its records from, passed as Update.View; a batch's
+// view, see ApplyAll), and lists only what that did not cover; a later
+// one, after a lost race, lists afresh. A missing bucket is created here
+// when Config.CreateBucket says so (never by a dry run, which plans on an
+// empty view).
+func (w *write) Snapshot(ctx context.Context, attempt int, view statestore.Snapshot) (statestore.Snapshot, error) {
 	s, u := w.s, w.u
 	var snap *snapshot
 	switch {
@@ -106,7 +107,7 @@ func (w *write) Snapshot(ctx context.Context, attempt int) (statestore.Snapshot,
 			snap = w.batch.view.fork(ctx)
 		}
 	default:
-		snap = s.keptView(ctx)
+		snap = s.viewOf(ctx, view)
 	}
 	if snap != nil && !snap.recordFirst(statestore.RecordPath(u.Workload)) {
 		snap = nil // it would read the record after its listings: list afresh
@@ -200,9 +201,6 @@ func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, 
 	if u.DryRun {
 		return out, nil
 	}
-	// The Store's kept view no longer shows the store as it is once this
-	// write has written: the next write lists afresh.
-	s.keepView(nil)
 	if w.uploads == nil {
 		w.uploads = map[string]string{}
 	}

@@ -40,9 +40,9 @@ type batch struct {
 //     more; a write whose plan changes more than its update said widens
 //     the announcement (render drain moves 1,000 workloads off one
 //     destination with a few writes of its summary, not 2,000);
-//   - the view: every write's first attempt starts from what the Store's
-//     last Snapshot looked up (a drain's reads), and lists only what that
-//     did not cover.
+//   - the view: every write's first attempt starts from what the view
+//     the first update carries (Update.View: a drain's reads) looked up,
+//     and lists only what that did not cover.
 //
 // An update that names a path an earlier one names (the same workload, a
 // file one wants and another had) is written after it. The first write
@@ -55,7 +55,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 	}
 	ctx = s.Policy.Context(ctx)
 	b := &batch{load: newLoadState()}
-	b.view = s.keptView(ctx)
+	b.view = s.viewOf(ctx, us[0].View)
 	if b.view != nil {
 		// What every write will look at first, in one go: a folder that
 		// several updates name (a destination's index, its canaries, a

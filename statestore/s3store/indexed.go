@@ -38,7 +38,7 @@ import (
 // and claims, each created only where missing, as the planner would
 // have), from the view's listing of every record or a new one, followed by
 // one more look at the marker (kept says snap is a view older than the
-// write, the Store's last Snapshot: another writer may have made the
+// write, the caller's view: another writer may have made the
 // marker since).
 func (s *Store) ensureIndexed(ctx context.Context, snap *snapshot, kept bool) (bool, error) {
 	v, err := snap.indexVerdict()

@@ -269,8 +269,12 @@ func TestBatchAnnouncesOnce(t *testing.T) {
 	wcfg := cfg
 	wcfg.Transport = cnt
 	w := open(t, wcfg)
-	if _, err := w.Snapshot(testCtx(t)); err != nil { // a drain's view
+	view, err := w.Snapshot(testCtx(t)) // a drain's view
+	if err != nil {
 		t.Fatal(err)
+	}
+	for i := range moves {
+		moves[i].View = view
 	}
 	res, err := w.ApplyAll(testCtx(t), moves)
 	if err != nil {

@@ -332,10 +332,11 @@ func TestRequestCounts(t *testing.T) {
 }
 
 // TestWriteStartsFromSnapshot: a write's first attempt plans on what the
-// Store's last Snapshot looked up, as a render reads its records and then
-// writes, so the two do not list the same folders twice; a view another
-// writer moved meanwhile costs a second attempt on a fresh listing, which
-// lands whole; and a write that wrote leaves the next one to list afresh.
+// view it is given (Update.View, a Snapshot of the Store) looked up, as a
+// render reads its records and then writes, so the two do not list the
+// same folders twice; a view another writer moved meanwhile costs a second
+// attempt on a fresh listing, which lands whole; and a write given no view
+// lists afresh.
 func TestWriteStartsFromSnapshot(t *testing.T) {
 	m := testenv.MinIO(t)
 	bucket := m.CreateBucket(t, "view")
@@ -344,14 +345,16 @@ func TestWriteStartsFromSnapshot(t *testing.T) {
 	cfg.Transport = cnt
 	applyOK(t, open(t, cfg), render(50, nil))
 	// read is what the engine does before it writes: a snapshot, looked
-	// up with the update's hint and the record read.
-	read := func(s *Store, u statestore.Update) {
+	// up with the update's hint and the record read, which the write is
+	// given.
+	read := func(s *Store, u *statestore.Update) {
 		t.Helper()
 		snap, err := s.Snapshot(testCtx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		statestore.Prefetch(snap, planner.UpdateHint(u))
+		statestore.Prefetch(snap, planner.UpdateHint(*u))
+		u.View = snap
 	}
 
 	// Unchanged: the snapshot lists the folders of the files and of the
@@ -360,10 +363,11 @@ func TestWriteStartsFromSnapshot(t *testing.T) {
 	// snapshot did not look at, and reads the marker (is it current?).
 	s := open(t, cfg)
 	cnt.take()
-	read(s, render(50, nil))
+	unchanged := render(50, nil)
+	read(s, &unchanged)
 	n, _ := cnt.take()
 	wantCounts(t, "snapshot", n, map[string]int{"HEAD": 1, "LIST": 2, "GET": 1})
-	if res := applyOK(t, s, render(50, nil)); res.Updated {
+	if res := applyOK(t, s, unchanged); res.Updated {
 		t.Fatalf("unchanged render reported an update: %+v", res)
 	}
 	n, _ = cnt.take()
@@ -374,7 +378,7 @@ func TestWriteStartsFromSnapshot(t *testing.T) {
 	// on a fresh listing, and the store holds this render's files, whole.
 	s = open(t, cfg)
 	mine := render(50, map[string]string{"dev/p/f01.yaml": "mine\n", "dev/p/f02.yaml": ""})
-	read(s, mine)
+	read(s, &mine)
 	applyOK(t, open(t, cfg), render(50, map[string]string{"dev/p/f01.yaml": "theirs\n", "dev/p/f03.yaml": "", "dev/p/new.yaml": "theirs\n"}))
 	res := applyOK(t, s, mine)
 	if res.Attempts != 2 {
@@ -389,9 +393,10 @@ func TestWriteStartsFromSnapshot(t *testing.T) {
 	}
 	checkMarker(t, m, bucket, "dev")
 
-	// The Store wrote: its next write lists afresh (and finds its own
-	// write there: nothing to do).
+	// A write given no view lists afresh (and finds the write before it
+	// there: nothing to do).
 	cnt.take()
+	mine.View = nil
 	if res := applyOK(t, s, mine); res.Updated {
 		t.Fatalf("the write after a write saw the old view: %+v", res)
 	}

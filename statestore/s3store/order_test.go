@@ -122,6 +122,7 @@ func testListingsAfterRecord(t *testing.T, view string) {
 				rendered <- err
 				return
 			}
+			u.View = snap
 		}
 		_, err := s.Apply(testCtx(t), u)
 		rendered <- err

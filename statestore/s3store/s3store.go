@@ -67,7 +67,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -142,11 +141,6 @@ type Store struct {
 	// load was counted from a listing, for lack of a load summary: the
 	// next Apply that writes creates their summaries from it.
 	listed bookkeeping.Listed
-	// view is the last snapshot Snapshot returned, whose lookups the
-	// next write's first attempt starts from (see write.Snapshot); it is
-	// dropped once a write of this Store publishes anything.
-	viewMu sync.Mutex
-	view   *snapshot
 }
 
 var _ statestore.Store = (*Store)(nil)
@@ -324,16 +318,16 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 // in the listed version: a file that changed since its listing fails to
 // read with an error wrapping statestore.ErrConflict.
 //
-// What the snapshot looks up is also where the Store's next write starts:
-// its first attempt plans on those listings (as a render plans its writes on
-// the view it read its records from) and lists only what they did not
-// cover. Every object the write changes is still written conditionally on
-// the version it was planned against, so a view that another writer has
-// moved meanwhile costs a second attempt, on a fresh listing, and nothing
-// else (docs/design.md, "S3", "Reading").
+// Given back to a write (Update.View), what the snapshot looked up is
+// where the write starts: its first attempt plans on those listings (as a
+// render plans its writes on the view it read its records from) and lists
+// only what they did not cover (see viewOf). Every object the write
+// changes is still written conditionally on the version it was planned
+// against, so a view that another writer has moved meanwhile costs a
+// second attempt, on a fresh listing, and nothing else (docs/design.md,
+// "S3", "Reading").
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	ctx = s.Policy.Context(ctx)
-	s.keepView(nil)
 	var ok bool
 	err := s.retry(ctx, func() error {
 		var err error
@@ -348,25 +342,15 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	case !ok:
 		return nil, driver.Wrap(s.String(), "read", fmt.Errorf("bucket %q does not exist at %s: %w", s.cfg.Bucket, s.cfg.Endpoint, errNoBucket))
 	}
-	sn := s.newSnapshot(ctx)
-	s.keepView(sn)
-	return sn, nil
+	return s.newSnapshot(ctx), nil
 }
 
-// keepView keeps sn (nil: none) as the view the next write starts from.
-func (s *Store) keepView(sn *snapshot) {
-	s.viewMu.Lock()
-	s.view = sn
-	s.viewMu.Unlock()
-}
-
-// keptView returns a copy of what the kept view looked up, for a write's
-// first attempt, or nil when there is none.
-func (s *Store) keptView(ctx context.Context) *snapshot {
-	s.viewMu.Lock()
-	v := s.view
-	s.viewMu.Unlock()
-	if v == nil {
+// viewOf returns a copy of what view, a snapshot the caller read this
+// Store through (Update.View), looked up, for a write's first attempt; nil
+// when view is none, another store's, or of a bucket that did not exist.
+func (s *Store) viewOf(ctx context.Context, view statestore.Snapshot) *snapshot {
+	v, ok := view.(*snapshot)
+	if !ok || v.s != s {
 		return nil
 	}
 	return v.fork(ctx)

@@ -23,7 +23,6 @@ import (
 // made from a listing of the destination's entries, after the PUTs).
 func (s *Store) Seed(ctx context.Context, us []statestore.Update) error {
 	ctx = s.Policy.Context(ctx)
-	s.keepView(nil)
 	files := map[string][]byte{bookkeeping.IndexMarker: bookkeeping.IndexMarkerData()} // shared files (canaries, the index marker) once
 	entries := map[string]map[string]string{}                                          // resource index entries, by destination
 	put := func(p string, data []byte) { files[p] = data }
