@@ -51,15 +51,7 @@ func (h *holdDeletes) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestAggregateKeptWhenItsLastContributorLeavesAsAnotherArrives(t *testing.T) {
 	m := testenv.MinIO(t)
 	cfg := minioConfig(m, m.CreateBucket(t, "aggleave"))
-	upd := func(name string) statestore.Update {
-		return statestore.Update{
-			Workload:     "w/" + name,
-			Files:        map[string][]byte{"dev/" + name + "/f.yaml": []byte(name + "\n")},
-			Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: []byte(name + "\n")}},
-			Record:       &statestore.Record{},
-			Destinations: []string{"dev"},
-		}
-	}
+	upd := contributor
 	// Another workload first, so that neither writer below creates the
 	// store's index marker.
 	applyOK(t, open(t, cfg), statestore.Update{Workload: "w/other", Files: map[string][]byte{"other/x.yaml": []byte("x\n")}, Record: &statestore.Record{}})
@@ -171,15 +163,7 @@ func (h *holdRelist) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestAggregateRebuiltAfterItsLastContributorsRemovalRacedAFirstOne(t *testing.T) {
 	m := testenv.MinIO(t)
 	cfg := minioConfig(m, m.CreateBucket(t, "aggfirst"))
-	upd := func(name string) statestore.Update {
-		return statestore.Update{
-			Workload:     "w/" + name,
-			Files:        map[string][]byte{"dev/" + name + "/f.yaml": []byte(name + "\n")},
-			Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: []byte(name + "\n")}},
-			Record:       &statestore.Record{},
-			Destinations: []string{"dev"},
-		}
-	}
+	upd := contributor
 	applyOK(t, open(t, cfg), statestore.Update{Workload: "w/other", Files: map[string][]byte{"other/x.yaml": []byte("x\n")}, Record: &statestore.Record{}})
 	applyOK(t, open(t, cfg), upd("b"))
 
@@ -203,5 +187,17 @@ func TestAggregateRebuiltAfterItsLastContributorsRemovalRacedAFirstOne(t *testin
 	got := contents(t, open(t, cfg))
 	if got["dev/all.yaml"] != "z\n" {
 		t.Errorf("dev/all.yaml holds %q, want z's contribution (z landed, b was removed); the store holds %v", got["dev/all.yaml"], keys(got))
+	}
+}
+
+// contributor is workload w/name's update: a file of its own in dev, and
+// a contribution to the aggregated file dev/all.yaml.
+func contributor(name string) statestore.Update {
+	return statestore.Update{
+		Workload:     "w/" + name,
+		Files:        map[string][]byte{"dev/" + name + "/f.yaml": []byte(name + "\n")},
+		Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: []byte(name + "\n")}},
+		Record:       &statestore.Record{},
+		Destinations: []string{"dev"},
 	}
 }

@@ -991,15 +991,7 @@ func (h *holdList) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestAggregateTargetSeenWithItsParts(t *testing.T) {
 	m := testenv.MinIO(t)
 	cfg := minioConfig(m, m.CreateBucket(t, "aggparts"))
-	upd := func(name string) statestore.Update {
-		return statestore.Update{
-			Workload:     "w/" + name,
-			Files:        map[string][]byte{"dev/" + name + "/f.yaml": []byte(name + "\n")},
-			Aggregates:   []statestore.Aggregate{{Target: "dev/all.yaml", Contribution: []byte(name + "\n")}},
-			Record:       &statestore.Record{},
-			Destinations: []string{"dev"},
-		}
-	}
+	upd := contributor
 	// Another workload first, so that neither writer below creates the
 	// store's index marker (and loses that race to the other).
 	applyOK(t, open(t, cfg), statestore.Update{Workload: "w/other", Files: map[string][]byte{"other/x.yaml": []byte("x\n")}, Record: &statestore.Record{}})
