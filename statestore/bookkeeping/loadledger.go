@@ -6,30 +6,43 @@ package bookkeeping
 //
 // A count kept beside a commit drifts when a writer dies between the two,
 // and concurrent increments need the summary to be the only source of
-// truth. So each destination's ledger, LedgerPath(d), names its resource
-// entries (entry name -> flavour folder, about 30 bytes each) and the
-// changes under way, and is kept exact by a two-phase protocol built on
-// conditional writes of the ledger:
+// truth. So a destination's ledger names its resource entries (entry name
+// -> flavour folder, about 30 bytes each), and no two writers of
+// different workloads ever need the newest version of one object:
 //
-//  1. announce: before writing any index entry, a writer whose plan changes
-//     a workload's resource entries on a destination adds to its ledger a
-//     pending change, under a random nonce of its write: the workload and
-//     every entry name it may add or remove there;
-//  2. the writer commits;
-//  3. settle, whatever the outcome: each announced name is set from its
-//     workload's record as it is now, and the pending change is dropped.
+//   - the base, LedgerPath(d), holds the entries as of its last fold, and
+//     the changes a fold found under way (Ledger.Pending); only a fold
+//     writes it, conditionally, and a fold that loses does nothing more;
+//   - each write that changes a workload's resource entries on d adds
+//     objects of its own to the folder ChangeDir(d), named by a random
+//     nonce of the write: before it writes any entry, a *pending* one
+//     (announce: the workloads and every entry name they may add or
+//     remove there); after its commit, whatever the outcome, a *settled*
+//     one (settle: for each of those names, the flavour folder its
+//     workload's record has it under, or none), as of the record the
+//     write committed, or, when it did not commit, the record as it is
+//     now. What they say is in their names (a short base64 of their
+//     content) unless it is too long, when their content says it.
 //
-// A reader counts a ledger's entries, except the names of pending changes,
-// which it decides from their workloads' records. The storage is the
-// backend's (LedgerStorage); the protocol is here.
+// A reader lists the folder, then reads the base, and counts the base's
+// entries, each name that a change object names replaced: by the settled
+// object of the one write that names it, when exactly one does and the
+// base does not hold that write's change as under way; otherwise from its
+// workload's record as it is now. A fold is such a read written back: the
+// base becomes what the read counted, the writes found pending are kept in
+// it as under way, and only once that write landed are the objects of the
+// writes found settled deleted.
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"path"
 	"slices"
@@ -40,7 +53,7 @@ import (
 )
 
 // LedgerStorage is where a store keeps its load ledgers: the few
-// operations the protocol needs, on one object per destination.
+// operations the protocol needs.
 type LedgerStorage interface {
 	// ReadObject returns the object at p (a path relative to the store)
 	// as it is now, and its version (never ""); ErrNoObject when there
@@ -50,6 +63,11 @@ type LedgerStorage interface {
 	// there is none; AnyVersion: whatever is there) and returns the new
 	// version. A failed condition is an error wrapping ErrVersionMoved.
 	WriteObject(ctx context.Context, p string, data []byte, version string) (string, error)
+	// ListFolder lists the names of the objects directly in folder dir as
+	// they are now (not those below its sub-folders).
+	ListFolder(ctx context.Context, dir string) ([]string, error)
+	// DeleteObjects deletes paths; one that does not exist is no error.
+	DeleteObjects(ctx context.Context, paths []string) error
 	// ListEntries lists destination d's resource index entries as they
 	// are now: every path below IndexDir/<d>/resource/.
 	ListEntries(ctx context.Context, d string) ([]string, error)
@@ -78,28 +96,35 @@ var ErrVersionMoved = fmt.Errorf("%w: the load ledger changed underneath", state
 // errUnreadable marks a ledger this render cannot read.
 var errUnreadable = errors.New("unreadable load summary")
 
-// LedgerPath is the load ledger of destination d.
+// LedgerPath is the base of destination d's load ledger.
 func LedgerPath(d string) string { return path.Join(LoadDir, d+".json") }
 
-// ledgerFormat is the ledgers' format; a newer one is not read (the
-// destination's index entries are listed instead).
-const ledgerFormat = 1
+// ChangeDir is the folder of the change objects of destination d's load
+// ledger. A destination below d (d/x) keeps its base in it (x.json) and
+// its changes in a sub-folder (x/): neither is named like a change.
+func ChangeDir(d string) string { return path.Join(LoadDir, d) }
 
-// Ledger is what a load ledger holds: the resource index entries of one
+// Ledger formats. Format 1 is what render wrote before change objects:
+// writers announced and settled their changes in the base itself. This
+// render reads it, and writes format 2, which an older render does not
+// read (it lists the destination's entries instead) nor change (its writes
+// that would change it fail, naming it): so no writer of a store this
+// render folded changes a base behind its change objects.
+const (
+	ledgerFormatOld = 1
+	ledgerFormat    = 2
+)
+
+// Ledger is the base of a load ledger: the resource index entries of one
 // destination d (.render/placed/<d>/resource/<flavour>/<name>) as name ->
-// flavour folder, and the changes under way there: by the nonce of the
-// write making them, the entry names of each workload it may add or
-// remove. Until a change is settled, readers decide those names from the
-// workload's record.
+// flavour folder, and the changes that were under way when it was
+// written: by the nonce of the write making them, the entry names of each
+// workload it may add or remove. Until a change is settled and folded,
+// readers decide those names from the workload's record.
 type Ledger struct {
 	Format  int                            `json:"format"`
 	Entries map[string]string              `json:"entries"`
 	Pending map[string]map[string][]string `json:"pending,omitempty"`
-}
-
-// newLedger is a ledger of entries with nothing pending.
-func newLedger(entries map[string]string) *Ledger {
-	return &Ledger{Format: ledgerFormat, Entries: entries, Pending: map[string]map[string][]string{}}
 }
 
 func (l *Ledger) encode() []byte {
@@ -115,7 +140,7 @@ func decodeLedger(p string, data []byte) (*Ledger, error) {
 	if err := json.Unmarshal(data, &l); err != nil {
 		return nil, fmt.Errorf("load summary %s: %w", p, err)
 	}
-	if l.Format != ledgerFormat {
+	if l.Format != ledgerFormat && l.Format != ledgerFormatOld {
 		return nil, fmt.Errorf("load summary %s: format %d is not %d", p, l.Format, ledgerFormat)
 	}
 	if l.Entries == nil {
@@ -127,37 +152,44 @@ func decodeLedger(p string, data []byte) (*Ledger, error) {
 	return &l, nil
 }
 
-func (l *Ledger) clone() *Ledger {
-	out := &Ledger{Format: l.Format, Entries: maps.Clone(l.Entries), Pending: map[string]map[string][]string{}}
-	for k, v := range l.Pending {
-		out.Pending[k] = maps.Clone(v)
-	}
-	return out
-}
-
-// Counts returns how many entries l, destination d's ledger, holds by
-// flavour folder, with the entries pending changes name decided by their
-// workloads' records (recs, by workload key; a missing or nil one holds
-// nothing).
+// Counts returns how many entries l, destination d's base, holds by
+// flavour folder, with the entries its pending changes name decided by
+// their workloads' records (recs, by workload key; a missing or nil one
+// holds nothing). It is the count of a ledger without change objects.
 func (l *Ledger) Counts(d string, recs map[string]*statestore.Record) map[string]int {
 	members := maps.Clone(l.Entries)
-	for _, change := range l.Pending {
-		for _, names := range change {
-			for _, n := range names {
-				delete(members, n)
-			}
-		}
+	if members == nil {
+		members = map[string]string{}
 	}
+	decide := map[string]string{}
 	for _, change := range l.Pending {
 		for w, names := range change {
-			mine := ResourceEntries(recs[w])[d]
 			for _, n := range names {
-				if fl, ok := mine[n]; ok {
-					members[n] = fl
-				}
+				decide[n] = w
 			}
 		}
 	}
+	fromRecords(members, d, decide, recs)
+	return countMembers(members)
+}
+
+// fromRecords sets each name of decide (name -> workload) in members from
+// its workload's record in recs.
+func fromRecords(members map[string]string, d string, decide map[string]string, recs map[string]*statestore.Record) {
+	mine := map[string]map[string]string{}
+	for n, w := range decide {
+		if _, ok := mine[w]; !ok {
+			mine[w] = ResourceEntries(recs[w])[d]
+		}
+		if fl, ok := mine[w][n]; ok {
+			members[n] = fl
+		} else {
+			delete(members, n)
+		}
+	}
+}
+
+func countMembers(members map[string]string) map[string]int {
 	out := map[string]int{}
 	for _, fl := range members {
 		out[fl]++
@@ -165,25 +197,78 @@ func (l *Ledger) Counts(d string, recs map[string]*statestore.Record) map[string
 	return out
 }
 
-// settle sets the names of change (by workload) on destination d from the
-// workloads' records (rec), and drops the pending change nonce.
-func (l *Ledger) settle(d, nonce string, change map[string][]string, rec func(w string) (*statestore.Record, error)) error {
-	for w, names := range change {
-		r, err := rec(w)
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			delete(l.Entries, n)
-		}
-		for n, fl := range ResourceEntries(r)[d] {
-			if slices.Contains(names, n) {
-				l.Entries[n] = fl
-			}
-		}
+// A change object's name: <nonce>.<kind>.<base64 of its content> when
+// that is short enough, else <nonce>.<kind>-<hash of its content>, whose
+// content is then read. Names are never rewritten: a write that widens its
+// pending change writes another pending object.
+const (
+	kindPending = 'p'
+	kindSettled = 's'
+	// maxInline is the longest base64 content a name carries: MinIO keeps
+	// an object's name as a file name (at most 255 bytes).
+	maxInline = 200
+	nonceLen  = 32
+)
+
+// pendingChange is a pending object's content: by workload, the entry
+// names it may add or remove.
+type pendingChange map[string][]string
+
+// settledChange is a settled object's content: by workload, each announced
+// name with the flavour folder the workload has it under, or "" for none.
+type settledChange map[string]map[string]string
+
+// changeName is the object name of a change of kind with content data,
+// and whether its content must be written (read) as the object's body.
+func changeName(nonce string, kind byte, data []byte) string {
+	enc := base64.RawURLEncoding.EncodeToString(data)
+	if len(enc) <= maxInline {
+		return nonce + "." + string(kind) + "." + enc
 	}
-	delete(l.Pending, nonce)
-	return nil
+	sum := sha256.Sum256(data)
+	return nonce + "." + string(kind) + "-" + hex.EncodeToString(sum[:8])
+}
+
+// changeObj is a change object as a listing shows it.
+type changeObj struct {
+	name   string
+	nonce  string
+	kind   byte
+	inline []byte // its content, from its name; nil: read its body
+}
+
+func parseChange(name string) (changeObj, bool) {
+	if len(name) < nonceLen+3 || name[nonceLen] != '.' {
+		return changeObj{}, false
+	}
+	nonce := name[:nonceLen]
+	if _, err := hex.DecodeString(nonce); err != nil {
+		return changeObj{}, false
+	}
+	c := changeObj{name: name, nonce: nonce, kind: name[nonceLen+1]}
+	if c.kind != kindPending && c.kind != kindSettled {
+		return changeObj{}, false
+	}
+	switch rest := name[nonceLen+2:]; {
+	case strings.HasPrefix(rest, "."):
+		data, err := base64.RawURLEncoding.DecodeString(rest[1:])
+		if err != nil || len(data) == 0 {
+			return changeObj{}, false
+		}
+		c.inline = data
+	case strings.HasPrefix(rest, "-") && len(rest) == 17:
+	default:
+		return changeObj{}, false
+	}
+	return c, true
+}
+
+func encodeJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only strings
+	}
+	return data
 }
 
 // LedgerChanges returns the entry names, by destination and by workload,
@@ -245,37 +330,28 @@ func union(a, b []string) []string {
 // LoadState is what one write, or one batch of writes, announced in load
 // ledgers, and what its writes committed. A batch announces the changes
 // of all its updates at once, before any of them writes, and settles them
-// at once after the last: its writes of different workloads then do not
-// take turns on the ledgers they all change.
+// at once after the last.
 type LoadState struct {
-	// nonce names the pending changes in ledgers.
+	// nonce names the change objects of this write.
 	nonce string
 	// mu guards what follows; announcing holds it throughout, so that
 	// the writes of a batch widen one announcement in turn.
 	mu        sync.Mutex
 	announced map[string]map[string][]string // by destination and workload (see Announce)
-	sums      map[string]writtenLedger       // as Announce wrote them
 	// done holds, by workload, the record a write committed (nil: the
 	// workload was removed).
 	done map[string]*statestore.Record
 }
 
-// writtenLedger is a ledger as an announcement wrote it, with its new
-// version.
-type writtenLedger struct {
-	l       *Ledger
-	version string
-}
-
 // NewLoadState returns the state of a write (or batch) that announced
 // nothing yet.
 func NewLoadState() *LoadState {
-	var b [16]byte
+	var b [nonceLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand does not fail
 	}
 	return &LoadState{nonce: hex.EncodeToString(b[:]), announced: map[string]map[string][]string{},
-		sums: map[string]writtenLedger{}, done: map[string]*statestore.Record{}}
+		done: map[string]*statestore.Record{}}
 }
 
 // Committed notes that workload's write committed rec.
@@ -285,9 +361,21 @@ func (ls *LoadState) Committed(workload string, rec *statestore.Record) {
 	ls.mu.Unlock()
 }
 
+// How often ledgers are folded, by default.
+const (
+	// DefaultFoldAt is how many settled writes a reader that finds them in
+	// a ledger's folder folds into its base.
+	DefaultFoldAt = 16
+	// DefaultFoldEvery: one write in this many (by its nonce) reads the
+	// ledgers it settled in afterwards, and folds those that hold
+	// DefaultFoldAt settled writes or more; so that a store nobody reads
+	// the load of does not gather change objects without end.
+	DefaultFoldEvery = 8
+)
+
 // Ledgers runs the protocol on a store's ledgers. Listed, shared by the
 // reads and writes of one store, remembers the destinations counted from
-// a listing for want of a ledger, so that the next write makes theirs.
+// a listing for want of a base, so that the next write makes theirs.
 type Ledgers struct {
 	Storage LedgerStorage
 	// Reads runs jobs that read, side by side as the store allows, and
@@ -298,24 +386,42 @@ type Ledgers struct {
 	// first failure starts no more, and those under way finish (a write
 	// is never cut off halfway). It returns the first error.
 	Writes func(ctx context.Context, jobs []func(context.Context) error) error
-	// Conflicts runs try until it returns an error that is not a
-	// conflict, waiting in between (the store's retry policy); lost says
-	// what kept moving.
-	Conflicts func(ctx context.Context, lost string, try func(attempt int) error) error
-	Listed    *Listed
+	Listed *Listed
+	// FoldAt and FoldEvery replace DefaultFoldAt and DefaultFoldEvery
+	// when set (tests).
+	FoldAt, FoldEvery int
+}
+
+func (lg Ledgers) foldAt() int {
+	if lg.FoldAt > 0 {
+		return lg.FoldAt
+	}
+	return DefaultFoldAt
+}
+
+// foldsAfter reports whether the write of nonce reads d's ledger after
+// settling there, to fold it.
+func (lg Ledgers) foldsAfter(nonce, d string) bool {
+	every := lg.FoldEvery
+	if every <= 0 {
+		every = DefaultFoldEvery
+	}
+	h := fnv.New32a()
+	h.Write([]byte(nonce + "\x00" + d))
+	return h.Sum32()%uint32(every) == 0
 }
 
 // Listed holds the resource entries of the destinations whose load was
-// counted from a listing, for lack of a ledger.
+// counted from a listing, for lack of a base.
 type Listed struct {
 	mu      sync.Mutex
 	entries map[string]map[string]string
 }
 
-// Read reads d's ledger as it is now and its version: nil when there is
-// none. A ledger this render cannot read (a newer format, or damaged) is
-// an error wrapping errUnreadable: readers list the destination instead,
-// and writers refuse to change its entries.
+// Read reads d's base as it is now and its version: nil when there is
+// none. A base this render cannot read (a newer format, or damaged) is an
+// error wrapping errUnreadable: readers list the destination instead, and
+// nobody folds into it.
 func (lg Ledgers) Read(ctx context.Context, d string) (*Ledger, string, error) {
 	p := LedgerPath(d)
 	data, version, err := lg.Storage.ReadObject(ctx, p)
@@ -333,7 +439,7 @@ func (lg Ledgers) Read(ctx context.Context, d string) (*Ledger, string, error) {
 }
 
 // ListEntries lists d's resource entries as they are now, as name ->
-// flavour folder: what a destination with no ledger is counted from.
+// flavour folder: what a destination with no base is counted from.
 func (lg Ledgers) ListEntries(ctx context.Context, d string) (map[string]string, error) {
 	paths, err := lg.Storage.ListEntries(ctx, d)
 	if err != nil {
@@ -348,58 +454,225 @@ func (lg Ledgers) ListEntries(ctx context.Context, d string) (map[string]string,
 	return out, nil
 }
 
-// Counts counts the resource entries of each of dests, by flavour folder:
-// from its ledger and the records of the workloads with a change pending
-// there, or, for a destination with no ledger, from a listing of its
-// entries, which lg.Listed keeps so that the next write makes the ledger
-// (see CreateListed).
-func (lg Ledgers) Counts(ctx context.Context, dests []string) (map[string]map[string]int, error) {
+// ledgerRead is one read of a destination's ledger: what it counted, and
+// what a fold of it writes and deletes.
+type ledgerRead struct {
+	d string
+	// base is the base read (nil: none, or unreadable), at version.
+	base    *Ledger
+	version string
+	// unreadable: the base is in a format this render does not read; the
+	// destination was counted from a listing and is left alone.
+	unreadable bool
+	// listed: there was no base; the destination's entries were listed.
+	listed map[string]string
+	// members are the entries counted, name -> flavour folder.
+	members map[string]string
+	// pending are the changes found under way, by nonce (their pending
+	// objects' content, and the base's own).
+	pending map[string]map[string][]string
+	// settled are the objects of the writes found settled, by nonce.
+	settled map[string][]string
+	// gone: a change object listed was deleted before it was read (a
+	// fold ran meanwhile); the base was read again after it, and this
+	// read folds nothing.
+	gone bool
+}
+
+// readLedger reads d's ledger: its folder's listing first, then the
+// base, the contents the names do not carry, and the records of the
+// workloads whose names are decided from them. The base is read after
+// the listing: a fold writes the base before it deletes what it folded,
+// so whatever the listing misses, the base holds.
+func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error) {
+	names, err := lg.Storage.ListFolder(ctx, ChangeDir(d))
+	if err != nil {
+		return nil, err
+	}
+	var objs []changeObj
+	for _, n := range names {
+		if c, ok := parseChange(n); ok {
+			objs = append(objs, c)
+		}
+	}
+	slices.SortFunc(objs, func(a, b changeObj) int { return strings.Compare(a.name, b.name) })
+	r := &ledgerRead{d: d, pending: map[string]map[string][]string{}, settled: map[string][]string{}}
+	hasSettled := map[string]bool{}
+	for _, c := range objs {
+		if c.kind == kindSettled {
+			hasSettled[c.nonce] = true
+		}
+	}
+	// Contents: from the names, or read (a pending object only while its
+	// write has not settled).
+	contents := make([][]byte, len(objs))
 	var mu sync.Mutex
-	sums := map[string]*Ledger{}
-	listed := map[string]map[string]string{}  // no ledger: one is made on the next write
-	counted := map[string]map[string]string{} // an unreadable ledger: left alone
-	jobs := make([]func(context.Context) error, 0, len(dests))
-	for _, d := range dests {
-		jobs = append(jobs, func(ctx context.Context) error {
-			l, _, err := lg.Read(ctx, d)
-			unreadable := errors.Is(err, errUnreadable)
-			if err != nil && !unreadable {
-				return err
-			}
-			var entries map[string]string
-			if l == nil {
-				if entries, err = lg.ListEntries(ctx, d); err != nil {
-					return err
-				}
-			}
+	var jobs []func(context.Context) error
+	readBase := func(ctx context.Context) error {
+		l, version, err := lg.Read(ctx, d)
+		if errors.Is(err, errUnreadable) {
 			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case l != nil:
-				sums[d] = l
-			case unreadable:
-				counted[d] = entries
-			default:
-				listed[d] = entries
-			}
+			r.base, r.version, r.unreadable = nil, "", true
+			mu.Unlock()
 			return nil
+		}
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		r.base, r.version, r.unreadable = l, version, false
+		mu.Unlock()
+		return nil
+	}
+	jobs = append(jobs, readBase)
+	for i, c := range objs {
+		if c.inline != nil {
+			contents[i] = c.inline
+			continue
+		}
+		if c.kind == kindPending && hasSettled[c.nonce] {
+			continue
+		}
+		jobs = append(jobs, func(ctx context.Context) error {
+			data, _, err := lg.Storage.ReadObject(ctx, path.Join(ChangeDir(d), c.name))
+			if errors.Is(err, ErrNoObject) {
+				mu.Lock()
+				r.gone = true
+				mu.Unlock()
+				return nil
+			}
+			contents[i] = data
+			return err
 		})
 	}
 	if err := lg.Reads(ctx, jobs); err != nil {
 		return nil, err
 	}
-	workloads := map[string]bool{}
-	for _, l := range sums {
-		for _, change := range l.Pending {
-			for w := range change {
-				workloads[w] = true
+	if r.gone {
+		// Folded since the listing: the base read after the miss holds
+		// what the missing object said.
+		if err := readBase(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if r.unreadable {
+		entries, err := lg.ListEntries(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		r.members = entries
+		return r, nil
+	}
+	// Which writes name which names.
+	decide := map[string]string{} // name -> workload, decided from its record
+	writers := map[string]map[string]bool{}
+	value := map[string]string{} // name -> flavour ("": none), by its one settled write
+	valueOwner := map[string]string{}
+	note := func(nonce, n, w string) {
+		if writers[n] == nil {
+			writers[n] = map[string]bool{}
+		}
+		writers[n][nonce] = true
+		valueOwner[n] = w
+	}
+	for i, c := range objs {
+		data := contents[i]
+		if data == nil {
+			continue
+		}
+		switch c.kind {
+		case kindPending:
+			var pc pendingChange
+			if err := json.Unmarshal(data, &pc); err != nil {
+				continue // not ours
+			}
+			if r.pending[c.nonce] == nil {
+				r.pending[c.nonce] = map[string][]string{}
+			}
+			for w, names := range pc {
+				r.pending[c.nonce][w] = union(r.pending[c.nonce][w], names)
+				for _, n := range names {
+					note(c.nonce, n, w)
+				}
+			}
+		case kindSettled:
+			var sc settledChange
+			if err := json.Unmarshal(data, &sc); err != nil {
+				continue
+			}
+			for w, names := range sc {
+				for n, fl := range names {
+					note(c.nonce, n, w)
+					value[n] = fl
+				}
 			}
 		}
 	}
+	for _, c := range objs {
+		if hasSettled[c.nonce] {
+			r.settled[c.nonce] = append(r.settled[c.nonce], c.name)
+			delete(r.pending, c.nonce)
+		}
+	}
+	// Names decided from records: those the base holds as under way,
+	// those of writes under way, those more than one write names, and
+	// all the changes' names on a base of the old format (whose older
+	// writers change its entries behind the change objects).
+	var held map[string]map[string][]string
+	if r.base != nil {
+		held = r.base.Pending
+	}
+	for _, change := range held {
+		for w, names := range change {
+			for _, n := range names {
+				decide[n] = w
+			}
+		}
+	}
+	for _, change := range r.pending {
+		for w, names := range change {
+			for _, n := range names {
+				decide[n] = w
+			}
+		}
+	}
+	for n, ws := range writers {
+		old := r.base != nil && r.base.Format == ledgerFormatOld
+		heldWrite := false
+		for nonce := range ws {
+			if _, ok := held[nonce]; ok {
+				heldWrite = true
+			}
+		}
+		if len(ws) > 1 || old || heldWrite {
+			decide[n] = valueOwner[n]
+		}
+	}
+	// Base entries, or a listing when there is no base.
+	switch {
+	case r.base != nil:
+		r.members = maps.Clone(r.base.Entries)
+	default:
+		entries, err := lg.ListEntries(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		r.listed, r.members = entries, maps.Clone(entries)
+	}
+	for n, fl := range value {
+		if _, ok := decide[n]; ok {
+			continue
+		}
+		if fl == "" {
+			delete(r.members, n)
+		} else {
+			r.members[n] = fl
+		}
+	}
 	recs := map[string]*statestore.Record{}
-	jobs = jobs[:0]
-	for w := range workloads {
-		jobs = append(jobs, func(ctx context.Context) error {
+	var rjobs []func(context.Context) error
+	for _, w := range slices.Sorted(maps.Keys(invert(decide))) {
+		rjobs = append(rjobs, func(ctx context.Context) error {
 			rec, err := lg.Storage.CurrentRecord(ctx, w)
 			if err != nil {
 				return err
@@ -410,19 +683,100 @@ func (lg Ledgers) Counts(ctx context.Context, dests []string) (map[string]map[st
 			return nil
 		})
 	}
+	if err := lg.Reads(ctx, rjobs); err != nil {
+		return nil, err
+	}
+	fromRecords(r.members, d, decide, recs)
+	return r, nil
+}
+
+// invert is the set of decide's workloads.
+func invert(decide map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range decide {
+		out[w] = true
+	}
+	return out
+}
+
+// fold writes what r counted as d's base, with the changes r found under
+// way (and those the base held, unless r found them settled) kept as
+// under way, conditioned on the base r read (or its absence); only once
+// that landed, it deletes the objects of the writes r found settled. A
+// fold that loses its write does nothing more. It reports whether it
+// folded.
+func (lg Ledgers) fold(ctx context.Context, r *ledgerRead) bool {
+	if r.unreadable || r.gone || len(r.settled) == 0 && len(r.pending) == 0 {
+		return false
+	}
+	next := &Ledger{Format: ledgerFormat, Entries: r.members, Pending: map[string]map[string][]string{}}
+	if r.base != nil {
+		for nonce, change := range r.base.Pending {
+			if _, done := r.settled[nonce]; !done {
+				next.Pending[nonce] = change
+			}
+		}
+	}
+	for nonce, change := range r.pending {
+		merged := maps.Clone(next.Pending[nonce])
+		if merged == nil {
+			merged = map[string][]string{}
+		}
+		for w, names := range change {
+			merged[w] = union(merged[w], names)
+		}
+		next.Pending[nonce] = merged
+	}
+	if len(next.Pending) == 0 {
+		next.Pending = nil
+	}
+	cond := r.version
+	if r.base == nil {
+		cond = IfAbsent
+	}
+	if _, err := lg.Storage.WriteObject(ctx, LedgerPath(r.d), next.encode(), cond); err != nil {
+		return false
+	}
+	var gone []string
+	for _, nonce := range slices.Sorted(maps.Keys(r.settled)) {
+		for _, name := range r.settled[nonce] {
+			gone = append(gone, path.Join(ChangeDir(r.d), name))
+		}
+	}
+	_ = lg.Storage.DeleteObjects(ctx, gone)
+	return true
+}
+
+// Counts counts the resource entries of each of dests, by flavour folder,
+// from its ledger (see readLedger), and folds a ledger that holds FoldAt
+// settled writes or more. A destination with no base is counted from a
+// listing of its entries, which lg.Listed keeps so that the next write
+// makes the base (see CreateListed).
+func (lg Ledgers) Counts(ctx context.Context, dests []string) (map[string]map[string]int, error) {
+	var mu sync.Mutex
+	out := map[string]map[string]int{}
+	listed := map[string]map[string]string{}
+	jobs := make([]func(context.Context) error, 0, len(dests))
+	for _, d := range dests {
+		jobs = append(jobs, func(ctx context.Context) error {
+			r, err := lg.readLedger(ctx, d)
+			if err != nil {
+				return err
+			}
+			folded := len(r.settled) >= lg.foldAt() && lg.fold(ctx, r)
+			mu.Lock()
+			defer mu.Unlock()
+			out[d] = countMembers(r.members)
+			if r.listed != nil && !folded {
+				listed[d] = r.listed
+			}
+			return nil
+		})
+	}
 	if err := lg.Reads(ctx, jobs); err != nil {
 		return nil, err
 	}
-	out := map[string]map[string]int{}
-	for d, l := range sums {
-		out[d] = l.Counts(d, recs)
-	}
-	for _, m := range []map[string]map[string]string{listed, counted} {
-		for d, entries := range m {
-			out[d] = (&Ledger{Entries: entries}).Counts(d, nil)
-		}
-	}
-	if lg.Listed != nil {
+	if lg.Listed != nil && len(listed) > 0 {
 		lg.Listed.mu.Lock()
 		if lg.Listed.entries == nil {
 			lg.Listed.entries = map[string]map[string]string{}
@@ -433,13 +787,22 @@ func (lg Ledgers) Counts(ctx context.Context, dests []string) (map[string]map[st
 	return out, nil
 }
 
-// Announce adds (or widens) the pending change of ls in the ledger of
-// each destination of changes, before any index entry is written: from
-// then until Settle, readers count the names it gives from the records. A
-// missing ledger is made from a listing of the destination's entries,
-// conditionally on its still being missing (a writer that keeps ledgers
-// makes one before it changes an entry, so the listing misses none of
-// theirs).
+// Fold reads d's ledger and folds whatever it holds, settled or pending,
+// into its base (see fold): for tests and tools. It reports whether it
+// folded.
+func (lg Ledgers) Fold(ctx context.Context, d string) (bool, error) {
+	r, err := lg.readLedger(ctx, d)
+	if err != nil {
+		return false, err
+	}
+	return lg.fold(ctx, r), nil
+}
+
+// Announce writes, in the ledger of each destination of changes, a pending
+// object of ls's write naming its changes there (widened: another one,
+// naming them all), before any index entry is written: from then until
+// the write's settled object is folded, readers decide the names it gives
+// from its records. It writes objects of its own only.
 func (lg Ledgers) Announce(ctx context.Context, ls *LoadState, changes map[string]map[string][]string) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -467,117 +830,114 @@ func (lg Ledgers) Announce(ctx context.Context, ls *LoadState, changes map[strin
 	jobs := make([]func(context.Context) error, 0, len(want))
 	for d, change := range want {
 		jobs = append(jobs, func(ctx context.Context) error {
-			l, version, err := lg.Update(ctx, d, func(l *Ledger) error {
-				l.Pending[ls.nonce] = change
-				return nil
-			})
-			if err == nil {
-				mu.Lock()
-				ls.announced[d] = change
-				ls.sums[d] = writtenLedger{l, version}
-				mu.Unlock()
+			if err := lg.writeChange(ctx, d, ls.nonce, kindPending, encodeJSON(pendingChange(change))); err != nil {
+				return err
 			}
-			return err
+			mu.Lock()
+			ls.announced[d] = change
+			mu.Unlock()
+			return nil
 		})
 	}
 	return lg.Writes(ctx, jobs)
 }
 
-// Settle folds the pending changes of ls into the ledgers: each announced
-// name is set from its workload's record as it is now (read after the
-// ledger, whoever committed it), and the announcement is removed. When
-// the ledger is still the version the announcement wrote, and every
-// workload of the change had its write committed, their records are the
-// ones committed: any later commit that changes those entries announces
-// first, which would have changed the ledger; so the settlement is then
-// written without reading anything. It is best effort: a change left
-// pending (this writer died, or the ledger kept changing) is still counted
-// right, from the records, by every reader; it costs each reader one read
-// per workload of the change, and stays, since only the write that made
-// an announcement settles it.
+// writeChange writes a change object where none of its name exists: its
+// name is its write's and its content's, so one that exists already is
+// this very object (a try whose answer was lost).
+func (lg Ledgers) writeChange(ctx context.Context, d, nonce string, kind byte, data []byte) error {
+	p := path.Join(ChangeDir(d), changeName(nonce, kind, data))
+	_, err := lg.Storage.WriteObject(ctx, p, append(data, '\n'), IfAbsent)
+	if errors.Is(err, ErrVersionMoved) {
+		return nil
+	}
+	return err
+}
+
+// Settle writes, in each ledger ls announced a change in, the settled
+// object of its write: each announced name set from its workload's record,
+// the one its write committed or, for a write that did not commit, the
+// record as it is now. Then, for one write in FoldEvery, it reads those
+// ledgers and folds those that hold FoldAt settled writes or more. It is
+// best effort: a change left pending (this writer died) is still counted
+// right, from the records, by every reader, at one read per workload of
+// the change.
 func (lg Ledgers) Settle(ctx context.Context, ls *LoadState) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if len(ls.announced) == 0 {
 		return
 	}
-	allDone := func(change map[string][]string) bool {
-		for w := range change {
-			if _, ok := ls.done[w]; !ok {
-				return false
-			}
-		}
-		return true
-	}
 	var mu sync.Mutex
-	settled := func(d string) {
+	recs := map[string]*statestore.Record{}
+	record := func(ctx context.Context, w string) (*statestore.Record, error) {
 		mu.Lock()
-		delete(ls.announced, d)
+		rec, ok := ls.done[w]
+		if !ok {
+			rec, ok = recs[w]
+		}
 		mu.Unlock()
+		if ok {
+			return rec, nil
+		}
+		rec, err := lg.Storage.CurrentRecord(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		recs[w] = rec
+		mu.Unlock()
+		return rec, nil
 	}
+	var settled []string
 	jobs := make([]func(context.Context) error, 0, len(ls.announced))
 	for d, change := range ls.announced {
 		jobs = append(jobs, func(ctx context.Context) error {
-			if a, ok := ls.sums[d]; ok && allDone(change) {
-				l := a.l.clone()
-				_ = l.settle(d, ls.nonce, change, func(w string) (*statestore.Record, error) { return ls.done[w], nil })
-				_, err := lg.Storage.WriteObject(ctx, LedgerPath(d), l.encode(), a.version)
-				if !errors.Is(err, ErrVersionMoved) {
-					if err == nil {
-						settled(d)
-					}
+			sc := settledChange{}
+			for w, names := range change {
+				rec, err := record(ctx, w)
+				if err != nil {
 					return err
 				}
+				mine := ResourceEntries(rec)[d]
+				sc[w] = map[string]string{}
+				for _, n := range names {
+					sc[w][n] = mine[n]
+				}
 			}
-			_, _, err := lg.Update(ctx, d, func(l *Ledger) error {
-				return l.settle(d, ls.nonce, change, func(w string) (*statestore.Record, error) { return lg.Storage.CurrentRecord(ctx, w) })
-			})
-			if err == nil {
-				settled(d)
+			if err := lg.writeChange(ctx, d, ls.nonce, kindSettled, encodeJSON(sc)); err != nil {
+				return err
 			}
-			return err
+			mu.Lock()
+			settled = append(settled, d)
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = lg.Writes(ctx, jobs)
+	jobs = jobs[:0]
+	for _, d := range settled {
+		delete(ls.announced, d)
+		if !lg.foldsAfter(ls.nonce, d) {
+			continue
+		}
+		jobs = append(jobs, func(ctx context.Context) error {
+			r, err := lg.readLedger(ctx, d)
+			if err == nil && len(r.settled) >= lg.foldAt() {
+				lg.fold(ctx, r)
+			}
+			return nil
 		})
 	}
 	_ = lg.Writes(ctx, jobs)
 }
 
-// Update changes d's ledger with change, conditionally on the version
-// change saw, until a write succeeds. A missing ledger is made from a
-// listing of d's entries first.
-func (lg Ledgers) Update(ctx context.Context, d string, change func(*Ledger) error) (*Ledger, string, error) {
-	p := LedgerPath(d)
-	var l *Ledger
-	var version string
-	err := lg.Conflicts(ctx, "other renders kept changing the load summary "+p, func(int) error {
-		var err error
-		if l, version, err = lg.Read(ctx, d); err != nil {
-			return err
-		}
-		cond := version
-		if l == nil {
-			entries, err := lg.ListEntries(ctx, d)
-			if err != nil {
-				return err
-			}
-			l, cond = newLedger(entries), IfAbsent
-		}
-		if err := change(l); err != nil {
-			return err
-		}
-		version, err = lg.Storage.WriteObject(ctx, p, l.encode(), cond)
-		return err
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	return l, version, nil
-}
-
-// CreateListed writes the ledgers of the destinations lg.Listed counted
+// CreateListed writes the bases of the destinations lg.Listed counted
 // from a listing, each only where none exists yet. The listing may be
-// older than the write: no writer that keeps ledgers changed those
-// entries meanwhile, since it would have made the ledger first. Failures
-// are not errors: the destination is listed again next time.
+// older than the write: whatever changed an entry since was announced in
+// a change object first, which stays until a fold, and no fold runs
+// without a base. Failures are not errors: the destination is listed
+// again next time.
 func (lg Ledgers) CreateListed(ctx context.Context) {
 	if lg.Listed == nil {
 		return
@@ -602,10 +962,9 @@ func (lg Ledgers) CreateListed(ctx context.Context) {
 	_ = lg.Writes(ctx, jobs)
 }
 
-// Seed adds entries (by destination, name -> flavour folder) to the
-// ledgers of a store that nobody else writes yet, unconditionally: a
-// missing or unreadable ledger is made from a listing of the
-// destination's entries.
+// Seed adds entries (by destination, name -> flavour folder) to the bases
+// of a store that nobody else writes yet, unconditionally: a missing or
+// unreadable base is made from a listing of the destination's entries.
 func (lg Ledgers) Seed(ctx context.Context, entries map[string]map[string]string) error {
 	jobs := make([]func(context.Context) error, 0, len(entries))
 	for d, names := range entries {
@@ -619,8 +978,9 @@ func (lg Ledgers) Seed(ctx context.Context, entries map[string]map[string]string
 				if err != nil {
 					return err
 				}
-				l = &Ledger{Format: ledgerFormat, Entries: all}
+				l = &Ledger{Entries: all}
 			}
+			l.Format = ledgerFormat
 			maps.Copy(l.Entries, names)
 			_, err = lg.Storage.WriteObject(ctx, LedgerPath(d), l.encode(), AnyVersion)
 			return err

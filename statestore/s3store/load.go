@@ -17,19 +17,17 @@ import (
 
 // A bucket's load summaries are bookkeeping's load ledgers (see
 // statestore/bookkeeping/loadledger.go and docs/design.md, "Load
-// summaries"): one object per destination, .render/load/<destination>.json,
-// kept exact by conditional writes, since writers of different workloads
-// do not take turns. This file is their storage: conditional GETs and
-// PUTs of one object, a listing of one destination's entries, a record as
-// it is now.
+// summaries"): per destination, a base .render/load/<destination>.json
+// that only folds write (conditionally), and a folder
+// .render/load/<destination>/ of change objects, each written by one
+// write only, under a name of its own; writers of different workloads
+// never need one object's newest version. This file is their storage:
+// GETs and conditional PUTs of one object, a delimited listing of one
+// folder, DeleteObjects, a listing of one destination's entries, a record
+// as it is now.
 
 // ledgers is the load ledger protocol on this Store's bucket.
 func (s *Store) ledgers() bookkeeping.Ledgers {
-	// Every render that places, moves or removes a resource on a
-	// destination writes its ledger twice: it may lose more races than
-	// its record does.
-	policy := s.Policy
-	policy.MaxAttempts *= 4
 	return bookkeeping.Ledgers{
 		Storage: ledgerStorage{s},
 		Reads: func(ctx context.Context, jobs []func(context.Context) error) error {
@@ -38,8 +36,9 @@ func (s *Store) ledgers() bookkeeping.Ledgers {
 		Writes: func(ctx context.Context, jobs []func(context.Context) error) error {
 			return writeAll(ctx, s.cfg.Concurrency, jobs)
 		},
-		Conflicts: policy.Conflicts,
 		Listed:    &s.listed,
+		FoldAt:    s.foldAt,
+		FoldEvery: s.foldEvery,
 	}
 }
 
@@ -67,6 +66,33 @@ func (l ledgerStorage) WriteObject(ctx context.Context, p string, data []byte, v
 		return "", bookkeeping.ErrVersionMoved
 	}
 	return etag, err
+}
+
+// ListFolder lists the names of the objects directly in dir, delimited
+// (one request per 1,000 names).
+func (l ledgerStorage) ListFolder(ctx context.Context, dir string) ([]string, error) {
+	pre := l.s.listPrefix() + dir + "/"
+	fetchOwner := false
+	var out []string
+	err := l.s.retry(ctx, func() error {
+		out = out[:0]
+		opts := minio.ListObjectsOptions{Prefix: pre, FetchOwner: &fetchOwner}
+		for o := range l.s.client.ListObjectsIter(ctx, l.s.cfg.Bucket, opts) {
+			if o.Err != nil {
+				return o.Err
+			}
+			if name := strings.TrimPrefix(o.Key, pre); name != "" && !strings.HasSuffix(name, "/") {
+				out = append(out, name)
+			}
+		}
+		return ctx.Err()
+	})
+	return out, err
+}
+
+// DeleteObjects deletes paths (DeleteObjects, 1,000 per request).
+func (l ledgerStorage) DeleteObjects(ctx context.Context, paths []string) error {
+	return l.s.remove(ctx, paths)
 }
 
 // ListEntries lists d's resource index entries (one request per 1,000).

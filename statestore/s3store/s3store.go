@@ -35,10 +35,11 @@
 // whole render from one under way (VerifyDestination). A load summary per
 // destination (.render/load/) counts its placed resources for the spread
 // strategy, kept exact by announcing a change before making it and
-// settling it after, whatever the outcome. The placement index's marker is
-// made by a step of its own before a write plans (ensureIndexed), never by
-// a plan: writers of different workloads share no object whose newest
-// version they need, but the load summaries. ApplyAll writes a batch's
+// settling it after, whatever the outcome, each in an object of the
+// write's own, folded into the summary later. The placement index's
+// marker is made by a step of its own before a write plans
+// (ensureIndexed), never by a plan: writers of different workloads share
+// no object whose newest version they need. ApplyAll writes a batch's
 // updates side by side, with one announcement in the load summaries for
 // all of them.
 //
@@ -141,6 +142,9 @@ type Store struct {
 	// load was counted from a listing, for lack of a load summary: the
 	// next Apply that writes creates their summaries from it.
 	listed bookkeeping.Listed
+	// foldAt and foldEvery replace bookkeeping's defaults for folding the
+	// load summaries when set (tests).
+	foldAt, foldEvery int
 }
 
 var _ statestore.Store = (*Store)(nil)
