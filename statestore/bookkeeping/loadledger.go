@@ -798,6 +798,25 @@ func (lg Ledgers) Fold(ctx context.Context, d string) (bool, error) {
 	return lg.fold(ctx, r), nil
 }
 
+// Pending returns the changes under way on d, by the nonce of the write
+// making them: those whose pending object has no settled one yet, and
+// those a fold found so and the base still holds (for tests and tools).
+func (lg Ledgers) Pending(ctx context.Context, d string) (map[string]map[string][]string, error) {
+	r, err := lg.readLedger(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	out := maps.Clone(r.pending)
+	if r.base != nil {
+		for nonce, change := range r.base.Pending {
+			if _, done := r.settled[nonce]; !done && out[nonce] == nil {
+				out[nonce] = change
+			}
+		}
+	}
+	return out, nil
+}
+
 // Announce writes, in the ledger of each destination of changes, a pending
 // object of ls's write naming its changes there (widened: another one,
 // naming them all), before any index entry is written: from then until

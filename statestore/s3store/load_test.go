@@ -66,11 +66,11 @@ func sameLoad(t *testing.T, what string, got, want map[string]map[string]int) {
 // pendingIn returns the pending announcements of d's summary.
 func pendingIn(t *testing.T, s *Store, d string) map[string]map[string][]string {
 	t.Helper()
-	l, _, err := s.ledgers().Read(testCtx(t), d)
-	if err != nil || l == nil {
-		t.Fatalf("summary of %s: %v, %v", d, l, err)
+	p, err := s.ledgers().Pending(testCtx(t), d)
+	if err != nil {
+		t.Fatalf("summary of %s: %v", d, err)
 	}
-	return l.Pending
+	return p
 }
 
 // TestLoadSummaryExactUnderConcurrentWriters races renders of different
@@ -81,6 +81,48 @@ func pendingIn(t *testing.T, s *Store, d string) map[string]map[string][]string 
 func TestLoadSummaryExactUnderConcurrentWriters(t *testing.T) {
 	m := testenv.MinIO(t)
 	cfg := minioConfig(m, m.CreateBucket(t, "load"))
+	raceLoadWriters(t, cfg, nil)
+}
+
+// TestLoadSummaryFoldedUnderConcurrentWriters: the same race, with every
+// write reading the summaries it settled in and folding those that hold
+// three settled writes or more, side by side with the other writes and
+// folds: the load stays exact, and the folds left fewer change objects
+// than the writes made.
+func TestLoadSummaryFoldedUnderConcurrentWriters(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "folded"))
+	raceLoadWriters(t, cfg, func(s *Store) { s.foldAt, s.foldEvery = 3, 1 })
+	objs := listAll(t, open(t, cfg), bookkeeping.LoadDir)
+	changes := 0
+	for p := range objs {
+		if strings.HasPrefix(summaryOf(p), "d") && strings.HasSuffix(summaryOf(p), " changes") {
+			changes++
+		}
+	}
+	// 24 writers, 42 writes, two change objects each.
+	if changes >= 2*42 {
+		t.Errorf("%d change objects left: nothing was folded", changes)
+	}
+	t.Logf("%d change objects left of %d", changes, 2*42)
+}
+
+// listAll lists every object below dir, relative to the store.
+func listAll(t *testing.T, s *Store, dir string) map[string]object {
+	t.Helper()
+	sn, err := s.list(testCtx(t), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sn.objs
+}
+
+// raceLoadWriters races 24 renders of different workloads that place,
+// move, re-flavour and remove resources on loadDests (tweak, when set,
+// adjusts each writer's Store), then checks the summaries against the
+// index.
+func raceLoadWriters(t *testing.T, cfg Config, tweak func(*Store)) {
+	t.Helper()
 	applyOK(t, open(t, cfg), flavouredUpdate("team", "first", "dev", "small", 1))
 	const writers = 24
 	var wg sync.WaitGroup
@@ -95,6 +137,9 @@ func TestLoadSummaryExactUnderConcurrentWriters(t *testing.T) {
 				return
 			}
 			defer s.Close()
+			if tweak != nil {
+				tweak(s)
+			}
 			f := []string{"small", "", "large"}[i%3]
 			name := fmt.Sprintf("r%02d", i)
 			steps := []statestore.Update{flavouredUpdate("team", name, loadDests[i%3], f, 1)}
@@ -131,6 +176,109 @@ func TestLoadSummaryExactUnderConcurrentWriters(t *testing.T) {
 			t.Errorf("summary of %s: changes left pending: %v", d, p)
 		}
 	}
+}
+
+// loadLog records the requests below the load summaries: method, path
+// relative to the store, and status.
+type loadLog struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (l *loadLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(r)
+	if _, rel, ok := strings.Cut(r.URL.Path, "/"+testPath+"/"+bookkeeping.LoadDir+"/"); ok {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		l.mu.Lock()
+		l.reqs = append(l.reqs, fmt.Sprintf("%s %s %d", r.Method, bookkeeping.LoadDir+"/"+rel, status))
+		l.mu.Unlock()
+	}
+	return resp, err
+}
+
+// TestLoadWritersOfDifferentWorkloadsShareNoObject: 16 renders of
+// different workloads place resources on one destination at once. Each
+// writes two objects of its own in the destination's summary (an
+// announcement, then a settlement), each once and only where none exists:
+// none reads or writes the summary's base, none needs another's version,
+// and none is refused a condition. (Before, each read the base and wrote
+// it twice, conditionally, and lost and retried those writes to the
+// others.)
+func TestLoadWritersOfDifferentWorkloadsShareNoObject(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "noshare"))
+	applyOK(t, open(t, cfg), flavouredUpdate("team", "first", "dev", "small", 1))
+	if ok, err := open(t, cfg).ledgers().Fold(testCtx(t), "dev"); err != nil || !ok {
+		t.Fatalf("fold: %v, %v", ok, err)
+	}
+	log := &loadLog{base: http.DefaultTransport}
+	wcfg := cfg
+	wcfg.Transport = log
+	const writers = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := New(wcfg)
+			if err == nil {
+				defer s.Close()
+				_, err = s.Apply(testCtx(t), flavouredUpdate("team", fmt.Sprintf("w%02d", i), "dev", []string{"small", ""}[i%2], 1))
+			}
+			errs <- err
+		}()
+	}
+	waitGroup(t, &wg, "the writers")
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	puts := map[string]int{}
+	for _, r := range log.reqs {
+		method, rest, _ := strings.Cut(r, " ")
+		p, status, _ := strings.Cut(rest, " ")
+		switch {
+		case summaryOf(p) != "dev changes":
+			t.Errorf("a writer sent %s", r)
+		case method != http.MethodPut || status != "200":
+			t.Errorf("a writer sent %s: want only PUTs that succeed", r)
+		}
+		puts[p]++
+	}
+	if len(puts) != 2*writers {
+		t.Errorf("%d objects written for %d writers, want two each", len(puts), writers)
+	}
+	for p, n := range puts {
+		if n != 1 {
+			t.Errorf("%s written %d times", p, n)
+		}
+	}
+	s := open(t, cfg)
+	sameLoad(t, "after the writers", summaryLoad(t, s), indexLoad(t, s))
+	if p := pendingIn(t, s, "dev"); len(p) > 0 {
+		t.Errorf("changes left pending: %v", p)
+	}
+}
+
+// summaryOf names what a path below the load summaries is: "<d> base"
+// or "<d> changes" (for the destinations of loadDests).
+func summaryOf(p string) string {
+	for _, d := range loadDests {
+		switch {
+		case p == bookkeeping.LedgerPath(d):
+			return d + " base"
+		case strings.HasPrefix(p, bookkeeping.ChangeDir(d)+"/") && !strings.Contains(strings.TrimPrefix(p, bookkeeping.ChangeDir(d)+"/"), "/"):
+			return d + " changes"
+		}
+	}
+	return p
 }
 
 // failLoadPuts fails every PUT of a load summary after the first armed
@@ -220,8 +368,8 @@ func TestLoadSummariesMigrate(t *testing.T) {
 	cnt.take()
 	cnt.prefixes()
 	sameLoad(t, "no summaries", summaryLoad(t, s), want)
-	if n, _ := cnt.take(); n["LIST"] != len(loadDests) {
-		t.Fatalf("counting without summaries: requests %v, want one listing per destination", n)
+	if n, _ := cnt.take(); n["LIST"] != 2*len(loadDests) {
+		t.Fatalf("counting without summaries: requests %v, want two listings per destination (its changes, its entries)", n)
 	}
 	cnt.prefixes()
 	applyOK(t, s, flavouredUpdate("team", "new", "dev", "small", 1))
@@ -230,8 +378,13 @@ func TestLoadSummariesMigrate(t *testing.T) {
 	cnt.take()
 	cnt.prefixes()
 	sameLoad(t, "summaries made by the write", summaryLoad(t, open(t, counted)), want)
-	if n, _ := cnt.take(); n["LIST"] != 0 || n["GET"] != len(loadDests) {
-		t.Fatalf("counting from summaries: requests %v, want one GET per destination and no listing", n)
+	if n, _ := cnt.take(); n["LIST"] != len(loadDests) || n["GET"] != len(loadDests) {
+		t.Fatalf("counting from summaries: requests %v, want one listing of its changes and one GET per destination", n)
+	}
+	for _, l := range cnt.prefixes() {
+		if prefix, delim, _ := strings.Cut(l, "|"); delim != "/" || !strings.HasPrefix(prefix, testPath+"/"+bookkeeping.LoadDir+"/") {
+			t.Errorf("counting from summaries listed %q", l)
+		}
 	}
 }
 
@@ -287,10 +440,12 @@ func TestBatchAnnouncesOnce(t *testing.T) {
 	summaries := map[string]int{}
 	for _, p := range puts {
 		if strings.HasPrefix(p, bookkeeping.LoadDir+"/") {
-			summaries[p]++
+			summaries[summaryOf(p)]++
 		}
 	}
-	if want := map[string]int{bookkeeping.LedgerPath("dev"): 2, bookkeeping.LedgerPath("dest-1"): 2, bookkeeping.LedgerPath("dest-2"): 2}; !maps.Equal(summaries, want) {
+	// Each destination: its pending object, then its settled one; no
+	// write of a summary's base.
+	if want := map[string]int{"dev changes": 2, "dest-1 changes": 2, "dest-2 changes": 2}; !maps.Equal(summaries, want) {
 		t.Errorf("load summary writes %v, want %v", summaries, want)
 	}
 	s = open(t, cfg)

@@ -147,6 +147,11 @@ type Store struct {
 	foldAt, foldEvery int
 }
 
+// ledgerFoldAt and ledgerFoldEvery are what New sets a Store's foldAt and
+// foldEvery to: bookkeeping's defaults, except in this package's tests,
+// whose request counts must not depend on a write's random nonce.
+var ledgerFoldAt, ledgerFoldEvery int
+
 var _ statestore.Store = (*Store)(nil)
 
 // New opens the store described by cfg. It does not contact the endpoint;
@@ -161,7 +166,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.RetryDeadline <= 0 {
 		cfg.RetryDeadline = statestore.DefaultRetryDeadline
 	}
-	s := &Store{cfg: cfg}
+	s := &Store{cfg: cfg, foldAt: ledgerFoldAt, foldEvery: ledgerFoldEvery}
 	fail := func(format string, args ...any) (*Store, error) {
 		return nil, &statestore.StoreError{Store: s.String(), Op: "configure", Err: fmt.Errorf(format, args...)}
 	}

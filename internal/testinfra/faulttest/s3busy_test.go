@@ -27,9 +27,9 @@ import (
 // with the CPU starved, as on a busy node. Every render exits 0 and lands
 // (its record, no intent in it, and its file where its record places it),
 // and once the last one exited nothing is left that a later write must
-// clean up: no record names an unfinished write (s3Pending), no load
-// summary holds a pending change, and each summary counts exactly the
-// placement index's entries of its destination. (64 at once is measured
+// clean up: no record names an unfinished write (s3Pending), every change
+// announced in a load summary was settled, and each summary counts exactly
+// the placement index's entries of its destination. (64 at once is measured
 // by the benchmark, scenario 5 and docs/benchmarks.md.)
 func TestS3WritersOnBusyNode(t *testing.T) {
 	const writers = 16
@@ -143,27 +143,47 @@ func TestS3WritersOnBusyNode(t *testing.T) {
 			entries[e.Destination]++
 		}
 	}
-	placed := 0
+	// Every change announced in a summary's folder of changes was settled
+	// (a nonce's pending object has its settled one beside it), and the
+	// load read from the summaries is the index's.
+	kinds := map[string]string{}
 	for k := range objs {
-		d, ok := strings.CutPrefix(k, ".render/load/")
-		if !ok {
+		rest, ok := strings.CutPrefix(k, bookkeeping.LoadDir+"/")
+		if !ok || !strings.Contains(rest, "/") {
 			continue
 		}
-		d = strings.TrimSuffix(d, ".json")
-		var sum struct {
-			Entries map[string]string          `json:"entries"`
-			Pending map[string]json.RawMessage `json:"pending"`
+		d, name := path.Split(rest)
+		if len(name) > 34 && name[32] == '.' {
+			kinds[d+name[:32]] += name[33:34]
 		}
-		if err := json.Unmarshal(read(k), &sum); err != nil {
-			t.Fatalf("%s: %v", k, err)
+	}
+	for nonce, k := range kinds {
+		if !strings.Contains(k, "s") {
+			t.Errorf("the change %s of a load summary was never settled (%q)", nonce, k)
 		}
-		if len(sum.Pending) > 0 {
-			t.Errorf("the load summary of %s holds %d pending changes", d, len(sum.Pending))
+	}
+	snap, err := st.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dests []string
+	for i := range 4 {
+		dests = append(dests, fmt.Sprintf("worker-%d", i))
+	}
+	counts, rest, err := snap.(bookkeeping.LoadSummarizer).SummaryLoad(dests)
+	if err != nil || len(rest) > 0 {
+		t.Fatalf("SummaryLoad: %v, rest %v", err, rest)
+	}
+	placed := 0
+	for _, d := range dests {
+		n := 0
+		for _, c := range counts[d] {
+			n += c
 		}
-		if len(sum.Entries) != entries[d] {
-			t.Errorf("the load summary of %s counts %d resources, the index %d", d, len(sum.Entries), entries[d])
+		if n != entries[d] {
+			t.Errorf("the load summary of %s counts %d resources, the index %d", d, n, entries[d])
 		}
-		placed += len(sum.Entries)
+		placed += n
 	}
 	if placed != writers {
 		t.Errorf("the load summaries count %d resources, want %d", placed, writers)
