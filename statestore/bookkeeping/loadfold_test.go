@@ -310,16 +310,24 @@ func TestDeadWritersChangeThroughFolds(t *testing.T) {
 }
 
 // Writes of a few workloads, some of the same workload at once (as
-// racing renders of one workload are: only one commits), some dying,
-// interleaved at random with folds (some split around other steps) and
-// reads: every read counts what the records imply.
+// racing renders of one workload are: only one commits; a loser plans
+// again and widens its announcement), some dying, interleaved at random
+// with folds (their reads and writes apart, other steps between, even
+// between a read's listing and the rest of it) and reads, and folds whose
+// deletes are cut off halfway: every read counts what the records imply.
 func TestLedgerRandomInterleavings(t *testing.T) {
-	for seed := range uint64(300) {
+	for seed := range uint64(400) {
 		rnd := rand.New(rand.NewPCG(seed, 7))
 		m := newMemLedgers()
 		lg := m.ledgers()
 		lg.FoldAt = 1 + rnd.IntN(4)
 		lg.FoldEvery = 1 + rnd.IntN(3)
+		if seed%2 == 1 {
+			m.deletes = func(paths []string) []string {
+				rnd.Shuffle(len(paths), func(i, j int) { paths[i], paths[j] = paths[j], paths[i] })
+				return paths[:rnd.IntN(len(paths)+1)]
+			}
+		}
 		ctx := context.Background()
 		type inflight struct {
 			w         string
@@ -331,9 +339,9 @@ func TestLedgerRandomInterleavings(t *testing.T) {
 		var writes []*inflight
 		var reads []*ledgerRead
 		dests := []string{"d", "e"}
-		for step := range 60 {
-			what := fmt.Sprintf("seed %d step %d", seed, step)
-			switch k := rnd.IntN(10); {
+		var step func(k int, nested bool)
+		step = func(k int, nested bool) {
+			switch {
 			case k < 3: // a write plans and announces
 				w := fmt.Sprintf("w%d", rnd.IntN(4))
 				var want *statestore.Record
@@ -371,8 +379,16 @@ func TestLedgerRandomInterleavings(t *testing.T) {
 					lg.Settle(ctx, writes[i].ls)
 				}
 				writes = append(writes[:i], writes[i+1:]...)
-			case k < 8: // a fold reads
+			case k < 8: // a fold reads, perhaps with other steps after its listing
+				if !nested && rnd.IntN(2) == 0 {
+					m.afterList = func() {
+						for range 1 + rnd.IntN(4) {
+							step(rnd.IntN(9), true)
+						}
+					}
+				}
 				r, err := lg.readLedger(ctx, dests[rnd.IntN(2)])
+				m.afterList = nil
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -381,14 +397,52 @@ func TestLedgerRandomInterleavings(t *testing.T) {
 				i := rnd.IntN(len(reads))
 				lg.fold(ctx, reads[i])
 				reads = append(reads[:i], reads[i+1:]...)
-			default:
-				for _, d := range dests {
-					checkLedger(t, m, lg, d, what+" on "+d)
-				}
+			}
+		}
+		for i := range 80 {
+			if k := rnd.IntN(10); k < 9 {
+				step(k, false)
+				continue
+			}
+			for _, d := range dests {
+				checkLedger(t, m, lg, d, fmt.Sprintf("seed %d step %d on %s", seed, i, d))
 			}
 		}
 		for _, d := range dests {
 			checkLedger(t, m, lg, d, fmt.Sprintf("seed %d, at the end, on %s", seed, d))
 		}
 	}
+}
+
+// A read whose listing two folds overtake before it reads the base: the
+// first folds a write the read listed and deletes its object, the workload
+// writes again, and the second folds that, no longer listing the first
+// write. The read takes the first write's settlement for the name (as it
+// was when the read listed it) over a base that holds the second: a fold
+// of that read would write the name back as it was, for good. It lists the
+// folder again first, misses what it listed, and does nothing.
+func TestFoldOfAReadTwoFoldsOvertook(t *testing.T) {
+	m := newMemLedgers()
+	lg := m.ledgers()
+	ctx := context.Background()
+	rec1, rec2 := placed("w", "d", "small"), placed("w", "d", "large")
+	write(t, m, lg, "w", nil, rec1, true)
+	write(t, m, lg, "x", nil, placed("x", "d", ""), true)
+	m.afterList = func() {
+		if ok, err := lg.Fold(ctx, "d"); err != nil || !ok {
+			t.Errorf("first overtaking fold: %v, %v", ok, err)
+		}
+		write(t, m, lg, "w", rec1, rec2, true)
+		if ok, err := lg.Fold(ctx, "d"); err != nil || !ok {
+			t.Errorf("second overtaking fold: %v, %v", ok, err)
+		}
+	}
+	r, err := lg.readLedger(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lg.fold(ctx, r) {
+		t.Fatal("a fold of a read two folds overtook wrote the base")
+	}
+	checkLedger(t, m, lg, "d", "after the overtaken fold")
 }

@@ -125,6 +125,10 @@ type Ledger struct {
 	Format  int                            `json:"format"`
 	Entries map[string]string              `json:"entries"`
 	Pending map[string]map[string][]string `json:"pending,omitempty"`
+	// Folded are the nonces of the writes folded into it whose change
+	// objects may still be listed (a fold deletes them after it wrote
+	// the base, and may be cut off): readers pass over them.
+	Folded []string `json:"folded,omitempty"`
 }
 
 func (l *Ledger) encode() []byte {
@@ -477,6 +481,14 @@ type ledgerRead struct {
 	// fold ran meanwhile); the base was read again after it, and this
 	// read folds nothing.
 	gone bool
+	// objects are the names of the change objects listed.
+	objects []string
+	// stale are the change objects listed of writes the base holds
+	// folded already (Ledger.Folded), and folded the nonces of those
+	// writes: a fold deletes those objects again and keeps their nonces
+	// while they are listed.
+	stale  []string
+	folded map[string]bool
 }
 
 // readLedger reads d's ledger: its folder's listing first, then the
@@ -497,6 +509,9 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 	}
 	slices.SortFunc(objs, func(a, b changeObj) int { return strings.Compare(a.name, b.name) })
 	r := &ledgerRead{d: d, pending: map[string]map[string][]string{}, settled: map[string][]string{}}
+	for _, c := range objs {
+		r.objects = append(r.objects, c.name)
+	}
 	hasSettled := map[string]bool{}
 	for _, c := range objs {
 		if c.kind == kindSettled {
@@ -562,6 +577,29 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 		}
 		r.members = entries
 		return r, nil
+	}
+	// The writes the base holds folded are passed over.
+	r.folded = map[string]bool{}
+	if r.base != nil && len(r.base.Folded) > 0 {
+		folded := setOfNames(r.base.Folded)
+		kept := objs[:0:0]
+		var kc [][]byte
+		for i, c := range objs {
+			if folded[c.nonce] {
+				r.stale = append(r.stale, c.name)
+				r.folded[c.nonce] = true
+				continue
+			}
+			kept = append(kept, c)
+			kc = append(kc, contents[i])
+		}
+		objs, contents = kept, kc
+		hasSettled = map[string]bool{}
+		for _, c := range objs {
+			if c.kind == kindSettled {
+				hasSettled[c.nonce] = true
+			}
+		}
 	}
 	// Which writes name which names.
 	decide := map[string]string{} // name -> workload, decided from its record
@@ -690,6 +728,14 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 	return r, nil
 }
 
+func setOfNames(names []string) map[string]bool {
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}
+
 // invert is the set of decide's workloads.
 func invert(decide map[string]string) map[string]bool {
 	out := map[string]bool{}
@@ -705,9 +751,31 @@ func invert(decide map[string]string) map[string]bool {
 // that landed, it deletes the objects of the writes r found settled. A
 // fold that loses its write does nothing more. It reports whether it
 // folded.
+//
+// r's listing came before its base. Another fold between the two wrote a
+// base that r's count may not agree with: a name r took from the one
+// settled write its listing showed, while the other fold counted it from
+// a later write of the workload (listed after r's) and deleted both. As a
+// read, r is still right (that name was so when r listed it); as a base,
+// it would be wrong for good. Such a fold deleted an object r listed, so
+// the folder is listed again first, and a fold whose listed objects are
+// not all there any more does nothing.
 func (lg Ledgers) fold(ctx context.Context, r *ledgerRead) bool {
-	if r.unreadable || r.gone || len(r.settled) == 0 && len(r.pending) == 0 {
+	if r.unreadable || r.gone || len(r.settled) == 0 && len(r.pending) == 0 && len(r.stale) == 0 {
 		return false
+	}
+	now, err := lg.Storage.ListFolder(ctx, ChangeDir(r.d))
+	if err != nil {
+		return false
+	}
+	there := make(map[string]bool, len(now))
+	for _, n := range now {
+		there[n] = true
+	}
+	for _, n := range r.objects {
+		if !there[n] {
+			return false
+		}
 	}
 	next := &Ledger{Format: ledgerFormat, Entries: r.members, Pending: map[string]map[string][]string{}}
 	if r.base != nil {
@@ -730,6 +798,11 @@ func (lg Ledgers) fold(ctx context.Context, r *ledgerRead) bool {
 	if len(next.Pending) == 0 {
 		next.Pending = nil
 	}
+	next.Folded = slices.Sorted(maps.Keys(r.settled))
+	for nonce := range r.folded {
+		next.Folded = append(next.Folded, nonce)
+	}
+	slices.Sort(next.Folded)
 	cond := r.version
 	if r.base == nil {
 		cond = IfAbsent
@@ -737,7 +810,10 @@ func (lg Ledgers) fold(ctx context.Context, r *ledgerRead) bool {
 	if _, err := lg.Storage.WriteObject(ctx, LedgerPath(r.d), next.encode(), cond); err != nil {
 		return false
 	}
-	var gone []string
+	gone := slices.Clone(r.stale)
+	for i := range gone {
+		gone[i] = path.Join(ChangeDir(r.d), gone[i])
+	}
 	for _, nonce := range slices.Sorted(maps.Keys(r.settled)) {
 		for _, name := range r.settled[nonce] {
 			gone = append(gone, path.Join(ChangeDir(r.d), name))
@@ -942,8 +1018,8 @@ func (lg Ledgers) Settle(ctx context.Context, ls *LoadState) {
 		}
 		jobs = append(jobs, func(ctx context.Context) error {
 			r, err := lg.readLedger(ctx, d)
-			if err == nil && len(r.settled) >= lg.foldAt() {
-				lg.fold(ctx, r)
+			if err == nil && (len(r.settled) >= lg.foldAt() || r.base == nil && !r.unreadable) {
+				lg.fold(ctx, r) // a missing base is made, since it was listed for
 			}
 			return nil
 		})

@@ -26,6 +26,9 @@ type memLedgers struct {
 	writes []memWrite
 	// afterList, when set, runs after a ListFolder (once).
 	afterList func()
+	// deletes, when set, says which of the paths a DeleteObjects asks
+	// for it deletes (one cut off halfway).
+	deletes func(paths []string) []string
 }
 
 type memWrite struct{ path, version string }
@@ -79,6 +82,9 @@ func (m *memLedgers) ListFolder(_ context.Context, dir string) ([]string, error)
 func (m *memLedgers) DeleteObjects(_ context.Context, paths []string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.deletes != nil {
+		paths = m.deletes(paths)
+	}
 	for _, p := range paths {
 		delete(m.objs, p)
 		delete(m.versions, p)
