@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -350,7 +351,7 @@ func slugOf(s string) string {
 // check checks that every workflow of ws (workloads keys) landed in
 // bucket, and, for one-file requests, that nothing is left that a later
 // write must clean up: no record names a write under way, no load summary
-// holds a pending change.
+// holds a change that was not settled.
 func (t s3ConcTarget) check(ctx context.Context, bucket string, ws []*workflow, keys []string) error {
 	if !t.oneFile {
 		return checkS3LandedIn(ctx, t.client, bucket, t.dest, ws)
@@ -386,11 +387,30 @@ func (t s3ConcTarget) check(ctx context.Context, bucket string, ws []*workflow, 
 			return fmt.Errorf("S3: %s is missing or wrong (%v)", f, err)
 		}
 	}
+	// The load summaries: every change announced beside a summary was
+	// settled (a write's pending object has its settled one beside it),
+	// and every change a summary's base holds as under way (a fold found
+	// it pending) was settled since.
+	kinds := map[string]string{} // "<folder>/<nonce>" -> kinds of its objects
+	var bases []string
 	for o := range t.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: "clusters/.render/load/", Recursive: true}) {
 		if o.Err != nil {
 			return o.Err
 		}
-		data, err := read(o.Key)
+		dir, name := path.Split(o.Key)
+		if len(name) > 34 && name[32] == '.' {
+			kinds[dir+name[:32]] += name[33:34]
+		} else if strings.HasSuffix(name, ".json") {
+			bases = append(bases, o.Key)
+		}
+	}
+	for nonce, k := range kinds {
+		if !strings.Contains(k, "s") {
+			return fmt.Errorf("S3: the load summary change %s was never settled", nonce)
+		}
+	}
+	for _, key := range bases {
+		data, err := read(key)
 		if err != nil {
 			return err
 		}
@@ -398,10 +418,12 @@ func (t s3ConcTarget) check(ctx context.Context, bucket string, ws []*workflow, 
 			Pending map[string]json.RawMessage `json:"pending"`
 		}
 		if err := json.Unmarshal(data, &sum); err != nil {
-			return fmt.Errorf("S3: %s: %w", o.Key, err)
+			return fmt.Errorf("S3: %s: %w", key, err)
 		}
-		if len(sum.Pending) > 0 {
-			return fmt.Errorf("S3: the load summary %s holds %d pending changes after the last render", o.Key, len(sum.Pending))
+		for nonce := range sum.Pending {
+			if !strings.Contains(kinds[strings.TrimSuffix(key, ".json")+"/"+nonce], "s") {
+				return fmt.Errorf("S3: the load summary %s holds a change under way after the last render", key)
+			}
 		}
 	}
 	return nil
