@@ -25,9 +25,10 @@ import (
 //     of the index folder they were counted from; every write brings them
 //     up to date in the same commit (CountsUpdate);
 //   - ledgers (loadledger.go), for a store whose writers of different
-//     workloads do not take turns (an S3 bucket: LedgerStorage): one
-//     object per destination naming its entries and the changes under
-//     way, kept exact by conditional writes around each commit (Ledgers).
+//     workloads do not take turns (an S3 bucket: LedgerStorage): per
+//     destination, a base naming its entries, which only folds write
+//     (conditionally), and beside it the objects each write adds around
+//     its commit, which only that write writes (Ledgers).
 //
 // One format cannot serve both. A count can only be trusted where the
 // store says which index it was counted from (a folder id) and where no

@@ -35,11 +35,11 @@ type batch struct {
 // otherwise make them take turns:
 //
 //   - the load summaries: the batch announces the changes of every update
-//     that carries its Basis before any write begins, one conditional write
+//     that carries its Basis before any write begins, one change object
 //     per destination, and settles them once the last write ended, one
 //     more; a write whose plan changes more than its update said widens
 //     the announcement (render drain moves 1,000 workloads off one
-//     destination with a few writes of its summary, not 2,000);
+//     destination with a few objects beside its summary, not 2,000);
 //   - the view: every write's first attempt starts from what the view
 //     the first update carries (Update.View: a drain's reads) looked up,
 //     and lists only what that did not cover.

@@ -390,10 +390,10 @@ func TestLoadSummariesMigrate(t *testing.T) {
 
 // A batch (ApplyAll, as render drain writes one) that moves 24 resources
 // from one destination to two others announces its changes in each load
-// summary once before its writes and settles them once after: each of the
-// three summaries is written twice, not twice per resource; the writes
-// land side by side, the load read from the summaries equals the index,
-// and nothing is left pending.
+// summary once before its writes and settles them once after: two change
+// objects beside each of the three summaries (and no write of their
+// bases), not two per resource; the writes land side by side, the load
+// read from the summaries equals the index, and nothing is left pending.
 func TestBatchAnnouncesOnce(t *testing.T) {
 	m := testenv.MinIO(t)
 	cfg := minioConfig(m, m.CreateBucket(t, "batchload"))
