@@ -1,6 +1,7 @@
 package s3store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -459,4 +460,61 @@ func TestBatchAnnouncesOnce(t *testing.T) {
 			t.Errorf("summary of %s: changes left pending: %v", d, p)
 		}
 	}
+}
+
+// TestLoadSummaryOfAnOlderRender: a summary an older render wrote (format
+// 1: the entries, and the changes under way in the summary itself; here
+// one of a writer that committed and died before settling) is read right
+// beside this render's change objects, and the first fold rewrites it in
+// this render's format, keeping the older writer's change as under way.
+func TestLoadSummaryOfAnOlderRender(t *testing.T) {
+	m := testenv.MinIO(t)
+	cfg := minioConfig(m, m.CreateBucket(t, "older"))
+	s := open(t, cfg)
+	a, old := flavouredUpdate("team", "a", "dev", "small", 1), flavouredUpdate("team", "old", "dev", "large", 1)
+	applyOK(t, s, a)
+	applyOK(t, s, old)
+	recA, err := s.ledgers().Storage.CurrentRecord(testCtx(t), a.Workload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recOld, err := s.ledgers().Storage.CurrentRecord(testCtx(t), old.Workload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What an older render left: a's entry, old's change pending.
+	legacy := fmt.Sprintf(`{"format":1,"entries":%s,"pending":{"0123":%s}}`,
+		mustJSON(t, bookkeeping.ResourceEntries(recA)["dev"]), mustJSON(t, bookkeeping.LedgerChanges(old.Workload, nil, recOld, nil)["dev"]))
+	objs := listAll(t, s, bookkeeping.LoadDir)
+	var gone []string
+	for p := range objs {
+		gone = append(gone, p)
+	}
+	if err := s.remove(testCtx(t), gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.put(testCtx(t), bookkeeping.LedgerPath("dev"), []byte(legacy), cond{}); err != nil {
+		t.Fatal(err)
+	}
+	sameLoad(t, "an older render's summary", summaryLoad(t, s), indexLoad(t, s))
+	applyOK(t, s, flavouredUpdate("team", "a", "dev", "", 2))
+	applyOK(t, s, flavouredUpdate("team", "b", "dev", "small", 1))
+	sameLoad(t, "beside change objects", summaryLoad(t, s), indexLoad(t, s))
+	if ok, err := s.ledgers().Fold(testCtx(t), "dev"); err != nil || !ok {
+		t.Fatalf("fold: %v, %v", ok, err)
+	}
+	sameLoad(t, "folded", summaryLoad(t, s), indexLoad(t, s))
+	base, _, err := s.ledgers().Read(testCtx(t), "dev")
+	if err != nil || base.Format != 2 || len(base.Pending["0123"]) == 0 {
+		t.Fatalf("folded base %+v (%v): want format 2, the older render's change kept", base, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
