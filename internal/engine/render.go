@@ -115,7 +115,7 @@ type passRead struct {
 
 // prepare runs the steps before the passes, once: it reads and validates
 // every input (loadInputs), opens a client per store and resolves each
-// one's pull-request mode (openRenderStores), and plans once, before any
+// one's pull-request mode (openStores), and plans once, before any
 // store is contacted (preflight). skipped is the report of a render
 // workflow-control.yaml skips: nothing else runs then.
 func (e *Engine) prepare(ctx context.Context, ph *phaseTracker) (r *rendering, skipped *Report, err error) {
@@ -123,7 +123,7 @@ func (e *Engine) prepare(ctx context.Context, ph *phaseTracker) (r *rendering, s
 	if err != nil || skipped != nil {
 		return nil, skipped, err
 	}
-	stores, prs, err := e.openRenderStores(ph, ld.Platform)
+	stores, prs, err := e.openStores(ph, ld.Platform)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,12 +156,12 @@ func (e *Engine) loadInputs(ctx context.Context, ph *phaseTracker) (ld *Inputs, 
 	return ld, nil, nil
 }
 
-// openRenderStores opens a client for every store any destination of p
+// openStores opens a client for every store any destination of p
 // uses (records are read from all of them; kept clients are reused), and
 // resolves each store's pull-request mode. A store's configuration that
 // is wrong (a missing secret, a forge that cannot be known) is bad input,
 // before any store is contacted.
-func (e *Engine) openRenderStores(ph *phaseTracker, p *inputs.Platform) (map[renderer.StoreRef]statestore.Store, map[renderer.StoreRef]*prSetup, error) {
+func (e *Engine) openStores(ph *phaseTracker, p *inputs.Platform) (map[renderer.StoreRef]statestore.Store, map[renderer.StoreRef]*prSetup, error) {
 	if err := ph.enter(PhasePlanning); err != nil {
 		return nil, nil, err
 	}
