@@ -275,7 +275,7 @@ func (r *rendering) placementFailed(err error) error {
 // pass cut short because a store could not say where Kratix placed the
 // static dependencies reports the plan it made).
 func (r *rendering) plan(ctx context.Context, rd *passRead, rep *Report) (storeUpdates, error) {
-	plan, err := schedule(ctx, rd.in, r.early.plan) // place every group with it (pure)
+	plan, err := schedule(ctx, rd.in, r.early.plan) // place every group with what the stores remember (pure)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,11 @@ func (r *rendering) plan(ctx context.Context, rd *passRead, rep *Report) (storeU
 		return nil, err
 	}
 	rep.Plan, rep.Secrets = sealed.Plan, sealed.Notes
-	w, err := r.planWrites(ctx, rd, sealed) // one update per store, checked
+	objects, err := r.checkPlan(ctx, rd, sealed.Plan) // what Flux builds, and whose it is
+	if err != nil {
+		return nil, err
+	}
+	w, err := r.planWrites(ctx, rd, sealed, objects) // one update per store
 	if err != nil {
 		return nil, err
 	}
@@ -355,16 +359,12 @@ type passWrites struct {
 	staticNotes     []secrets.Note
 }
 
-// planWrites turns the placement (sealed, the plan with its Secrets
-// sealed) into one update per store, and checks it before any store is
-// written: what Flux will build, no object that another workload's
-// record lists (stores that predate the index), no group folder another
-// workload fills. A delete removes every pipeline's workload of its
-// object, and what Kratix wrote for it; a promise workflow's static
-// dependencies are a workload of their own. Last come the records a
-// promise workflow leaves in every store and Kratix's canaries.
-func (r *rendering) planWrites(ctx context.Context, rd *passRead, sealed *secrets.Sealed) (*passWrites, error) {
-	p, wf, key, plan := r.ld.Platform, r.wf, r.key, sealed.Plan
+// checkPlan checks plan (the placement, its Secrets sealed) before any
+// store is written, and returns the objects Flux will build of it: what
+// Flux will build, no object that another workload's record lists
+// (stores that predate the index), no group folder another workload
+// fills.
+func (r *rendering) checkPlan(ctx context.Context, rd *passRead, plan *renderer.Plan) ([]fluxcheck.Object, error) {
 	objects := r.early.objects
 	if plan != r.early.plan {
 		var err error
@@ -372,12 +372,23 @@ func (r *rendering) planWrites(ctx context.Context, rd *passRead, sealed *secret
 			return nil, err
 		}
 	}
-	if err := fluxcheck.Duplicates(objects, otherObjects(rd.recs, key)); err != nil {
+	if err := fluxcheck.Duplicates(objects, otherObjects(rd.recs, r.key)); err != nil {
 		return nil, err
 	}
-	if err := folderTaken(p, plan, rd.views, key); err != nil {
+	if err := folderTaken(r.ld.Platform, plan, rd.views, r.key); err != nil {
 		return nil, err
 	}
+	return objects, nil
+}
+
+// planWrites turns the placement (sealed: the plan with its Secrets
+// sealed, and objects, what Flux builds of it) into one update per
+// store. A delete removes every pipeline's workload of its object, and
+// what Kratix wrote for it; a promise workflow's static dependencies are
+// a workload of their own. Last come the records a promise workflow
+// leaves in every store and Kratix's canaries.
+func (r *rendering) planWrites(ctx context.Context, rd *passRead, sealed *secrets.Sealed, objects []fluxcheck.Object) (*passWrites, error) {
+	p, wf, key, plan := r.ld.Platform, r.wf, r.key, sealed.Plan
 	w := &passWrites{updates: storeUpdates{}}
 	record := r.e.record(wf, rd.in, plan, r.ld.Selectors)
 	if wf.Action == renderer.Delete {
