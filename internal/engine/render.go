@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/fluxcheck"
+	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
@@ -14,162 +15,195 @@ import (
 
 // Render runs one whole render: the steps that read what the render is
 // about, once (its inputs, its stores' clients, a first plan from the
-// inputs alone), then, through the operation driver (see operation), a
-// pass of steps that read every store once, plan and publish, again
-// while a store refuses an update as stale. Each step reads what the
-// steps before it left in the rendering. A returned error is an
-// InputError (nothing was written), a *StoppedError (ctx, from WithStop,
-// was stopped before publishing; nothing was written) or ctx's error;
-// store failures are in the Report.
+// inputs alone: see prepare), then, through the operation driver (see
+// operation), a pass of steps that read every store once, plan and
+// publish, again while a store refuses an update as stale. Each step
+// takes what it reads and returns what it makes: what the render is
+// about is a rendering, made once; a pass's read is a passRead, made
+// anew by each pass, and its plan is made from it alone. A returned
+// error is an InputError (nothing was written), a *StoppedError (ctx,
+// from WithStop, was stopped before publishing; nothing was written) or
+// ctx's error; store failures are in the Report.
 func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	start := time.Now()
 	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	ctx = fluxcheck.WithWarn(ctx, e.kustomizeWarnings())
 	op := e.newOperation(ctx, "render")
-	r := &rendering{e: e, ctx: ctx, ph: op.ph}
-	for _, step := range []func() error{
-		r.loadInputs, // read and validate every input
-		r.openStores, // a client per store, and each one's pull-request mode
-		r.preflight,  // plan once, before any store is contacted
-	} {
-		if err := step(); err != nil {
-			return nil, op.ph.check(err)
-		}
-		if r.skipped != nil {
-			r.skipped.Duration = time.Since(start)
-			return r.skipped, nil
-		}
+	r, skipped, err := e.prepare(ctx, op.ph)
+	if err != nil {
+		return nil, op.ph.check(err)
 	}
+	if skipped != nil {
+		skipped.Duration = time.Since(start)
+		return skipped, nil
+	}
+	rep := &Report{Workflow: r.wf, DryRun: e.opts.DryRun, Files: len(r.ld.Input.Output)}
+	// rd is the read of the pass under way: each pass's read replaces it,
+	// so a plan sees what its own pass read, never an earlier pass's.
+	var rd *passRead
 	stores, _, err := op.run(pass{
-		read:    r.read,     // what each store remembers of the workload
-		plan:    r.planPass, // place, seal, plan the writes, guard them
-		publish: r.publish,  // write every store, in parallel
+		read: func(ctx context.Context) (map[renderer.StoreRef]*storeView, error) {
+			var err error
+			if rd, err = r.read(ctx); err != nil { // what each store remembers of the workload
+				return nil, err
+			}
+			return rd.views, nil
+		},
+		plan: func(ctx context.Context, _ map[renderer.StoreRef]*storeView) (storeUpdates, error) {
+			return r.plan(ctx, rd, rep) // place, seal, plan the writes, guard them
+		},
+		publish: func(ctx context.Context, _ map[renderer.StoreRef]*storeView, updates storeUpdates) ([]StoreReport, error) {
+			return e.publish(ctx, op.ph, r.ld.Platform, r.stores, updates, r.prs, r.key) // every store, in parallel
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	if r.report == nil {
-		r.report = r.newReport()
+	rep.Stores = stores
+	if r.wf.Action == renderer.Delete && rep.Plan != nil && deletedNothing(rep) {
+		rep.Plan.Warnings = append(rep.Plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(r.wf)))
 	}
-	r.report.Stores = stores
-	if r.wf.Action == renderer.Delete && r.report.Plan != nil && deletedNothing(r.report) {
-		r.report.Plan.Warnings = append(r.report.Plan.Warnings, fmt.Sprintf("nothing to remove: no store holds a file of %s", objectName(r.wf)))
-	}
-	r.report.Duration = time.Since(start)
-	r.report.Stopped = stopAsked(op.soft)
+	rep.Duration = time.Since(start)
+	rep.Stopped = stopAsked(op.soft)
 	op.ph.done()
-	return r.report, nil
+	return rep, nil
 }
 
-// rendering is one render under way. The steps before the passes fill
-// the fields above report; each pass's read and plan the others, anew.
+// rendering is what one render is about, as the steps before its passes
+// found it: nothing changes it once they are done, so every pass starts
+// from the same rendering (see prepare).
 type rendering struct {
-	e   *Engine
-	ph  *phaseTracker
-	ctx context.Context // the current step's: the render's, or its pass's
-
-	// loadInputs: every input. in is the renderer's input, which each
-	// pass's read completes with what the stores remember and weighLoad
-	// with the load of the destinations a spread choice weighs. skipped
-	// is the report of a render workflow-control.yaml skips.
-	ld      *Inputs
-	in      renderer.Input
-	wf      renderer.Workflow
-	key     string
-	skipped *Report
-	// openStores: a client per store any destination uses.
+	e  *Engine
+	ph *phaseTracker
+	// ld is every input (ld.Input the renderer's, which each pass's read
+	// completes with what the stores remember, in a copy of its own);
+	// wf its workflow, key the workload it renders.
+	ld  *Inputs
+	wf  renderer.Workflow
+	key string
+	// stores is a client per store any destination uses, prs the stores
+	// in pull-request mode.
 	stores map[renderer.StoreRef]statestore.Store
 	prs    map[renderer.StoreRef]*prSetup
-	// preflight: the plan the inputs alone give, and its objects, and
-	// every destination's policy for Secrets.
-	early        *renderer.Plan
-	earlyObjects []fluxcheck.Object
-	secretDests  secrets.Destinations
+	// early is the plan the inputs alone give (see preflight).
+	early *earlyPlan
+}
 
-	// A pass's read: each store's view, the records read there, and the
-	// stores that hold the workload.
+// earlyPlan is what preflight planned from the inputs alone: the plan,
+// the objects Flux would build of it, and every destination's policy for
+// Secrets (nil for a delete, which writes none).
+type earlyPlan struct {
+	plan    *renderer.Plan
+	objects []fluxcheck.Object
+	dests   secrets.Destinations
+}
+
+// passRead is what one pass of a render read (see rendering.read): each
+// store's view, the records read there, the stores that hold the
+// workload, and the renderer's input completed with what they remember
+// (and, once weighLoad has run, with the load of the destinations a
+// spread choice weighs). A redo reads again into a new passRead: it keeps
+// the rendering (inputs, clients, the early plan) and the report, whose
+// plan fields its plan overwrites, and drops everything the stale pass
+// read and planned.
+type passRead struct {
 	views   map[renderer.StoreRef]*storeView
 	recs    map[renderer.StoreRef][]statestore.Record
 	holders map[renderer.StoreRef]bool
-	// A pass's plan. schedule, weighLoad: the placement; sealSecrets:
-	// with its Secrets encrypted where the destinations say so, and the
-	// record's entries for the files it encrypted, per store.
-	plan   *renderer.Plan
-	sealed map[renderer.StoreRef]map[string]statestore.SealedFile
-	// planWrites: the workload's record, and the updates per store;
-	// claims are those the guard checks against other workloads' claims.
-	record  *statestore.Record
-	updates storeUpdates
-	claims  storeUpdates
-
-	// report is the render's report, made by the first pass's read and
-	// filled in by each plan.
-	report *Report
+	in      renderer.Input
 }
 
-// newReport is the report of a render that read its stores.
-func (r *rendering) newReport() *Report {
-	return &Report{Workflow: r.wf, DryRun: r.e.opts.DryRun, Files: len(r.in.Output)}
+// prepare runs the steps before the passes, once: it reads and validates
+// every input (loadInputs), opens a client per store and resolves each
+// one's pull-request mode (openStores), and plans once, before any
+// store is contacted (preflight). skipped is the report of a render
+// workflow-control.yaml skips: nothing else runs then.
+func (e *Engine) prepare(ctx context.Context, ph *phaseTracker) (r *rendering, skipped *Report, err error) {
+	ld, skipped, err := e.loadInputs(ctx, ph)
+	if err != nil || skipped != nil {
+		return nil, skipped, err
+	}
+	stores, prs, err := e.openStores(ph, ld.Platform)
+	if err != nil {
+		return nil, nil, err
+	}
+	wf := ld.Input.Workflow
+	key := workloadKey(wf)
+	early, err := e.preflight(ctx, ld, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &rendering{e: e, ph: ph, ld: ld, wf: wf, key: key, stores: stores, prs: prs, early: early}, nil, nil
 }
 
 // loadInputs reads and validates every input: the platform, secrets,
 // metadata, output and object.yaml. A workflow-control.yaml that skips
-// the render ends it here: Kratix creates no Work then, so nothing is
-// scheduled or written.
-func (r *rendering) loadInputs() error {
-	if err := r.ph.enter(PhaseReading); err != nil {
-		return err
+// the render ends it here, with the report skipped: Kratix creates no
+// Work then, so nothing is scheduled or written.
+func (e *Engine) loadInputs(ctx context.Context, ph *phaseTracker) (ld *Inputs, skipped *Report, err error) {
+	if err := ph.enter(PhaseReading); err != nil {
+		return nil, nil, err
 	}
-	ld, err := r.e.Load(r.ctx)
-	if err != nil {
-		return err
+	if ld, err = e.Load(ctx); err != nil {
+		return nil, nil, err
 	}
-	r.ld, r.in, r.wf = ld, ld.Input, ld.Input.Workflow
-	r.key = workloadKey(r.wf)
 	if skip := ld.Control.Skip(); skip != "" {
-		r.ph.done()
-		r.skipped = &Report{Workflow: r.wf, DryRun: r.e.opts.DryRun,
-			Plan: &renderer.Plan{Workflow: r.wf, Warnings: []string{"nothing written: " + skip}}}
+		ph.done()
+		wf := ld.Input.Workflow
+		return ld, &Report{Workflow: wf, DryRun: e.opts.DryRun,
+			Plan: &renderer.Plan{Workflow: wf, Warnings: []string{"nothing written: " + skip}}}, nil
 	}
-	return nil
+	return ld, nil, nil
 }
 
-// openStores opens a client for every store any destination uses
-// (records are read from all of them; kept clients are reused), and
+// openStores opens a client for every store any destination of p
+// uses (records are read from all of them; kept clients are reused), and
 // resolves each store's pull-request mode. A store's configuration that
 // is wrong (a missing secret, a forge that cannot be known) is bad input,
 // before any store is contacted.
-func (r *rendering) openStores() error {
-	if err := r.ph.enter(PhasePlanning); err != nil {
-		return err
+func (e *Engine) openStores(ph *phaseTracker, p *inputs.Platform) (map[renderer.StoreRef]statestore.Store, map[renderer.StoreRef]*prSetup, error) {
+	if err := ph.enter(PhasePlanning); err != nil {
+		return nil, nil, err
 	}
-	refs := storeRefs(r.ld.Platform)
-	var err error
-	if r.prs, err = r.e.pullRequests(r.ld.Platform, refs); err != nil {
-		return err
+	refs := storeRefs(p)
+	prs, err := e.pullRequests(p, refs)
+	if err != nil {
+		return nil, nil, err
 	}
-	r.stores, err = r.e.open(r.ld.Platform, refs)
-	return err
+	stores, err := e.open(p, refs)
+	return stores, prs, err
 }
 
 // preflight plans with what the inputs alone say, before any store is
-// contacted, so that selector, layout and path errors, and what Flux
-// would fail to build, never cost a network round trip. The plan also
-// names what the render will most likely look at in each store (the
-// hints of a pass's read), and when the stores remember nothing that
-// changes it, it is the plan (see schedule).
-func (r *rendering) preflight() error {
-	var err error
-	if r.early, err = renderer.RenderContext(r.ctx, r.in); err != nil {
-		return err
+// contacted, so that selector, layout and path errors, what Flux would
+// fail to build, and what a destination's policy forbids of the Secrets,
+// never cost a network round trip. The plan also names what the render
+// will most likely look at in each store (the hints of a pass's read),
+// and when the stores remember nothing that changes it, it is the plan
+// (see schedule).
+func (e *Engine) preflight(ctx context.Context, ld *Inputs, key string) (*earlyPlan, error) {
+	plan, err := renderer.RenderContext(ctx, ld.Input)
+	if err != nil {
+		return nil, err
 	}
-	if err := checkStorePaths(r.ld.Platform, r.early, r.key); err != nil {
-		return err
+	if err := checkStorePaths(ld.Platform, plan, key); err != nil {
+		return nil, err
 	}
-	if r.earlyObjects, err = fluxcheck.CheckPlan(r.ctx, r.early, r.e.fluxSource); err != nil {
-		return err
+	early := &earlyPlan{plan: plan}
+	if early.objects, err = fluxcheck.CheckPlan(ctx, plan, e.fluxSource); err != nil {
+		return nil, err
 	}
-	return r.checkSecrets(r.early)
+	wf := ld.Input.Workflow
+	if wf.Action == renderer.Delete {
+		return early, nil // nothing is written: no policy to apply, no key to read
+	}
+	if early.dests, err = secretDestinations(ld.Platform); err != nil {
+		return nil, err
+	}
+	if err := checkSecrets(ctx, wf, early.dests, plan, ld.Input.Output, ""); err != nil {
+		return nil, err
+	}
+	return early, nil
 }
 
 // read takes a snapshot of every store, in parallel, and reads what the
@@ -179,11 +213,11 @@ func (r *rendering) preflight() error {
 // without every store's records, placements could be duplicated or files
 // orphaned. What the records say (earlier placements, the promise
 // workflow's selector, the load in stores without the index) goes into
-// the renderer's input; a workload no store remembers is looked for where
-// Kratix would have placed it.
-func (r *rendering) read(ctx context.Context) (map[renderer.StoreRef]*storeView, error) {
-	r.ctx, r.in = ctx, r.ld.Input
-	hints := earlyHints(r.in, r.early, r.earlyObjects, r.ld.Platform, r.key)
+// a copy of the renderer's input; a workload no store remembers is
+// looked for where Kratix would have placed it.
+func (r *rendering) read(ctx context.Context) (*passRead, error) {
+	rd := &passRead{in: r.ld.Input}
+	hints := earlyHints(rd.in, r.early.plan, r.early.objects, r.ld.Platform, r.key)
 	views, failed := r.e.readViews(ctx, r.stores, r.key, r.wf.Promise, hints)
 	if err := r.ph.check(nil); err != nil {
 		return nil, err
@@ -191,28 +225,28 @@ func (r *rendering) read(ctx context.Context) (map[renderer.StoreRef]*storeView,
 	if len(failed) > 0 {
 		return nil, &storesFailed{failedReports(r.e, r.stores, failed)}
 	}
-	r.views = views
-	r.holders = applyFacts(&r.in, views, r.key)
+	rd.views = views
+	rd.holders = applyFacts(&rd.in, views, r.key)
 	// The records this render can see: its own, its promise's and its
 	// resource's (every pipeline), and all of them from a store that
 	// predates the placement index.
-	r.recs = viewRecords(views)
+	rd.recs = viewRecords(views)
 	if r.e.opts.NoInheritedSelector {
-		r.in.PromiseWorkflowSelector = nil
+		rd.in.PromiseWorkflowSelector = nil
 	}
-	if r.wf.Action == renderer.Configure && r.in.Previous == nil && len(r.holders) == 0 {
+	if r.wf.Action == renderer.Configure && rd.in.Previous == nil && len(rd.holders) == 0 {
 		// No store remembers this workload: Kratix may have placed it, and
 		// where it did, the workload stays (a resource is not placed twice,
 		// a dependency on a destination that no longer matches is kept).
-		prev, err := kratixPlacements(ctx, r.ld.Platform, viewSnaps(views), r.in, false)
+		prev, err := kratixPlacements(ctx, r.ld.Platform, viewSnaps(views), rd.in, false)
 		if err != nil {
 			return nil, r.placementFailed(err)
 		}
 		if len(prev) > 0 {
-			r.in.Previous, r.in.PreviousByKratix = prev, true
+			rd.in.Previous, rd.in.PreviousByKratix = prev, true
 		}
 	}
-	return views, nil
+	return rd, nil
 }
 
 // placementFailed ends the pass when a store could not say where Kratix
@@ -234,27 +268,47 @@ func (r *rendering) placementFailed(err error) error {
 	return &storesFailed{[]StoreReport{{Store: se.ref, Name: r.stores[se.ref].String(), Err: serr}}}
 }
 
-// planPass is a pass's plan: the placement, on what the stores remember,
-// its Secrets sealed, one update per store, checked, guarded and given
-// its commit message.
-func (r *rendering) planPass(ctx context.Context, _ map[renderer.StoreRef]*storeView) (storeUpdates, error) {
-	r.ctx = ctx
-	if r.report == nil {
-		r.report = r.newReport()
+// plan is a pass's plan, from what the pass read (rd) alone: the
+// placement, on what the stores remember, its Secrets sealed, one update
+// per store, checked, guarded and given its commit message. It fills
+// rep's Plan, Secrets, Static and MassDeletion as each becomes known (a
+// pass cut short because a store could not say where Kratix placed the
+// static dependencies reports the plan it made).
+func (r *rendering) plan(ctx context.Context, rd *passRead, rep *Report) (storeUpdates, error) {
+	plan, err := schedule(ctx, rd.in, r.early.plan) // place every group with what the stores remember (pure)
+	if err != nil {
+		return nil, err
 	}
-	for _, step := range []func() error{
-		r.schedule,        // place every group with it (pure)
-		r.weighLoad,       // a spread choice: read its candidates' load, place again
-		r.sealSecrets,     // encrypt the Secrets of destinations that encrypt them
-		r.planWrites,      // one update per store, checked
-		r.guard,           // other workloads' claims, and the mass-deletion breaker
-		r.composeMessages, // each update's commit message
-	} {
-		if err := step(); err != nil {
-			return nil, err
-		}
+	// A spread choice: read its candidates' load, place again.
+	if plan, err = r.weighLoad(ctx, rd.views, &rd.in, plan); err != nil {
+		return nil, err
 	}
-	return r.updates, nil
+	// Encrypt the Secrets of destinations that encrypt them.
+	sealed, err := r.sealSecrets(ctx, rd, plan)
+	if err != nil {
+		return nil, err
+	}
+	rep.Plan, rep.Secrets = sealed.Plan, sealed.Notes
+	objects, err := r.checkPlan(ctx, rd, sealed.Plan) // what Flux builds, and whose it is
+	if err != nil {
+		return nil, err
+	}
+	w, err := r.planWrites(ctx, rd, sealed, objects) // one update per store
+	if err != nil {
+		return nil, err
+	}
+	if r.wf.Type == renderer.PromiseWorkflow {
+		rep.Static, rep.Secrets = w.static, append(rep.Secrets, w.staticNotes...)
+	}
+	// Other workloads' claims, and the mass-deletion breaker.
+	if rep.MassDeletion, err = r.e.guard(writeSet{platform: r.ld.Platform, views: rd.views, recs: rd.recs,
+		updates: w.updates, claims: w.claims, deleteAction: r.wf.Action == renderer.Delete}); err != nil {
+		return nil, err
+	}
+	if err := r.composeMessages(w.updates); err != nil { // each update's commit message
+		return nil, err
+	}
+	return w.updates, nil
 }
 
 // readRace is a store read that lost a race with another writer. It is
@@ -264,170 +318,177 @@ type readRace struct{ err error }
 func (e *readRace) Error() string   { return e.err.Error() }
 func (e *readRace) Unwrap() []error { return []error{e.err, statestore.ErrStale} }
 
-// schedule places every group with what the stores remember. The
-// renderer is pure: when the stores remember nothing it reads (no earlier
-// placement, no inherited selector, no load counted from records), its
-// input is the one preflight planned with, and so is its plan, which is
-// taken as it is instead of being made again.
-func (r *rendering) schedule() error {
-	if r.in.Previous == nil && r.in.PromiseWorkflowSelector == nil && len(r.in.Load.Total) == 0 && len(r.in.Load.ByFlavour) == 0 {
-		r.plan = r.early
-		return nil
+// schedule places every group with what the stores remember (in, as a
+// pass's read completed it). The renderer is pure: when the stores
+// remember nothing it reads (no earlier placement, no inherited selector,
+// no load counted from records), in is the input preflight planned with,
+// and so is its plan (early), which is taken as it is instead of being
+// made again.
+func schedule(ctx context.Context, in renderer.Input, early *renderer.Plan) (*renderer.Plan, error) {
+	if in.Previous == nil && in.PromiseWorkflowSelector == nil && len(in.Load.Total) == 0 && len(in.Load.ByFlavour) == 0 {
+		return early, nil
 	}
-	var err error
-	r.plan, err = renderer.RenderContext(r.ctx, r.in)
-	return err
+	return renderer.RenderContext(ctx, in)
 }
 
 // weighLoad: spreading needs the load on the destinations a group could
-// go to. It is read for those only, once the placement says which they
-// are (a group that keeps its placement weighs none), and the groups are
-// placed again with it. The renderer is pure: when the candidates hold
-// nothing (a new store, empty destinations), its input is the one
-// schedule placed with, and so is its plan, which stays.
-func (r *rendering) weighLoad() error {
-	cands := renderer.LoadCandidates(r.in, r.plan)
+// go to. It is read from views for those only, once plan says which they
+// are (a group that keeps its placement weighs none), added to in, and
+// the groups are placed again with it. The renderer is pure: when the
+// candidates hold nothing (a new store, empty destinations), in is the
+// input plan was placed with, and plan stays.
+func (r *rendering) weighLoad(ctx context.Context, views map[renderer.StoreRef]*storeView, in *renderer.Input, plan *renderer.Plan) (*renderer.Plan, error) {
+	cands := renderer.LoadCandidates(*in, plan)
 	if len(cands) == 0 {
-		return nil
+		return plan, nil
 	}
-	added, err := r.e.readLoad(r.ctx, r.ld.Platform, r.views, cands, r.key, &r.in)
+	added, err := r.e.readLoad(ctx, r.ld.Platform, views, cands, r.key, in)
 	if err != nil || !added {
-		return err
+		return plan, err
 	}
-	r.plan, err = renderer.RenderContext(r.ctx, r.in)
-	return err
+	return renderer.RenderContext(ctx, *in)
 }
 
-// planWrites turns the placement into one update per store, and checks
-// it before any store is written: what Flux will build, no object that
-// another workload's record lists (stores that predate the index), no
-// group folder another workload fills. A delete removes every pipeline's
-// workload of its object, and what Kratix wrote for it; a promise
-// workflow's static dependencies are a workload of their own. Last come
-// the records a promise workflow leaves in every store and Kratix's
-// canaries.
-func (r *rendering) planWrites() error {
-	p, wf, key := r.ld.Platform, r.wf, r.key
-	r.report.Plan = r.plan
-	objects := r.earlyObjects
-	if r.plan != r.early {
+// passWrites is what planWrites planned: the updates per store, and the
+// claims the guard checks against other workloads' claims; for a promise
+// workflow the plan of its static dependencies too, and what became of
+// their Secrets.
+type passWrites struct {
+	updates, claims storeUpdates
+	static          *renderer.Plan
+	staticNotes     []secrets.Note
+}
+
+// checkPlan checks plan (the placement, its Secrets sealed) before any
+// store is written, and returns the objects Flux will build of it: what
+// Flux will build, no object that another workload's record lists
+// (stores that predate the index), no group folder another workload
+// fills.
+func (r *rendering) checkPlan(ctx context.Context, rd *passRead, plan *renderer.Plan) ([]fluxcheck.Object, error) {
+	objects := r.early.objects
+	if plan != r.early.plan {
 		var err error
-		if objects, err = fluxcheck.CheckPlan(r.ctx, r.plan, r.e.fluxSource); err != nil {
-			return err
+		if objects, err = fluxcheck.CheckPlan(ctx, plan, r.e.fluxSource); err != nil {
+			return nil, err
 		}
 	}
-	if err := fluxcheck.Duplicates(objects, otherObjects(r.recs, key)); err != nil {
-		return err
+	if err := fluxcheck.Duplicates(objects, otherObjects(rd.recs, r.key)); err != nil {
+		return nil, err
 	}
-	if err := folderTaken(p, r.plan, r.views, key); err != nil {
-		return err
+	if err := folderTaken(r.ld.Platform, plan, rd.views, r.key); err != nil {
+		return nil, err
 	}
-	r.updates = storeUpdates{}
-	r.record = r.e.record(wf, r.in, r.plan, r.ld.Selectors)
+	return objects, nil
+}
+
+// planWrites turns the placement (sealed: the plan with its Secrets
+// sealed, and objects, what Flux builds of it) into one update per
+// store. A delete removes every pipeline's workload of its object, and
+// what Kratix wrote for it; a promise workflow's static dependencies are
+// a workload of their own. Last come the records a promise workflow
+// leaves in every store and Kratix's canaries.
+func (r *rendering) planWrites(ctx context.Context, rd *passRead, sealed *secrets.Sealed, objects []fluxcheck.Object) (*passWrites, error) {
+	p, wf, key, plan := r.ld.Platform, r.wf, r.key, sealed.Plan
+	w := &passWrites{updates: storeUpdates{}}
+	record := r.e.record(wf, rd.in, plan, r.ld.Selectors)
 	if wf.Action == renderer.Delete {
 		// A delete pipeline has a name of its own: the delete removes every
 		// workload of the resource (or promise), whatever its pipeline.
-		for _, ref := range sortedRefs(r.recs) {
-			for _, rec := range r.recs[ref] {
+		for _, ref := range sortedRefs(rd.recs) {
+			for _, rec := range rd.recs[ref] {
 				if sameObject(rec, wf) {
-					r.updates.add(ref, statestore.Update{Workload: rec.Workload})
+					w.updates.add(ref, statestore.Update{Workload: rec.Workload})
 				}
 			}
 		}
 		// And what Kratix wrote for it, where no record says otherwise.
-		r.updates.kratixDeletes(p, r.in, r.recs)
+		w.updates.kratixDeletes(p, rd.in, rd.recs)
 	} else {
-		r.updates.addPlan(r.plan, r.record, objects, key, r.holders)
-		r.updates.setSealed(key, r.sealed)
-		r.updates.adoptInto(p, key, workOf(wf, wf.Pipeline, false), false, r.holders)
+		w.updates.addPlan(plan, record, objects, key, rd.holders)
+		w.updates.setSealed(key, sealed.Files)
+		w.updates.adoptInto(p, key, workOf(wf, wf.Pipeline, false), false, rd.holders)
 	}
 	if wf.Type == renderer.PromiseWorkflow {
-		if err := r.planStatic(); err != nil {
-			return err
+		var err error
+		if w.static, w.staticNotes, err = r.planStatic(ctx, rd, w.updates); err != nil {
+			return nil, err
 		}
 	}
 	// The guard checks the claims of what the workloads write; the records
 	// added below claim nothing.
-	r.claims = r.updates.clone()
+	w.claims = w.updates.clone()
 	// Promise workflows leave their record in every store, so that resource
 	// workflows inherit their root selector even when they wrote no files.
-	if wf.Type == renderer.PromiseWorkflow && wf.Action == renderer.Configure && len(r.record.DefaultSelector) > 0 {
+	if wf.Type == renderer.PromiseWorkflow && wf.Action == renderer.Configure && len(record.DefaultSelector) > 0 {
 		for ref := range r.stores {
-			if !r.updates.has(ref, key) {
-				r.updates.add(ref, statestore.Update{Workload: key, Record: r.record})
+			if !w.updates.has(ref, key) {
+				w.updates.add(ref, statestore.Update{Workload: key, Record: record})
 			}
 		}
 	}
 	// Kratix's canaries for every destination of a store go with whatever
 	// is written there (only where they are missing).
-	for ref, us := range r.updates {
-		if len(r.plan.Canaries[ref]) > 0 && len(us[0].Shared) == 0 {
-			us[0].Shared = r.plan.Canaries[ref]
+	for ref, us := range w.updates {
+		if len(plan.Canaries[ref]) > 0 && len(us[0].Shared) == 0 {
+			us[0].Shared = plan.Canaries[ref]
 		}
 	}
 	// Each update holds only on the record it was computed from.
-	r.updates.setBases(r.recs)
-	return nil
+	w.updates.setBases(rd.recs)
+	return w, nil
 }
 
 // planStatic plans a Promise's static dependencies, a workload of their
-// own, with placements of their own.
-func (r *rendering) planStatic() error {
+// own, with placements of their own, from what the pass read: it adds
+// their updates to updates, and returns their plan and what became of
+// their Secrets.
+func (r *rendering) planStatic(ctx context.Context, rd *passRead, updates storeUpdates) (*renderer.Plan, []secrets.Note, error) {
 	p, wf := r.ld.Platform, r.wf
 	skey := statestore.StaticWorkloadKey(wf.Promise)
-	sin := r.in
-	sin.Previous, sin.PreviousByKratix = staticPrevious(r.recs, skey), false
-	if len(holdersOf(r.recs, skey)) == 0 && wf.Action == renderer.Configure && r.in.Promise != nil && len(r.in.Promise.Dependencies) > 0 {
-		sin.Output = []renderer.File{{Path: renderer.StaticDependenciesFile(wf.Promise), Data: r.in.Promise.Dependencies}}
-		prev, err := kratixPlacements(r.ctx, p, viewSnaps(r.views), sin, true)
+	sin := rd.in
+	sin.Previous, sin.PreviousByKratix = staticPrevious(rd.recs, skey), false
+	if len(holdersOf(rd.recs, skey)) == 0 && wf.Action == renderer.Configure && rd.in.Promise != nil && len(rd.in.Promise.Dependencies) > 0 {
+		sin.Output = []renderer.File{{Path: renderer.StaticDependenciesFile(wf.Promise), Data: rd.in.Promise.Dependencies}}
+		prev, err := kratixPlacements(ctx, p, viewSnaps(rd.views), sin, true)
 		if err != nil {
-			return r.placementFailed(err)
+			return nil, nil, r.placementFailed(err)
 		}
 		if len(prev) > 0 {
 			sin.Previous, sin.PreviousByKratix = prev, true
 		}
 	}
-	static, err := renderer.RenderStatic(r.ctx, sin)
+	static, err := renderer.RenderStatic(ctx, sin)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	sobjects, err := fluxcheck.CheckPlan(r.ctx, static, r.e.fluxSource)
+	sobjects, err := fluxcheck.CheckPlan(ctx, static, r.e.fluxSource)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := fluxcheck.Duplicates(sobjects, otherObjects(r.recs, skey)); err != nil {
-		return err
+	if err := fluxcheck.Duplicates(sobjects, otherObjects(rd.recs, skey)); err != nil {
+		return nil, nil, err
 	}
-	if wf.Action != renderer.Delete {
-		srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: placements(static)}
-		sholders := holdersOf(r.recs, skey)
-		sealedStatic, sealed, err := r.sealStatic(static, skey)
-		if err != nil {
-			return err
-		}
-		r.updates.addPlan(sealedStatic, srec, sobjects, skey, sholders)
-		r.updates.setSealed(skey, sealed)
-		r.updates.adoptInto(p, skey, workOf(wf, "", true), true, sholders)
+	if wf.Action == renderer.Delete {
+		return static, nil, nil
 	}
-	r.report.Static = static
-	return nil
-}
-
-// guard refuses, before any store is written, an object another workload
-// holds and a mass deletion (see Engine.guard).
-func (r *rendering) guard() error {
-	var err error
-	r.report.MassDeletion, err = r.e.guard(writeSet{platform: r.ld.Platform, views: r.views, recs: r.recs,
-		updates: r.updates, claims: r.claims, deleteAction: r.wf.Action == renderer.Delete})
-	return err
+	srec := &statestore.Record{Type: string(renderer.PromiseWorkflow), Promise: wf.Promise, Placements: placements(static)}
+	sholders := holdersOf(rd.recs, skey)
+	sealed, err := r.sealStatic(ctx, rd, static, skey)
+	if err != nil {
+		return nil, nil, err
+	}
+	updates.addPlan(sealed.Plan, srec, sobjects, skey, sholders)
+	updates.setSealed(skey, sealed.Files)
+	updates.adoptInto(p, skey, workOf(wf, "", true), true, sholders)
+	return static, sealed.Notes, nil
 }
 
 // composeMessages gives each update its commit message: render's subject
 // and trailers, or a git store's spec.commit template (--commit-template),
 // checked here on the planned diff.
-func (r *rendering) composeMessages() error {
+func (r *rendering) composeMessages(updates storeUpdates) error {
 	msg := message(r.wf, r.e.opts.Version)
-	for ref, us := range r.updates {
+	for ref, us := range updates {
 		for i := range us {
 			us[i].Message = msg
 			if err := r.e.commitSettings(r.ld.Platform, ref, r.wf, r.ld.Object, &us[i]); err != nil {
@@ -436,9 +497,4 @@ func (r *rendering) composeMessages() error {
 		}
 	}
 	return nil
-}
-
-// publish writes every store's updates (see Engine.publish).
-func (r *rendering) publish(ctx context.Context, _ map[renderer.StoreRef]*storeView, updates storeUpdates) ([]StoreReport, error) {
-	return r.e.publish(ctx, r.ph, r.ld.Platform, r.stores, updates, r.prs, r.key)
 }

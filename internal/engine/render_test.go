@@ -37,17 +37,18 @@ func TestScheduleReusesThePreflightPlan(t *testing.T) {
 		{"an inherited selector", func(in *renderer.Input) { in.PromiseWorkflowSelector = map[string]string{"a": "b"} }, false},
 		{"a load counted from records", func(in *renderer.Input) { in.Load.Total["d1"] = 1 }, false},
 	} {
-		r := &rendering{ctx: context.Background(), in: in, early: early}
-		applyFacts(&r.in, nil, "")
-		c.stores(&r.in)
-		if err := r.schedule(); err != nil {
+		rin := in
+		applyFacts(&rin, nil, "")
+		c.stores(&rin)
+		plan, err := schedule(context.Background(), rin, early)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if (r.plan == early) != c.reuse {
-			t.Errorf("%s: plan reused = %v, want %v", c.name, r.plan == early, c.reuse)
+		if (plan == early) != c.reuse {
+			t.Errorf("%s: plan reused = %v, want %v", c.name, plan == early, c.reuse)
 		}
 		if c.reuse {
-			again, err := renderer.Render(r.in)
+			again, err := renderer.Render(rin)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -48,38 +49,37 @@ func secretDestinations(p *inputs.Platform) (secrets.Destinations, error) {
 	return out, nil
 }
 
-// checkSecrets refuses what the destinations' policies forbid in plan,
-// whose files are the workflow's output (see secrets.Check).
-func (r *rendering) checkSecrets(plan *renderer.Plan) error {
-	return r.checkSecretsOf(plan, r.in.Output, "")
+// checkSecrets refuses what the destinations' policies (dests) forbid of
+// the Secrets in files, as plan places them (see secrets.Check): the
+// workflow's output (source "") or other files, named source in
+// messages. A delete writes nothing: no policy to apply.
+func checkSecrets(ctx context.Context, wf renderer.Workflow, dests secrets.Destinations, plan *renderer.Plan, files []renderer.File, source string) error {
+	if wf.Action == renderer.Delete {
+		return nil
+	}
+	return secrets.Check(ctx, plan, files, dests, source)
 }
 
-// sealSecrets encrypts the Secrets the placement sends to destinations
-// that encrypt them, keeping the ciphertext of those that did not change
-// (see secrets.Seal), after checking the placement against every
-// destination's policy again (it may keep earlier placements preflight
-// did not know of).
-func (r *rendering) sealSecrets() error {
-	if r.plan != r.early {
-		if err := r.checkSecrets(r.plan); err != nil {
-			return err
+// sealSecrets encrypts the Secrets plan sends to destinations that
+// encrypt them, keeping the ciphertext of those that did not change in
+// the stores the pass read (see secrets.Seal), after checking plan
+// against every destination's policy again (it may keep earlier
+// placements preflight did not know of).
+func (r *rendering) sealSecrets(ctx context.Context, rd *passRead, plan *renderer.Plan) (*secrets.Sealed, error) {
+	if plan != r.early.plan {
+		if err := checkSecrets(ctx, r.wf, r.early.dests, plan, rd.in.Output, ""); err != nil {
+			return nil, err
 		}
 	}
-	s, err := r.seal(r.plan, r.key)
-	if err != nil {
-		return err
-	}
-	r.plan, r.sealed = s.Plan, s.Files
-	r.report.Secrets = s.Notes
-	return nil
+	return r.seal(ctx, rd, plan, r.key)
 }
 
 // seal runs secrets.Seal on plan, for workload key, with what the stores
-// the render read hold of it.
-func (r *rendering) seal(plan *renderer.Plan, key string) (*secrets.Sealed, error) {
+// the pass read (rd) hold of it.
+func (r *rendering) seal(ctx context.Context, rd *passRead, plan *renderer.Plan, key string) (*secrets.Sealed, error) {
 	prev := map[renderer.StoreRef]secrets.Previous{}
-	for ref, v := range r.views {
-		for _, rec := range r.recs[ref] {
+	for ref, v := range rd.views {
+		for _, rec := range rd.recs[ref] {
 			if rec.Workload != key {
 				continue
 			}
@@ -93,39 +93,19 @@ func (r *rendering) seal(plan *renderer.Plan, key string) (*secrets.Sealed, erro
 			statestore.Prefetch(v.snap, h)
 		}
 	}
-	return secrets.Seal(r.ctx, plan, key, r.secretDests, func(ref renderer.StoreRef) secrets.Previous { return prev[ref] })
+	return secrets.Seal(ctx, plan, key, r.early.dests, func(ref renderer.StoreRef) secrets.Previous { return prev[ref] })
 }
 
 // sealStatic checks and seals a Promise's static dependencies (workload
-// skey), which may hold Secrets too.
-func (r *rendering) sealStatic(static *renderer.Plan, skey string) (*renderer.Plan, map[renderer.StoreRef]map[string]statestore.SealedFile, error) {
-	if pr := r.in.Promise; pr != nil && len(pr.Dependencies) > 0 {
+// skey, planned as static), which may hold Secrets too.
+func (r *rendering) sealStatic(ctx context.Context, rd *passRead, static *renderer.Plan, skey string) (*secrets.Sealed, error) {
+	if pr := rd.in.Promise; pr != nil && len(pr.Dependencies) > 0 {
 		files := []renderer.File{{Path: renderer.StaticDependenciesFile(pr.Name), Data: pr.Dependencies}}
-		if err := r.checkSecretsOf(static, files, fmt.Sprintf("Promise %s (spec.dependencies)", pr.Name)); err != nil {
-			return nil, nil, err
+		if err := checkSecrets(ctx, r.wf, r.early.dests, static, files, fmt.Sprintf("Promise %s (spec.dependencies)", pr.Name)); err != nil {
+			return nil, err
 		}
 	}
-	s, err := r.seal(static, skey)
-	if err != nil {
-		return nil, nil, err
-	}
-	r.report.Secrets = append(r.report.Secrets, s.Notes...)
-	return s.Plan, s.Files, nil
-}
-
-// checkSecretsOf is checkSecrets for files other than the workflow's
-// output, named source in messages.
-func (r *rendering) checkSecretsOf(plan *renderer.Plan, files []renderer.File, source string) error {
-	if r.wf.Action == renderer.Delete {
-		return nil // nothing is written: no policy to apply, no key to read
-	}
-	if r.secretDests == nil {
-		var err error
-		if r.secretDests, err = secretDestinations(r.ld.Platform); err != nil {
-			return err
-		}
-	}
-	return secrets.Check(r.ctx, plan, files, r.secretDests, source)
+	return r.seal(ctx, rd, static, skey)
 }
 
 // setSealed gives the records of workload key's updates the entries of
