@@ -312,7 +312,7 @@ var (
 // user's (the store's pullRequest.wait), not bounded by the render's retry
 // deadline; its timeout is on the render's clock.
 func waitMerged(ctx context.Context, c *forge.Gitea, n int64, d time.Duration) (string, error) {
-	ctx, cancel := statestore.WithTimeout(ctx, d)
+	ctx, cancel := wait.WithTimeout(ctx, d)
 	defer cancel()
 	for poll := 1; ; poll++ {
 		got, err := c.Get(ctx, n)
@@ -326,7 +326,7 @@ func waitMerged(ctx context.Context, c *forge.Gitea, n int64, d time.Duration) (
 		case !got.Open():
 			return PRClosedByHim, nil
 		}
-		if statestore.Sleep(ctx, mergedPoll.Delay(poll)) != nil {
+		if wait.Sleep(ctx, mergedPoll.Delay(poll)) != nil {
 			return PRStillOpen, nil
 		}
 	}

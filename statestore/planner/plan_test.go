@@ -13,6 +13,7 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // memSnap is a Snapshot held in memory.
@@ -338,7 +339,7 @@ func TestPlanUpdateBasis(t *testing.T) {
 		t.Fatal(err)
 	}
 	var se *statestore.StaleError
-	if _, err := PlanUpdate(m, second); !errors.As(err, &se) || se.Workload != "w/a" || !errors.Is(err, statestore.ErrStale) || statestore.Classify(err) != statestore.ClassPermanent {
+	if _, err := PlanUpdate(m, second); !errors.As(err, &se) || se.Workload != "w/a" || !errors.Is(err, statestore.ErrStale) || wait.Classify(err) != wait.ClassPermanent {
 		t.Fatalf("planned on a newer record: err = %v, want a permanent StaleError naming w/a", err)
 	}
 	if _, err := PlanUpdate(m, first); !errors.As(err, &se) {
