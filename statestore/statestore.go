@@ -61,17 +61,28 @@ type Store interface {
 	// Apply writes one workload's update.
 	Apply(ctx context.Context, u Update) (Result, error)
 	// ApplyAll writes several workloads' updates, each planned on top of
-	// the ones before it: as one change where the store can (see
-	// driver.Writer.AtomicBatches), one after the other otherwise.
+	// the ones before it: as one change where the store can
+	// (Capabilities.AtomicBatches), one after the other otherwise.
 	ApplyAll(ctx context.Context, us []Update) (Result, error)
+	// Capabilities declares what the store does beyond this interface.
+	Capabilities() Capabilities
 	// Close releases what the store holds (clones, connections).
 	Close() error
 }
 
-// BatchApplier is the part of Store that writes several workloads'
-// updates at once.
-type BatchApplier interface {
-	ApplyAll(ctx context.Context, us []Update) (Result, error)
+// Capabilities is what a store does beyond Store's methods, declared,
+// not discovered: a caller reads them from Store.Capabilities, never by
+// asserting the store's type, and calls no step that is nil. (Pull
+// requests are the store kind's to declare: see Proposer.)
+type Capabilities struct {
+	// AtomicBatches is set when ApplyAll writes a batch as one change,
+	// all of it or none of it (git, OCI, the memory store); otherwise it
+	// writes one update after the other and stops at the first that
+	// fails, having written those before it (S3).
+	AtomicBatches bool
+	// FetchStats, set by a store that counts what it fetches from its
+	// server (git), reports what it fetched since it was opened.
+	FetchStats func() FetchStats
 }
 
 // Update is everything one render wants one store to hold for one workload.

@@ -140,6 +140,10 @@ func ownDiff(d statestore.Diff, us []statestore.Update) statestore.Diff {
 func (e *Engine) publishPR(wait, pub context.Context, p *inputs.Platform, ref renderer.StoreRef, st statestore.Store, us []statestore.Update, key string, pr *prSetup) StoreReport {
 	t0 := time.Now()
 	sr := StoreReport{Store: ref, Name: st.String()}
+	// Declared, not discovered: pr is set only for a store whose kind
+	// declared pull requests (storekind.Capabilities.PullRequests), and
+	// such a kind's stores are Proposers; a store that is not one is a
+	// kind that broke its declaration (see statestore.Proposer).
 	gs, ok := st.(statestore.Proposer)
 	if !ok {
 		sr.PullRequest = &PullRequestReport{Base: pr.base}

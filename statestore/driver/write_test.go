@@ -62,3 +62,6 @@ func (noFiles) ReadFile(p string) ([]byte, error) {
 }
 
 func (noFiles) List(string) ([]string, error) { return nil, nil }
+func (noFiles) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{}
+}

@@ -216,7 +216,15 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	return a, nil
 }
 
-var _ statestore.BatchApplier = (*Store)(nil)
+var _ statestore.Store = (*Store)(nil)
+
+// Capabilities declares, besides the batches its Writer commits as one
+// commit, what the store fetched from its server (FetchStats).
+func (s *Store) Capabilities() statestore.Capabilities {
+	c := s.Writer.Capabilities()
+	c.FetchStats = s.FetchStats
+	return c
+}
 
 // debug logs msg at debug level, when the store has a Debug logger: what
 // each attempt of a write did, and how long it took.

@@ -48,15 +48,21 @@ func (s *Store) newSnap(objs storer.EncodedObjectStorer, root plumbing.Hash) *tr
 }
 
 var (
-	_ statestore.Debugger = (*treeSnap)(nil)
-	_ planner.TreeShaped  = (*treeSnap)(nil)
+	_ planner.TreeShaped = (*treeSnap)(nil)
 )
 
 // TreeShaped implements planner.TreeShaped: a git tree holds a path as
 // a file or a folder, never both.
 func (t *treeSnap) TreeShaped() {}
 
-// Debug implements statestore.Debugger.
+// Capabilities declares what a git snapshot does beyond its lookups:
+// on a partial clone, it fetches ahead what a hint names (Prefetch, which
+// does nothing on a whole clone), and it logs through the store's Debug.
+func (t *treeSnap) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{Prefetch: t.Prefetch, Debug: t.Debug}
+}
+
+// Debug logs through the store's Debug, when it has one.
 func (t *treeSnap) Debug(msg string, args ...any) {
 	if t.debug != nil {
 		t.debug(msg, args...)

@@ -50,7 +50,6 @@ type Client struct {
 }
 
 var _ statestore.Store = (*Client)(nil)
-var _ statestore.BatchApplier = (*Client)(nil)
 
 // Open returns a new client of m.
 func (m *Mem) Open(name string, policy driver.RetryPolicy) *Client {
@@ -127,6 +126,11 @@ func (s *snapshot) seen(p string) object {
 // folder, never both, so the conformance suite checks the planner's
 // refusal of a path that is in the way on every go test.
 func (s *snapshot) TreeShaped() {}
+
+// Capabilities: a memory snapshot holds what it shows, and logs nothing.
+func (s *snapshot) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{}
+}
 
 // Revision is the store's version the snapshot shows.
 func (s *snapshot) Revision() string { return fmt.Sprintf("v%d", s.version) }

@@ -28,11 +28,9 @@ type snapshot struct {
 }
 
 var (
-	_ statestore.Store      = (*Store)(nil)
-	_ statestore.Snapshot   = (*snapshot)(nil)
-	_ statestore.Prefetcher = (*snapshot)(nil)
-	_ statestore.Debugger   = (*snapshot)(nil)
-	_ planner.TreeShaped    = (*snapshot)(nil)
+	_ statestore.Store    = (*Store)(nil)
+	_ statestore.Snapshot = (*snapshot)(nil)
+	_ planner.TreeShaped  = (*snapshot)(nil)
 )
 
 // TreeShaped implements planner.TreeShaped: a layer is a folder that
@@ -264,7 +262,15 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	return g.Wait()
 }
 
-// Debug implements statestore.Debugger through the store's Config.Debug.
+// Capabilities declares what an OCI snapshot does beyond its lookups: it
+// pulls a folder's layer when a lookup first needs it, and fetches ahead
+// the layers a hint names (Prefetch); it logs through the store's
+// Config.Debug.
+func (sn *snapshot) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{Prefetch: sn.Prefetch, Debug: sn.Debug}
+}
+
+// Debug logs through the store's Config.Debug, when it has one.
 func (sn *snapshot) Debug(msg string, args ...any) {
 	if sn.s.cfg.Debug != nil {
 		sn.s.cfg.Debug(msg, args...)
