@@ -1,14 +1,24 @@
 // Package statestore is the contract between render and a GitOps state
 // store (a git branch, an S3 bucket, an OCI repository): the Store
 // interface, the Update a render asks a store to hold, the Result it
-// gets back, the Record a store keeps of each workload, and the errors
-// every store returns. It is what a caller of a store reads; it holds no
-// backend and no planning.
+// gets back, the Record a store keeps of each workload, the Snapshot a
+// store is read through, and the errors every store returns (errors.go),
+// which callers test with errors.Is. What a store or a snapshot does
+// beyond the interface it declares (Capabilities, SnapshotCapabilities):
+// a caller reads that, and asserts no store's type to learn it. It is
+// what a caller of a store reads; it holds no backend, no planning and
+// no waiting.
 //
 // The rest is split by who reads it:
+//   - statestore/wait is how every loop waits: the Policy, the render's
+//     one retry deadline (WithRetryDeadline), the Clock every wait and
+//     deadline reads (WithClock), and the classes of errors a loop
+//     retries or gives up on (Classify).
 //   - statestore/driver is the backend side: the Backend and Committer a
 //     store kind implements (its optional steps declared, not
-//     discovered), and Write, the one write loop every store runs.
+//     discovered), Write, the one write loop every store runs, and the
+//     classification of network failures every backend shares
+//     (TranslateNetwork, Transient).
 //   - statestore/planner decides the operations that make a snapshot
 //     hold an update: ownership, pruning, shared and aggregated files.
 //   - statestore/bookkeeping is what render keeps beside the workloads'
@@ -16,10 +26,6 @@
 //     Kratix adoption, and the mass-deletion breaker.
 //   - statestore/gitstore, s3store, ocistore and memstore are the
 //     backends; statestore/storetest is the suite each must pass.
-//
-// The retry deadline, the clock and the error classification every
-// backend waits and retries by (retry.go, clock.go) are here too, for
-// now: one waiting policy for every loop is still to come.
 package statestore
 
 import (

@@ -17,6 +17,12 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
+// The classification every backend shares for failures below its
+// protocol (a connection, a name, TLS): TranslateNetwork turns them into
+// the contract's errors, wrapping statestore.ErrUnreachable only what
+// waiting may cure (Transient), so that the waits of statestore/wait
+// retry it, and reporting the rest at once.
+
 // Transient reports whether err is a network failure that trying again may
 // cure: a refused, reset or aborted connection, a timeout, an unreachable
 // network, or a connection that ended early. A name that does not resolve,

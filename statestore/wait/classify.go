@@ -7,6 +7,13 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
+// What a loop does with an error, decided by its type, never its text:
+// the write loop (driver.Write) plans again on a fresh view after
+// ClassConflict, tries the same again after ClassTransient (waiting for
+// the server, as Policy.Retry does), and gives up on ClassPermanent. It
+// is the waiting policy's, beside the waits it chooses between; the
+// errors it reads are the contract's (statestore).
+
 // Classify says what the write loop does with err.
 func Classify(err error) Class {
 	switch {

@@ -5,9 +5,7 @@ import (
 	"time"
 )
 
-// The render's retry deadline, and the error classification every backend
-// shares. How a loop waits (backoff, jitter, the deadline rule) is
-// statestore/wait's.
+// The render's retry deadline.
 //
 // A render has ONE retry deadline: WithRetryDeadline starts its clock when
 // the render starts, and every wait of every store during that render (an
@@ -16,9 +14,9 @@ import (
 // one of its own with EnsureRetryDeadline, so nothing retries forever.
 //
 // What is retried is decided by type, never by an error's text: an error is
-// retried when it wraps ErrUnreachable, and backends wrap a raw error in
-// ErrUnreachable only when Transient says so (or when their protocol says so:
-// an HTTP 503, S3's SlowDown).
+// retried when it wraps statestore.ErrUnreachable, and backends wrap a raw
+// error in it only when driver.Transient says so (or when their protocol
+// says so: an HTTP 503, S3's SlowDown).
 
 // DefaultRetryDeadline is the retry budget of a render that sets none.
 const DefaultRetryDeadline = 2 * time.Minute

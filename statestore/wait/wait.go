@@ -1,10 +1,15 @@
 // Package wait is how render waits between two tries of anything: one
 // Policy (the first wait, how each wait grows, its cap, the part of it
 // drawn at random) and one deadline rule (For): a wait that would end
-// past the render's retry deadline (RetryDeadline) is not
-// begun, and every wait is slept on the Clock the context carries
-// (WithClock), so a test or the simulated fault campaign that
-// controls the clock controls every wait.
+// past the render's one retry deadline (WithRetryDeadline,
+// RetryDeadline: deadline.go) is not begun, and every wait is slept on
+// the Clock the context carries (WithClock: clock.go), so a test or the
+// simulated fault campaign that controls the clock controls every wait.
+// Classify (classify.go) says what a loop does with an error: plan again
+// after another writer was first, try the same again once the server
+// answers, or give up. The errors a caller tests with errors.Is
+// (statestore.ErrUnreachable, ErrConflict, ErrDeadline) stay in the
+// contract, statestore.
 //
 // Every waiting loop uses it, each with its own numbers: a lost race in
 // the write loop (driver.RetryPolicy, LostRace), a server that cannot be
