@@ -33,6 +33,13 @@ type SnapshotCapabilities struct {
 	// naming its store (each backend's snapshot, when its store was
 	// given a debug log).
 	Debug func(msg string, args ...any)
+	// TreeShaped is set by a snapshot whose paths form a tree, as a file
+	// system's do (git, an OCI layer, the memory store): a path is a
+	// file, a folder or nothing, so a file cannot be written where a
+	// folder is, nor below a file. The planner then checks every path a
+	// plan adds (see BlockedError). A flat store's (S3's) keys are not
+	// checked by the planner: its backend refuses such a write itself.
+	TreeShaped bool
 }
 
 // Prefetch passes h to snap when snap reads lazily (it declares a

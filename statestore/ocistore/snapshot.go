@@ -15,7 +15,6 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/bookkeeping"
-	"github.com/render-dev/render/statestore/planner"
 )
 
 // snapshot is one state manifest's view of the store. Its layers are
@@ -30,12 +29,7 @@ type snapshot struct {
 var (
 	_ statestore.Store    = (*Store)(nil)
 	_ statestore.Snapshot = (*snapshot)(nil)
-	_ planner.TreeShaped  = (*snapshot)(nil)
 )
-
-// TreeShaped implements planner.TreeShaped: a layer is a folder that
-// Flux unpacks onto a file system, where a path is a file or a folder.
-func (sn *snapshot) TreeShaped() {}
 
 // snapshot reads the state manifest.
 func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
@@ -265,9 +259,10 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 // Capabilities declares what an OCI snapshot does beyond its lookups: it
 // pulls a folder's layer when a lookup first needs it, and fetches ahead
 // the layers a hint names (Prefetch); it logs through the store's
-// Config.Debug.
+// Config.Debug. A layer is a folder that Flux unpacks onto a file
+// system, where a path is a file or a folder (TreeShaped).
 func (sn *snapshot) Capabilities() statestore.SnapshotCapabilities {
-	return statestore.SnapshotCapabilities{Prefetch: sn.Prefetch, Debug: sn.Debug}
+	return statestore.SnapshotCapabilities{Prefetch: sn.Prefetch, Debug: sn.Debug, TreeShaped: true}
 }
 
 // Debug logs through the store's Config.Debug, when it has one.

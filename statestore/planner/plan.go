@@ -216,7 +216,7 @@ func planUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {
 		}
 	}
 
-	// A path the plan adds must be free to take a file (TreeShaped).
+	// A path the plan adds must be free to take a file (a tree-shaped snapshot: see shapes).
 	sh := newShapes(snap, u.Workload, func(f string) bool {
 		_, keep := want[f]
 		return owned[f] && !keep
