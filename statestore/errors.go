@@ -161,3 +161,7 @@ func (e *BlockedError) Error() string {
 func (e *BlockedError) BadInput() bool {
 	return e.Owner != "" && !layout.IsMeta(e.Path) && !layout.IsMeta(e.File) && !layout.IsMeta(e.Blocker)
 }
+
+// ErrDeadline is wrapped by the error a wait returns when the render's
+// retry deadline would pass during it (see statestore/wait).
+var ErrDeadline = errors.New("retry deadline passed")

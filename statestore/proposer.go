@@ -8,6 +8,12 @@ import "context"
 // store, statestore/gitstore). The engine writes through it the stores
 // whose kind declares pull requests (storekind.Capabilities), and names
 // no backend to do so.
+//
+// A store's being a Proposer is declared, not discovered: the engine
+// converts a store to a Proposer only where its kind declared pull
+// requests (storekind.Capabilities.PullRequests), whose stores are
+// Proposers by that declaration; the conversion names the interface the
+// kind promised, and a failed one is a kind that broke its promise.
 type Proposer interface {
 	Store
 	// ProposalBranch is the branch a workload's proposals go to.
@@ -35,8 +41,8 @@ type Proposal struct {
 }
 
 // FetchStats says what a store fetched from its server since it was
-// opened, for a debug line (a git store reports it; see
-// gitstore.Store.FetchStats): requests for packs, objects asked for one by
+// opened, for a debug line (a git store declares it:
+// Capabilities.FetchStats): requests for packs, objects asked for one by
 // one, objects whole fetches brought, and the bytes received.
 type FetchStats struct {
 	Requests int
@@ -45,9 +51,4 @@ type FetchStats struct {
 	Bytes    int64
 	// Partial is whether the store was read as a partial clone.
 	Partial bool
-}
-
-// FetchReporter is a store that reports FetchStats.
-type FetchReporter interface {
-	FetchStats() FetchStats
 }

@@ -11,39 +11,52 @@ type Snapshot interface {
 	ReadFile(p string) ([]byte, error)
 	// List returns every file below dir, recursively, sorted.
 	List(dir string) ([]string, error)
+	// Capabilities declares what the snapshot does beyond these
+	// lookups: whether it reads lazily, whether it logs.
+	Capabilities() SnapshotCapabilities
 }
 
-// Debugger is a snapshot that can log at debug level, naming its store
-// (each backend's snapshot, when its store was given a debug log).
-type Debugger interface {
-	Debug(msg string, args ...any)
+// SnapshotCapabilities is what a snapshot does beyond its lookups,
+// declared, not discovered: a caller reads them from
+// Snapshot.Capabilities, never by asserting the snapshot's type, and
+// calls no step that is nil. The zero value is a snapshot that holds
+// what it shows (nothing to fetch ahead) and logs nothing.
+type SnapshotCapabilities struct {
+	// Prefetch, set by a snapshot that reads lazily (a partial git
+	// clone, a bucket listed folder by folder, an OCI state's layers),
+	// is told, before a series of lookups, what they will look at, so
+	// that it can fetch what lies on their way in a few requests
+	// instead of one per folder. It is a hint: lookups work without it.
+	// Callers go through the package's Prefetch.
+	Prefetch func(h Hint) error
+	// Debug, set by a snapshot that can log at debug level, logs msg
+	// naming its store (each backend's snapshot, when its store was
+	// given a debug log).
+	Debug func(msg string, args ...any)
+	// TreeShaped is set by a snapshot whose paths form a tree, as a file
+	// system's do (git, an OCI layer, the memory store): a path is a
+	// file, a folder or nothing, so a file cannot be written where a
+	// folder is, nor below a file. The planner then checks every path a
+	// plan adds (see BlockedError). A flat store's (S3's) keys are not
+	// checked by the planner: its backend refuses such a write itself.
+	TreeShaped bool
 }
 
-// Prefetch passes h to snap when snap reads lazily (a Prefetcher) and h
-// names something. Every prefetch goes through here. A failed prefetch
-// does not fail the caller: the lookups that follow read what they need one
-// path at a time and report their own failures. It is not silent either: a
-// snapshot that is a Debugger logs it, saying what the lookups fall back to.
+// Prefetch passes h to snap when snap reads lazily (it declares a
+// Prefetch) and h names something. Every prefetch goes through here. A
+// failed prefetch does not fail the caller: the lookups that follow read
+// what they need one path at a time and report their own failures. It is
+// not silent either: a snapshot that declares a Debug logs it, saying
+// what the lookups fall back to.
 func Prefetch(snap Snapshot, h Hint) {
-	p, ok := snap.(Prefetcher)
-	if !ok || len(h.Paths)+len(h.Reads)+len(h.Dirs)+len(h.Load) == 0 {
+	c := snap.Capabilities()
+	if c.Prefetch == nil || len(h.Paths)+len(h.Reads)+len(h.Dirs)+len(h.Load) == 0 {
 		return
 	}
-	if err := p.Prefetch(h); err != nil {
-		if d, ok := snap.(Debugger); ok {
-			d.Debug("prefetch failed: the lookups read one path at a time instead",
-				"paths", len(h.Paths), "reads", len(h.Reads), "folders", len(h.Dirs), "load", len(h.Load), "error", err.Error())
-		}
+	if err := c.Prefetch(h); err != nil && c.Debug != nil {
+		c.Debug("prefetch failed: the lookups read one path at a time instead",
+			"paths", len(h.Paths), "reads", len(h.Reads), "folders", len(h.Dirs), "load", len(h.Load), "error", err.Error())
 	}
-}
-
-// Prefetcher is implemented by snapshots that read lazily (a partial git
-// clone, a bucket listed folder by folder). Prefetch is told, before a
-// series of lookups, what they will look at, so that it can fetch what lies
-// on their way in a few requests instead of one per folder. It is a hint:
-// lookups work without it.
-type Prefetcher interface {
-	Prefetch(h Hint) error
 }
 
 // Hint is what a series of lookups will look at.

@@ -1,14 +1,24 @@
 // Package statestore is the contract between render and a GitOps state
 // store (a git branch, an S3 bucket, an OCI repository): the Store
 // interface, the Update a render asks a store to hold, the Result it
-// gets back, the Record a store keeps of each workload, and the errors
-// every store returns. It is what a caller of a store reads; it holds no
-// backend and no planning.
+// gets back, the Record a store keeps of each workload, the Snapshot a
+// store is read through, and the errors every store returns (errors.go),
+// which callers test with errors.Is. What a store or a snapshot does
+// beyond the interface it declares (Capabilities, SnapshotCapabilities):
+// a caller reads that, and asserts no store's type to learn it. It is
+// what a caller of a store reads; it holds no backend, no planning and
+// no waiting.
 //
 // The rest is split by who reads it:
+//   - statestore/wait is how every loop waits: the Policy, the render's
+//     one retry deadline (WithRetryDeadline), the Clock every wait and
+//     deadline reads (WithClock), and the classes of errors a loop
+//     retries or gives up on (Classify).
 //   - statestore/driver is the backend side: the Backend and Committer a
 //     store kind implements (its optional steps declared, not
-//     discovered), and Write, the one write loop every store runs.
+//     discovered), Write, the one write loop every store runs, and the
+//     classification of network failures every backend shares
+//     (TranslateNetwork, Transient).
 //   - statestore/planner decides the operations that make a snapshot
 //     hold an update: ownership, pruning, shared and aggregated files.
 //   - statestore/bookkeeping is what render keeps beside the workloads'
@@ -16,10 +26,6 @@
 //     Kratix adoption, and the mass-deletion breaker.
 //   - statestore/gitstore, s3store, ocistore and memstore are the
 //     backends; statestore/storetest is the suite each must pass.
-//
-// The retry deadline, the clock and the error classification every
-// backend waits and retries by (retry.go, clock.go) are here too, for
-// now: one waiting policy for every loop is still to come.
 package statestore
 
 import (
@@ -61,17 +67,28 @@ type Store interface {
 	// Apply writes one workload's update.
 	Apply(ctx context.Context, u Update) (Result, error)
 	// ApplyAll writes several workloads' updates, each planned on top of
-	// the ones before it: as one change where the store can (see
-	// driver.Writer.AtomicBatches), one after the other otherwise.
+	// the ones before it: as one change where the store can
+	// (Capabilities.AtomicBatches), one after the other otherwise.
 	ApplyAll(ctx context.Context, us []Update) (Result, error)
+	// Capabilities declares what the store does beyond this interface.
+	Capabilities() Capabilities
 	// Close releases what the store holds (clones, connections).
 	Close() error
 }
 
-// BatchApplier is the part of Store that writes several workloads'
-// updates at once.
-type BatchApplier interface {
-	ApplyAll(ctx context.Context, us []Update) (Result, error)
+// Capabilities is what a store does beyond Store's methods, declared,
+// not discovered: a caller reads them from Store.Capabilities, never by
+// asserting the store's type, and calls no step that is nil. (Pull
+// requests are the store kind's to declare: see Proposer.)
+type Capabilities struct {
+	// AtomicBatches is set when ApplyAll writes a batch as one change,
+	// all of it or none of it (git, OCI, the memory store); otherwise it
+	// writes one update after the other and stops at the first that
+	// fails, having written those before it (S3).
+	AtomicBatches bool
+	// FetchStats, set by a store that counts what it fetches from its
+	// server (git), reports what it fetched since it was opened.
+	FetchStats func() FetchStats
 }
 
 // Update is everything one render wants one store to hold for one workload.
@@ -140,17 +157,30 @@ type Update struct {
 // (its own, landed by another writer's push) is not stale.
 type Basis struct {
 	// Record is the record read; nil when the store held none. Which
-	// files it lists does not matter (the planner replaces what the fresh
-	// record owns), and a record that places nothing and says nothing
-	// else (the start of a first write that did not commit) is none.
+	// files it lists does not matter to Holds (a render replaces
+	// whatever the fresh record owns; an update computed from the files
+	// is held to them by Files), and a record that places nothing and
+	// says nothing else (the start of a first write that did not
+	// commit) is none.
 	Record *Record
 	// Files are files the update was computed from, by path, with the
-	// bytes read (a drain's copies): each must still hold them.
+	// bytes read (a drain's copies, the files a prune keeps): each must
+	// still hold them. Set (even empty), they say the update was
+	// computed from the files its record listed, keeping or moving them
+	// (a prune, a drain, a drain's undo): its plan may then delete only
+	// files the basis knew (Record lists them or Files holds them). A
+	// file the store's record lists besides, added by another render of
+	// the workload that left the rest of the record as it was (a file
+	// that holds no object), it never read, and the update is stale. A
+	// render's update (Files nil) is not: it replaces the workload's
+	// files with its workflow's output whatever the record lists, as it
+	// would after reading the store again.
 	Files map[string][]byte
 }
 
 // Holds reports whether r, the store's record of the workload now, is the
-// basis's (see Basis.Record).
+// basis's, its file list aside (see Basis.Record, and Basis.Files for
+// what an update computed from the files is held to).
 func (b *Basis) Holds(r *Record) bool {
 	x, y := basisOf(b.Record), basisOf(r)
 	if x == nil || y == nil {

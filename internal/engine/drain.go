@@ -15,6 +15,7 @@ import (
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // DrainReport is what a drain did.
@@ -121,7 +122,7 @@ type pendingWrite struct {
 // nothing is copied elsewhere but other stores' copies of the records,
 // which the undo puts back the same way.
 func (e *Engine) Drain(ctx context.Context, dest string) (*DrainReport, error) {
-	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
+	ctx = wait.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
 	op := e.newOperation(ctx, "drain")
 	plat, err := e.loadPlatform(op.ph)

@@ -12,6 +12,7 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // CopyFate is what became of a group's copy in the store it moves into
@@ -132,8 +133,8 @@ func (e *Engine) undo(ctx context.Context, plat *inputs.Platform, stores map[ren
 	// The undo finishes what the drain started: a stop does not cut it
 	// off, and it has a retry budget of its own, as long as the drain's
 	// (which the failed removal may have spent).
-	_, budget := statestore.RetryDeadline(ctx)
-	ctx = statestore.WithRetryDeadline(context.WithoutCancel(ctx), budget)
+	_, budget := wait.RetryDeadline(ctx)
+	ctx = wait.WithRetryDeadline(context.WithoutCancel(ctx), budget)
 	storeOf := map[string]renderer.StoreRef{}
 	for _, d := range plat.Destinations {
 		storeOf[d.Name] = d.Store

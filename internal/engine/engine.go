@@ -782,8 +782,8 @@ func splitByDestination(p *inputs.Platform, ref renderer.StoreRef, d statestore.
 // server so far (requests, objects fetched one by one and whole, bytes),
 // and whether it read the store partially.
 func logFetched(log *slog.Logger, st statestore.Store) {
-	if f, ok := st.(statestore.FetchReporter); ok {
-		fs := f.FetchStats()
+	if f := st.Capabilities().FetchStats; f != nil {
+		fs := f()
 		log.Debug("fetched", "store", st.String(), "requests", fs.Requests, "objects", fs.Objects, "bytes", fs.Bytes, "partial", fs.Partial, "whole", fs.Whole)
 	}
 }

@@ -48,6 +48,10 @@ func (m memSnap) ReadFile(p string) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
 }
 
+func (m memSnap) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{}
+}
+
 func (m memSnap) List(dir string) ([]string, error) {
 	var out []string
 	for p := range m {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // The operation driver's one redo rule, on passes of its own: a pass whose
@@ -29,7 +30,7 @@ func TestOperationRedoesAStalePass(t *testing.T) {
 		ctx, stop := WithStop(context.Background())
 		defer stop()
 		e := New(Options{})
-		op := e.newOperation(statestore.WithRetryDeadline(ctx, time.Minute), "test")
+		op := e.newOperation(wait.WithRetryDeadline(ctx, time.Minute), "test")
 		var seen []map[renderer.StoreRef]statestore.Snapshot
 		n := 0
 		reps, published, err := op.run(pass{

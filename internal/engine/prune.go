@@ -15,6 +15,7 @@ import (
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // PruneReport is what `render prune-misscheduled` did.
@@ -60,7 +61,7 @@ func (r *PruneReport) Failed() []StoreReport { return failedStores(r.Stores) }
 // never deletes what another writer just placed, nor writes back a file
 // another writer just rewrote.
 func (e *Engine) PruneMisscheduled(ctx context.Context, dest string) (*PruneReport, error) {
-	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
+	ctx = wait.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	start := time.Now()
 	op := e.newOperation(ctx, "prune")
 	plat, err := e.loadPlatform(op.ph)

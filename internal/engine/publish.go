@@ -60,6 +60,8 @@ func (e *Engine) publishStore(wait, pub context.Context, p *inputs.Platform, ref
 		// A dry run of a store in pull-request mode: the diff is what the
 		// pull request would propose, planned on the base.
 		sr.PullRequest = &PullRequestReport{Action: PRDirect, Base: pr.base}
+		// The store's kind declared pull requests (pr is set): its
+		// store is a Proposer by that declaration (statestore.Proposer).
 		if gs, ok := st.(statestore.Proposer); ok {
 			sr.PullRequest.Branch = gs.ProposalBranch(key)
 		}

@@ -140,6 +140,10 @@ func ownDiff(d statestore.Diff, us []statestore.Update) statestore.Diff {
 func (e *Engine) publishPR(wait, pub context.Context, p *inputs.Platform, ref renderer.StoreRef, st statestore.Store, us []statestore.Update, key string, pr *prSetup) StoreReport {
 	t0 := time.Now()
 	sr := StoreReport{Store: ref, Name: st.String()}
+	// Declared, not discovered: pr is set only for a store whose kind
+	// declared pull requests (storekind.Capabilities.PullRequests), and
+	// such a kind's stores are Proposers; a store that is not one is a
+	// kind that broke its declaration (see statestore.Proposer).
 	gs, ok := st.(statestore.Proposer)
 	if !ok {
 		sr.PullRequest = &PullRequestReport{Base: pr.base}
@@ -312,7 +316,7 @@ var (
 // user's (the store's pullRequest.wait), not bounded by the render's retry
 // deadline; its timeout is on the render's clock.
 func waitMerged(ctx context.Context, c *forge.Gitea, n int64, d time.Duration) (string, error) {
-	ctx, cancel := statestore.WithTimeout(ctx, d)
+	ctx, cancel := wait.WithTimeout(ctx, d)
 	defer cancel()
 	for poll := 1; ; poll++ {
 		got, err := c.Get(ctx, n)
@@ -326,7 +330,7 @@ func waitMerged(ctx context.Context, c *forge.Gitea, n int64, d time.Duration) (
 		case !got.Open():
 			return PRClosedByHim, nil
 		}
-		if statestore.Sleep(ctx, mergedPoll.Delay(poll)) != nil {
+		if wait.Sleep(ctx, mergedPoll.Delay(poll)) != nil {
 			return PRStillOpen, nil
 		}
 	}

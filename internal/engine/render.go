@@ -11,6 +11,7 @@ import (
 	"github.com/render-dev/render/internal/secrets"
 	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Render runs one whole render: the steps that read what the render is
@@ -26,7 +27,7 @@ import (
 // ctx's error; store failures are in the Report.
 func (e *Engine) Render(ctx context.Context) (*Report, error) {
 	start := time.Now()
-	ctx = statestore.WithRetryDeadline(ctx, e.opts.RetryDeadline)
+	ctx = wait.WithRetryDeadline(ctx, e.opts.RetryDeadline)
 	ctx = fluxcheck.WithWarn(ctx, e.kustomizeWarnings())
 	op := e.newOperation(ctx, "render")
 	r, skipped, err := e.prepare(ctx, op.ph)

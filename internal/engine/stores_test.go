@@ -11,7 +11,6 @@ import (
 	"github.com/render-dev/render/internal/inputs"
 	"github.com/render-dev/render/internal/storekind"
 	"github.com/render-dev/render/renderer"
-	"github.com/render-dev/render/statestore"
 )
 
 // A store's snapshots log at debug level through the render's log, naming
@@ -33,11 +32,11 @@ func TestStoreDebugLogNamesTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, ok := snap.(statestore.Debugger)
-	if !ok {
-		t.Fatalf("a git snapshot (%T) is not a statestore.Debugger", snap)
+	d := snap.Capabilities().Debug
+	if d == nil {
+		t.Fatalf("a git snapshot (%T) declares no Debug", snap)
 	}
-	d.Debug("prefetch failed: the lookups read one path at a time instead", "error", "server hung up")
+	d("prefetch failed: the lookups read one path at a time instead", "error", "server hung up")
 	want := `"level":"DEBUG","msg":"prefetch failed: the lookups read one path at a time instead","store":"GitStateStore/default","error":"server hung up"`
 	if !strings.Contains(logs.String(), want) {
 		t.Errorf("log %q lacks %q", logs.String(), want)

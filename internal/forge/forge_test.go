@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/render-dev/render/internal/forge"
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // fakeClock moves its time by what is slept on it, at once.
@@ -67,9 +67,9 @@ func sum(ds []time.Duration) (s time.Duration) {
 // deadline, whichever is sooner.
 func TestCreateWaitsOnTheRendersClock(t *testing.T) {
 	clk := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	ctx := statestore.WithClock(context.Background(), clk)
+	ctx := wait.WithClock(context.Background(), clk)
 
-	pr, err := newRepo(t, 3).Create(statestore.WithRetryDeadline(ctx, time.Hour), "main", "b", "t", "")
+	pr, err := newRepo(t, 3).Create(wait.WithRetryDeadline(ctx, time.Hour), "main", "b", "t", "")
 	if err != nil || pr.Number != 7 {
 		t.Fatalf("Create = %+v, %v; want pull request 7", pr, err)
 	}
@@ -78,7 +78,7 @@ func TestCreateWaitsOnTheRendersClock(t *testing.T) {
 	}
 
 	clk.slept = nil
-	_, err = newRepo(t, 1000).Create(statestore.WithRetryDeadline(ctx, time.Hour), "main", "b", "t", "")
+	_, err = newRepo(t, 1000).Create(wait.WithRetryDeadline(ctx, time.Hour), "main", "b", "t", "")
 	var se *forge.StatusError
 	if !errors.As(err, &se) || se.Code != http.StatusNotFound {
 		t.Fatalf("a repository that stays empty: err = %v, want its 404", err)
@@ -88,7 +88,7 @@ func TestCreateWaitsOnTheRendersClock(t *testing.T) {
 	}
 
 	clk.slept = nil
-	if _, err = newRepo(t, 1000).Create(statestore.WithRetryDeadline(ctx, time.Second), "main", "b", "t", ""); !errors.As(err, &se) {
+	if _, err = newRepo(t, 1000).Create(wait.WithRetryDeadline(ctx, time.Second), "main", "b", "t", ""); !errors.As(err, &se) {
 		t.Fatalf("err = %v, want the 404", err)
 	}
 	if got := sum(clk.slept); got > time.Second {

@@ -64,6 +64,9 @@ func (s snap) ReadFile(p string) ([]byte, error) {
 	return nil, statestore.ErrNotFound
 }
 func (s snap) List(string) ([]string, error) { return nil, nil }
+func (s snap) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{}
+}
 
 const secretYAML = `# the database's credentials: hunter2-in-a-comment
 apiVersion: v1

@@ -8,6 +8,11 @@
 // lock to release, work to finish, a half-written state). Write, the one
 // write loop, plans with statestore/planner, commits, and starts over when
 // another writer was first; Writer turns it into a Store's Apply and
-// ApplyAll. The helpers backends share for naming what failed (Wrap, InOp,
-// ConflictError) are here too.
+// ApplyAll, and declares the batches it writes as one change
+// (statestore.Capabilities). The helpers backends share for naming what
+// failed (Wrap, InOp, ConflictError) are here too, and so is the
+// classification of failures below a backend's protocol that every
+// backend shares (network.go: TranslateNetwork, Transient, NameNotFound,
+// TLSFailure): what is unreachable (and so retried, see
+// statestore/wait), and what is reported at once.
 package driver

@@ -57,7 +57,7 @@ type Committer struct {
 	// still holds what that snapshot read; otherwise it publishes nothing
 	// (or nothing a reader can see) and returns an error wrapping
 	// ErrConflict. With c.DryRun it writes nothing and says whether it
-	// would. Other errors are classified by statestore.Classify.
+	// would. Other errors are classified by wait.Classify.
 	Commit func(ctx context.Context, c *Change) (Outcome, error)
 
 	// Revision names the revision a snapshot from Snapshot shows (a
@@ -106,8 +106,8 @@ type Committer struct {
 // once it has started (a push, a commit of several uploads): not cancelled
 // with ctx, and done a little after ctx's retry deadline.
 func Finishing(ctx context.Context) (context.Context, context.CancelFunc) {
-	at, _ := statestore.RetryDeadline(ctx)
-	return statestore.WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
+	at, _ := wait.RetryDeadline(ctx)
+	return wait.WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
 }
 
 // finishGrace is how long finishing work may outlast the retry deadline.
@@ -179,7 +179,7 @@ func (p RetryPolicy) limit() time.Duration {
 
 // Context returns ctx with the policy's retry deadline when it has none.
 func (p RetryPolicy) Context(ctx context.Context) context.Context {
-	return statestore.EnsureRetryDeadline(ctx, p.Deadline)
+	return wait.EnsureRetryDeadline(ctx, p.Deadline)
 }
 
 // Conflicts runs try(attempt) until it returns an error that does not
@@ -269,7 +269,7 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []statestore.U
 		if err == nil {
 			return res, nil
 		}
-		if statestore.Classify(err) != statestore.ClassConflict || run.Err() != nil {
+		if wait.Classify(err) != wait.ClassConflict || run.Err() != nil {
 			return fail(op, err)
 		}
 		if c.Lost != nil {
@@ -284,11 +284,11 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []statestore.U
 			}
 			continue
 		}
-		t0 := statestore.Now(run)
+		t0 := wait.Now(run)
 		werr := policy.Wait(run, attempt, LostWhat(err), err)
 		if c.Debug != nil {
 			c.Debug("wait", "workload", us[0].Workload, "attempt", attempt, "for", "a pause after a lost race: "+LostWhat(err),
-				"took", statestore.Since(run, t0).Round(time.Millisecond).String())
+				"took", wait.Since(run, t0).Round(time.Millisecond).String())
 		}
 		if werr != nil {
 			return fail(op, werr)
@@ -324,14 +324,14 @@ func attemptWrite(ctx context.Context, c Committer, us []statestore.Update, atte
 	if err != nil {
 		return nil, Outcome{}, opOf(err, "read"), err
 	}
-	t0 := statestore.Now(ctx)
+	t0 := wait.Now(ctx)
 	ch := &Change{Updates: us, Snapshot: snap, DryRun: us[0].DryRun, Attempt: attempt}
 	ch.Plans, ch.Plan, err = planner.PlanBatch(snap, us)
 	if err != nil {
 		ch = nil
 	}
 	if c.Debug != nil {
-		c.Debug("plan", planLog(c, us, ch, err, attempt, statestore.Since(ctx, t0))...)
+		c.Debug("plan", planLog(c, us, ch, err, attempt, wait.Since(ctx, t0))...)
 	}
 	if err != nil {
 		return nil, Outcome{}, opOf(err, "plan"), err

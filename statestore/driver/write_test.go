@@ -36,15 +36,15 @@ func (b *stepBackend) Commit(context.Context, *Change) (Outcome, error) {
 // not start over on a budget that is spent. Any other lost race is
 // planned again.
 func TestSpentDeadlineEndsTheWrite(t *testing.T) {
-	ctx := statestore.WithRetryDeadline(context.Background(), time.Minute)
+	ctx := wait.WithRetryDeadline(context.Background(), time.Minute)
 	u := statestore.Update{Workload: "w/a", Files: map[string][]byte{"d/x.yaml": []byte("x\n")}, Record: &statestore.Record{}}
-	spent := wait.LostRace(time.Second).Pause(statestore.WithRetryDeadline(context.Background(), time.Nanosecond), 8, fmt.Errorf("%w: other renders kept rewriting its marker", statestore.ErrConflict))
+	spent := wait.LostRace(time.Second).Pause(wait.WithRetryDeadline(context.Background(), time.Nanosecond), 8, fmt.Errorf("%w: other renders kept rewriting its marker", statestore.ErrConflict))
 	b := &stepBackend{err: spent}
 	if _, err := Write(ctx, b, RetryPolicy{}, []statestore.Update{u}); !errors.Is(err, statestore.ErrDeadline) || b.commits != 1 {
 		t.Fatalf("a step that spent the deadline: %d commits, %v; want 1, ErrDeadline", b.commits, err)
 	}
-	if statestore.Classify(spent) != statestore.ClassPermanent {
-		t.Fatalf("Classify(%v) = %v, want ClassPermanent", spent, statestore.Classify(spent))
+	if wait.Classify(spent) != wait.ClassPermanent {
+		t.Fatalf("Classify(%v) = %v, want ClassPermanent", spent, wait.Classify(spent))
 	}
 	b = &stepBackend{err: &ConflictError{Op: "write", What: "another writer was first"}}
 	if _, err := Write(ctx, b, RetryPolicy{MaxAttempts: 3}, []statestore.Update{u}); !errors.Is(err, statestore.ErrConflict) || b.commits != 3 {
@@ -62,3 +62,6 @@ func (noFiles) ReadFile(p string) ([]byte, error) {
 }
 
 func (noFiles) List(string) ([]string, error) { return nil, nil }
+func (noFiles) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{}
+}

@@ -17,9 +17,12 @@ type Writer struct {
 	Batch bool
 }
 
-// AtomicBatches reports whether ApplyAll writes a batch as one change
-// (all of it or none of it).
-func (w Writer) AtomicBatches() bool { return w.Batch }
+// Capabilities declares what the Writer's ApplyAll does: a batch as one
+// change (all of it or none of it) when Batch is set. A backend that
+// declares more sets it on top.
+func (w Writer) Capabilities() statestore.Capabilities {
+	return statestore.Capabilities{AtomicBatches: w.Batch}
+}
 
 // Apply writes one workload's update.
 func (w Writer) Apply(ctx context.Context, u statestore.Update) (statestore.Result, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/gitstore"
 	"github.com/render-dev/render/statestore/storetest"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 func giteaStore(t *testing.T, g *testenv.GiteaServer, cloneURL, user, password string) *gitstore.Store {
@@ -169,7 +170,7 @@ type earlyClock struct{ behind time.Duration }
 
 func (c earlyClock) Now() time.Time { return time.Now().Add(-c.behind) }
 func (c earlyClock) Sleep(ctx context.Context, d time.Duration) error {
-	return statestore.RealClock{}.Sleep(ctx, d)
+	return wait.RealClock{}.Sleep(ctx, d)
 }
 
 // TestSlowPushIsNotARefusal: a request's push that the server has not
@@ -203,8 +204,8 @@ func TestSlowPushIsNotARefusal(t *testing.T) {
 	defer close(done)
 	u, _ := url.Parse(repo.CloneURL)
 	s := giteaStore(t, g, proxy.URL+u.Path, g.AdminUser(), g.AdminToken())
-	ctx := statestore.WithClock(context.Background(), earlyClock{behind: 27 * time.Second})
-	ctx = statestore.WithRetryDeadline(ctx, 2*time.Second)
+	ctx := wait.WithClock(context.Background(), earlyClock{behind: 27 * time.Second})
+	ctx = wait.WithRetryDeadline(ctx, 2*time.Second)
 	err := gitstore.PublishRequest(ctx, s, groupUpdate("w/slow", map[string]string{"d1/slow/a.yaml": "slow\n"}))
 	if err == nil || errors.Is(err, statestore.ErrRejected) || !errors.Is(err, statestore.ErrDeadline) {
 		t.Fatalf("a push still on its way at the deadline: got %v, want the retry deadline, not a refusal", err)

@@ -48,6 +48,7 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Config describes one git state store.
@@ -74,7 +75,7 @@ type Config struct {
 	// while there is time left.
 	MaxAttempts int
 	// RetryDeadline is the retry budget used when the caller's context
-	// carries no render-wide deadline (statestore.WithRetryDeadline); it
+	// carries no render-wide deadline (wait.WithRetryDeadline); it
 	// bounds waits for an unreachable remote and for a busy branch alike.
 	// A sidecar wants minutes; an engineer at a terminal wants seconds.
 	RetryDeadline time.Duration
@@ -142,7 +143,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.AuthorEmail = "render@localhost"
 	}
 	if cfg.RetryDeadline <= 0 {
-		cfg.RetryDeadline = statestore.DefaultRetryDeadline
+		cfg.RetryDeadline = wait.DefaultRetryDeadline
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -215,7 +216,15 @@ func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
 	return a, nil
 }
 
-var _ statestore.BatchApplier = (*Store)(nil)
+var _ statestore.Store = (*Store)(nil)
+
+// Capabilities declares, besides the batches its Writer commits as one
+// commit, what the store fetched from its server (FetchStats).
+func (s *Store) Capabilities() statestore.Capabilities {
+	c := s.Writer.Capabilities()
+	c.FetchStats = s.FetchStats
+	return c
+}
 
 // debug logs msg at debug level, when the store has a Debug logger: what
 // each attempt of a write did, and how long it took.

@@ -109,16 +109,16 @@ const (
 // is one small request per move of the branch during the wait: a waiter
 // polls far more often than the branch moves.
 func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine plumbing.ReferenceName, h plumbing.Hash, slowest time.Duration, lost error, carried func(tip plumbing.Hash) bool) (how awaited, tip plumbing.Hash, err error) {
-	began := statestore.Now(ctx)
+	began := wait.Now(ctx)
 	var seen plumbing.Hash
 	moved := began
 	waiting := -1 // requests seen at the previous poll
-	_, budget := statestore.RetryDeadline(ctx)
+	_, budget := wait.RetryDeadline(ctx)
 	turn := turnTime(slowest, 0, budget)
 	done := func(why string, polls int) {
 		s.debug("wait", "workload", workload, "for", "its request to be carried, or its turn to lead",
 			"outcome", why, "polls", polls, "turn", turn.Round(time.Millisecond).String(),
-			"took", statestore.Since(ctx, began).Round(time.Millisecond).String())
+			"took", wait.Since(ctx, began).Round(time.Millisecond).String())
 	}
 	var listed time.Duration // how long the last listing took
 	for poll := 1; ; poll++ {
@@ -126,9 +126,9 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 			done("gave up", poll-1)
 			return awaitLead, tip, err
 		}
-		t0 := statestore.Now(ctx)
+		t0 := wait.Now(ctx)
 		refs, err := r.list(ctx)
-		listed = statestore.Since(ctx, t0)
+		listed = wait.Since(ctx, t0)
 		if err != nil {
 			done("error", poll)
 			return awaitLead, tip, err
@@ -146,7 +146,7 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 				done("carried: its update is on the branch, its request not yet deleted", poll)
 				return awaitCarried, tip, nil
 			}
-			seen, moved = tip, statestore.Now(ctx)
+			seen, moved = tip, wait.Now(ctx)
 		}
 		settled := all == waiting || poll >= 4
 		waiting = all
@@ -155,7 +155,7 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 		case ahead == 0 && settled:
 			done("first in line: leads", poll)
 			return awaitLead, tip, nil
-		case ahead > 0 && statestore.Since(ctx, moved) >= patience+time.Duration(ahead)*turn:
+		case ahead > 0 && wait.Since(ctx, moved) >= patience+time.Duration(ahead)*turn:
 			done(fmt.Sprintf("the branch stood still with %d requests ahead: leads", ahead), poll)
 			return awaitLead, tip, nil
 		}
@@ -322,9 +322,9 @@ func (s *Store) request(ctx context.Context, r *remoteRepo, u statestore.Update,
 // was cancelled. It reports true when the request had already been folded
 // (the update landed).
 func (s *Store) withdraw(ctx context.Context, r *remoteRepo, ref plumbing.ReferenceName, h plumbing.Hash) bool {
-	wctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	wctx, cancel := wait.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	wctx = statestore.WithRetryDeadline(wctx, 10*time.Second)
+	wctx = wait.WithRetryDeadline(wctx, 10*time.Second)
 	err := r.publishCommands(wctx, newOverlay(r.st), []*packp.Command{{Name: ref, Old: h}})
 	if errors.Is(err, errStale) {
 		if ferr := r.fetch(wctx); ferr == nil && !r.holds(ref, h) {

@@ -671,8 +671,6 @@ func (r *remoteRepo) setRefs(refs map[plumbing.ReferenceName]plumbing.Hash) {
 // local repository fetches nothing.
 type FetchStats = statestore.FetchStats
 
-var _ statestore.FetchReporter = (*Store)(nil)
-
 // FetchStats reports what the store fetched so far.
 func (s *Store) FetchStats() FetchStats {
 	r := s.repo.server()

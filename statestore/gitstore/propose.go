@@ -14,6 +14,7 @@ import (
 
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Proposal is what Propose did (statestore.Proposal: a Store is a
@@ -175,7 +176,7 @@ func (s *Store) DeleteBranch(ctx context.Context, branch string) error {
 	if r == nil {
 		return nil
 	}
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ctx = wait.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	ref := plumbing.NewBranchReferenceName(branch)
 	refs, err := r.list(ctx)
 	if err != nil {

@@ -111,7 +111,7 @@ func (r *remoteRepo) fetch(ctx context.Context) error {
 	if r.cfg.Debug == nil {
 		return r.fetchTip(ctx)
 	}
-	t0, reqs, objs, whole, bytes := statestore.Now(ctx), r.requests, r.objectsFetched, r.wholeFetched, r.bytesFetched
+	t0, reqs, objs, whole, bytes := wait.Now(ctx), r.requests, r.objectsFetched, r.wholeFetched, r.bytesFetched
 	err := r.fetchTip(ctx)
 	pending := 0
 	if r.space != "" {
@@ -123,7 +123,7 @@ func (r *remoteRepo) fetch(ctx context.Context) error {
 	}
 	args := []any{"tip", r.tip().String(), "requests_waiting", pending, "fetches", r.requests - reqs,
 		"objects", r.objectsFetched - objs + r.wholeFetched - whole, "bytes", r.bytesFetched - bytes,
-		"took", statestore.Since(ctx, t0).Round(time.Millisecond).String()}
+		"took", wait.Since(ctx, t0).Round(time.Millisecond).String()}
 	if err != nil {
 		args = append(args, "error", err.Error())
 	}
@@ -477,7 +477,7 @@ var unreachable = wait.Unreachable(time.Second)
 // chain, and removes credentials from its text: go-git's own errors and
 // statuses here, what is below git's protocol (a name that does not
 // resolve, a connection that fails, TLS) as every backend classifies it
-// (statestore.TranslateNetwork).
+// (driver.TranslateNetwork).
 func translate(err error) error {
 	switch {
 	case err == nil,
@@ -512,7 +512,7 @@ func translate(err error) error {
 		// match the text too): this one message is matched by its text.
 		return wrapf(statestore.ErrAuth, cause)
 	}
-	if out, ok := statestore.TranslateNetwork(cause, statestore.Network{Field: "url", Redact: redactLine}); ok {
+	if out, ok := driver.TranslateNetwork(cause, driver.Network{Field: "url", Redact: redactLine}); ok {
 		return out
 	}
 	return statestore.Redacted(redactErr(err), cause)

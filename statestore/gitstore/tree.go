@@ -47,16 +47,17 @@ func (s *Store) newSnap(objs storer.EncodedObjectStorer, root plumbing.Hash) *tr
 	return t
 }
 
-var (
-	_ statestore.Debugger = (*treeSnap)(nil)
-	_ planner.TreeShaped  = (*treeSnap)(nil)
-)
+var _ statestore.Snapshot = (*treeSnap)(nil)
 
-// TreeShaped implements planner.TreeShaped: a git tree holds a path as
-// a file or a folder, never both.
-func (t *treeSnap) TreeShaped() {}
+// Capabilities declares what a git snapshot does beyond its lookups:
+// on a partial clone, it fetches ahead what a hint names (Prefetch, which
+// does nothing on a whole clone), and it logs through the store's Debug.
+// A git tree holds a path as a file or a folder, never both (TreeShaped).
+func (t *treeSnap) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{Prefetch: t.Prefetch, Debug: t.Debug, TreeShaped: true}
+}
 
-// Debug implements statestore.Debugger.
+// Debug logs through the store's Debug, when it has one.
 func (t *treeSnap) Debug(msg string, args ...any) {
 	if t.debug != nil {
 		t.debug(msg, args...)
@@ -260,7 +261,7 @@ func (t *treeSnap) applyOps(ops []planner.Op) (plumbing.Hash, error) {
 
 // blocked is the error for a write at repository path p that the tree
 // cannot take: a file stands at the folder at (or, folder, a folder at
-// p). The planner refuses these first (planner.TreeShaped), naming
+// p). The planner refuses these first (SnapshotCapabilities.TreeShaped), naming
 // the owner; what reaches the tree is render's own bookkeeping (the load
 // summary) or a plan that did not look. Paths are made store-relative.
 func (t *treeSnap) blocked(p, at string, folder bool) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/driver"
 	"github.com/render-dev/render/statestore/planner"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // git's side of driver.Write: a snapshot is the branch's tip read into
@@ -144,10 +145,10 @@ func (b *branchCommitter) Commit(ctx context.Context, c *driver.Change) (driver.
 	if err != nil {
 		return driver.Outcome{}, err
 	}
-	t0 := statestore.Now(ctx)
+	t0 := wait.Now(ctx)
 	err = b.s.repo.publish(ctx, after.ov, after.tip, commit)
 	b.s.debug("push", "attempt", c.Attempt, "refs", "branch "+after.tip.String()[:7]+".."+commit.String()[:7],
-		"outcome", pushOutcome(err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+		"outcome", pushOutcome(err), "took", wait.Since(ctx, t0).Round(time.Millisecond).String())
 	switch {
 	case errors.Is(err, errStale):
 		return driver.Outcome{}, &driver.ConflictError{Op: "push", What: "the branch kept moving"}
@@ -308,10 +309,10 @@ func (g *groupCommitter) Commit(ctx context.Context, c *driver.Change) (driver.O
 			return &packp.Command{Name: g.mine, Old: replaceable(a.ov, g.r.st, g.mine, base), New: req}, nil
 		}
 	}
-	t0 := statestore.Now(ctx)
+	t0 := wait.Now(ctx)
 	res, err := g.r.pushTurn(ctx, a.ov, t)
-	g.slowest = max(g.slowest, statestore.Since(ctx, t0))
-	g.s.debug("push", "workload", g.u.Workload, "attempt", c.Attempt, "refs", describeTurn(t, res), "outcome", outcomeOf(res, err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+	g.slowest = max(g.slowest, wait.Since(ctx, t0))
+	g.s.debug("push", "workload", g.u.Workload, "attempt", c.Attempt, "refs", describeTurn(t, res), "outcome", outcomeOf(res, err), "took", wait.Since(ctx, t0).Round(time.Millisecond).String())
 	switch {
 	case errors.Is(err, errNoGroup):
 		g.s.noGroup(g.r, err)
@@ -387,11 +388,11 @@ func (g *groupCommitter) Lost(ctx context.Context, c *driver.Change, attempt int
 		// server, nearly every push of a burst). Hand the update over
 		// now, with a push of the request alone, and wait in line: racing
 		// again, the writers who lost together would lose together again.
-		t0 := statestore.Now(ctx)
+		t0 := wait.Now(ctx)
 		h, err := g.s.request(ctx, g.r, g.u, g.mine, g.base)
-		g.slowest = max(g.slowest, statestore.Since(ctx, t0))
+		g.slowest = max(g.slowest, wait.Since(ctx, t0))
 		g.s.debug("push", "workload", g.u.Workload, "attempt", attempt, "refs", shortRef(g.mine)+" created",
-			"outcome", requestOutcome(err), "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+			"outcome", requestOutcome(err), "took", wait.Since(ctx, t0).Round(time.Millisecond).String())
 		switch {
 		case err == nil:
 			g.published, g.pubBase = h, g.base
@@ -407,9 +408,9 @@ func (g *groupCommitter) Lost(ctx context.Context, c *driver.Change, attempt int
 	if g.published.IsZero() {
 		// Behind another render of this workload, which is waiting, or
 		// with group commit off: plan again after a pause.
-		t0 := statestore.Now(ctx)
+		t0 := wait.Now(ctx)
 		err := g.s.Writer.Policy.Wait(ctx, attempt, "the branch kept moving", lost)
-		g.s.debug("wait", "workload", g.u.Workload, "attempt", attempt, "for", "a pause before planning again", "alone", g.alone, "took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+		g.s.debug("wait", "workload", g.u.Workload, "attempt", attempt, "for", "a pause before planning again", "alone", g.alone, "took", wait.Since(ctx, t0).Round(time.Millisecond).String())
 		return driver.Outcome{}, err
 	}
 	// The request gone means it was carried by another writer's push, or
@@ -420,7 +421,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *driver.Change, attempt int
 	// a branch that moved while the request is still listed (a leader's
 	// push seen half-way, see await).
 	confirm := func(tip plumbing.Hash) bool {
-		t0 := statestore.Now(ctx)
+		t0 := wait.Now(ctx)
 		ok, cerr := g.carried(ctx, tip)
 		outcome := "not found: plans again"
 		switch {
@@ -430,7 +431,7 @@ func (g *groupCommitter) Lost(ctx context.Context, c *driver.Change, attempt int
 			outcome = "landed"
 		}
 		g.s.debug("confirm", "workload", g.u.Workload, "attempt", attempt, "tip", tip.String(), "outcome", outcome,
-			"took", statestore.Since(ctx, t0).Round(time.Millisecond).String())
+			"took", wait.Since(ctx, t0).Round(time.Millisecond).String())
 		return ok
 	}
 	how, tip, err := g.s.await(ctx, g.r, g.u.Workload, g.mine, g.published, g.slowest, lost, confirm)
@@ -462,9 +463,9 @@ func (g *groupCommitter) Abandon(ctx context.Context, c *driver.Change, err erro
 	if withdrawn || errors.Is(err, statestore.ErrStale) {
 		return driver.Outcome{}
 	}
-	vctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	vctx, cancel := wait.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	vctx = statestore.WithRetryDeadline(vctx, 10*time.Second)
+	vctx = wait.WithRetryDeadline(vctx, 10*time.Second)
 	snap, rerr := g.s.readTip(vctx, true)
 	if rerr != nil {
 		return driver.Outcome{}

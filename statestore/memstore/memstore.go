@@ -50,7 +50,6 @@ type Client struct {
 }
 
 var _ statestore.Store = (*Client)(nil)
-var _ statestore.BatchApplier = (*Client)(nil)
 
 // Open returns a new client of m.
 func (m *Mem) Open(name string, policy driver.RetryPolicy) *Client {
@@ -122,11 +121,14 @@ func (s *snapshot) seen(p string) object {
 	return o
 }
 
-// TreeShaped implements planner.TreeShaped: like git and OCI (and
-// unlike S3's flat keys), the memory store holds a path as a file or a
-// folder, never both, so the conformance suite checks the planner's
-// refusal of a path that is in the way on every go test.
-func (s *snapshot) TreeShaped() {}
+// Capabilities: a memory snapshot holds what it shows, and logs nothing.
+// Like git and OCI (and unlike S3's flat keys), the memory store holds a
+// path as a file or a folder, never both (TreeShaped), so the
+// conformance suite checks the planner's refusal of a path that is in
+// the way on every go test.
+func (s *snapshot) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{TreeShaped: true}
+}
 
 // Revision is the store's version the snapshot shows.
 func (s *snapshot) Revision() string { return fmt.Sprintf("v%d", s.version) }

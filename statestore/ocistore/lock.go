@@ -137,7 +137,7 @@ var errLeaseExpired = errors.New("the writers' lock lease ran out before the com
 
 // valid reports whether the lease leaves margin for the commit.
 func (l *lock) valid(ctx context.Context) error {
-	if l.expires.Sub(statestore.Now(ctx)) < l.s.cfg.LockLease/6 {
+	if l.expires.Sub(wait.Now(ctx)) < l.s.cfg.LockLease/6 {
 		return errLeaseExpired
 	}
 	return nil
@@ -173,7 +173,7 @@ func (s *Store) pushLockTag(ctx context.Context, tag, id string) (ocispec.Descri
 	// finishes a request after the client gave up on it would keep a tag
 	// that nobody deletes, and that holds every other writer back for a
 	// lease. It ends with ctx's error then, and the caller deletes the tag.
-	pctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	pctx, cancel := wait.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err = s.retry(ctx, func() error { return s.base.PushReference(pctx, desc, bytes.NewReader(data), tag) })
 	if err == nil {
@@ -274,7 +274,7 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 		return nil, err
 	}
 	l := &lock{s: s, id: newID()}
-	l.expires = statestore.Now(ctx).Add(s.cfg.LockLease)
+	l.expires = wait.Now(ctx).Add(s.cfg.LockLease)
 	exp := l.expires.Unix()
 	choosing := fmt.Sprintf("%s%d-%s", choosingPrefix, exp, l.id)
 	// fail deletes tags and returns err, with the tags that stay.
@@ -320,7 +320,7 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 			return fail(err, me.tag)
 		}
 		if len(ahead) == 0 {
-			if l.expires.Sub(statestore.Now(ctx)) < s.cfg.LockLease/2 {
+			if l.expires.Sub(wait.Now(ctx)) < s.cfg.LockLease/2 {
 				// The wait ate most of the lease: take a fresh one. A
 				// ticket left behind holds the next one back until its
 				// lease ends: say so, and go on.
@@ -343,7 +343,7 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 // untagAll deletes tags, even when ctx was cancelled, and returns what
 // could not be deleted.
 func (s *Store) untagAll(ctx context.Context, tags ...string) error {
-	cctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	cctx, cancel := wait.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	var errs []string
 	for _, t := range tags {
@@ -381,7 +381,7 @@ func (s *Store) ahead(ctx context.Context, me lockTag, choosers map[string]bool)
 	if err != nil {
 		return nil, err
 	}
-	now := statestore.Now(ctx)
+	now := wait.Now(ctx)
 	present := map[string]bool{}
 	var out []string
 	for _, t := range tags {
@@ -413,7 +413,7 @@ func (s *Store) ahead(ctx context.Context, me lockTag, choosers map[string]bool)
 // release lets the lock go, even when ctx was cancelled. A ticket that
 // could not be deleted holds the next writer back until its lease ends.
 func (l *lock) release(ctx context.Context) error {
-	cctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	cctx, cancel := wait.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := l.s.untag(cctx, l.ticket); err != nil {
 		return fmt.Errorf("release the writers' lock (%s; other writers wait until its lease ends at %s): %w", l.ticket, l.expires.UTC().Format(time.RFC3339), err)

@@ -292,7 +292,7 @@ func (s *Store) DestinationRepository(d string) string { return s.cfg.Repository
 
 // Records returns every workload record in the store.
 func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ctx = wait.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
 		return nil, driver.Wrap(s.name, "read", err)
@@ -308,7 +308,7 @@ func (s *Store) Records(ctx context.Context) ([]statestore.Record, error) {
 // The Store's next write plans its first attempt on the same state (see
 // write.Snapshot), so a render reads the manifest once.
 func (s *Store) Snapshot(ctx context.Context) (statestore.Snapshot, error) {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ctx = wait.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
 		return nil, driver.Wrap(s.name, "read", err)
@@ -357,7 +357,7 @@ func (s *Store) translate(err error) error {
 	if errors.Is(err, errdef.ErrNotFound) {
 		return fmt.Errorf("%w: %w", statestore.ErrNotFound, err)
 	}
-	if out, ok := statestore.TranslateNetwork(err, statestore.Network{Server: s.cfg.Registry, Field: "registry"}); ok {
+	if out, ok := driver.TranslateNetwork(err, driver.Network{Server: s.cfg.Registry, Field: "registry"}); ok {
 		return out
 	}
 	return err

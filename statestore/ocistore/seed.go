@@ -9,6 +9,7 @@ import (
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/driver"
 	"github.com/render-dev/render/statestore/planner"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Seed writes files (paths relative to the store, as planner.PlanUpdate
@@ -19,7 +20,7 @@ import (
 // large stores quickly for tests and benchmarks (internal/testinfra/storegen), and
 // must never be pointed at a store in use, whose state it replaces.
 func (s *Store) Seed(ctx context.Context, files map[string][]byte, dests []string) error {
-	ctx = statestore.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
+	ctx = wait.EnsureRetryDeadline(ctx, s.cfg.RetryDeadline)
 	snap, err := s.snapshot(ctx)
 	if err != nil {
 		return driver.Wrap(s.name, "seed", err)

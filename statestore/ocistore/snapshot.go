@@ -15,7 +15,6 @@ import (
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/bookkeeping"
-	"github.com/render-dev/render/statestore/planner"
 )
 
 // snapshot is one state manifest's view of the store. Its layers are
@@ -28,16 +27,9 @@ type snapshot struct {
 }
 
 var (
-	_ statestore.Store      = (*Store)(nil)
-	_ statestore.Snapshot   = (*snapshot)(nil)
-	_ statestore.Prefetcher = (*snapshot)(nil)
-	_ statestore.Debugger   = (*snapshot)(nil)
-	_ planner.TreeShaped    = (*snapshot)(nil)
+	_ statestore.Store    = (*Store)(nil)
+	_ statestore.Snapshot = (*snapshot)(nil)
 )
-
-// TreeShaped implements planner.TreeShaped: a layer is a folder that
-// Flux unpacks onto a file system, where a path is a file or a folder.
-func (sn *snapshot) TreeShaped() {}
 
 // snapshot reads the state manifest.
 func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
@@ -264,7 +256,16 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	return g.Wait()
 }
 
-// Debug implements statestore.Debugger through the store's Config.Debug.
+// Capabilities declares what an OCI snapshot does beyond its lookups: it
+// pulls a folder's layer when a lookup first needs it, and fetches ahead
+// the layers a hint names (Prefetch); it logs through the store's
+// Config.Debug. A layer is a folder that Flux unpacks onto a file
+// system, where a path is a file or a folder (TreeShaped).
+func (sn *snapshot) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{Prefetch: sn.Prefetch, Debug: sn.Debug, TreeShaped: true}
+}
+
+// Debug logs through the store's Config.Debug, when it has one.
 func (sn *snapshot) Debug(msg string, args ...any) {
 	if sn.s.cfg.Debug != nil {
 		sn.s.cfg.Debug(msg, args...)

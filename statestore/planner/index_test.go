@@ -135,6 +135,10 @@ type failingPrefetch struct {
 	logged []string
 }
 
+func (f *failingPrefetch) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{Prefetch: f.Prefetch, Debug: f.Debug}
+}
+
 func (f *failingPrefetch) Prefetch(statestore.Hint) error { return errors.New("server hung up") }
 
 func (f *failingPrefetch) Debug(msg string, args ...any) {

@@ -86,21 +86,9 @@ func (o *Overlay) List(dir string) ([]string, error) {
 	return out, nil
 }
 
-// Prefetch passes the hint to the snapshot underneath.
-func (o *Overlay) Prefetch(h statestore.Hint) error {
-	if p, ok := o.base.(statestore.Prefetcher); ok {
-		return p.Prefetch(h)
-	}
-	return nil
-}
-
-// Debug passes a debug message to the snapshot underneath, when it logs
-// (a Debugger).
-func (o *Overlay) Debug(msg string, args ...any) {
-	if d, ok := o.base.(statestore.Debugger); ok {
-		d.Debug(msg, args...)
-	}
-}
+// Capabilities are the snapshot's underneath: hints and debug lines go
+// to it.
+func (o *Overlay) Capabilities() statestore.SnapshotCapabilities { return o.base.Capabilities() }
 
 // ValidateUpdate checks what every backend needs of an update before
 // planning it: a workload key, and paths a store can hold for its files,

@@ -28,6 +28,10 @@ func (c *countingSnap) ReadFile(p string) ([]byte, error) {
 	return c.memSnap.ReadFile(p)
 }
 
+func (c *countingSnap) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{Prefetch: c.Prefetch}
+}
+
 func (c *countingSnap) Prefetch(h statestore.Hint) error {
 	c.hints = append(c.hints, h)
 	return nil

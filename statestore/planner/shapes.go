@@ -6,35 +6,21 @@ import (
 	"github.com/render-dev/render/statestore"
 )
 
-// TreeShaped is a Snapshot of a store whose paths form a tree, as a file
-// system's do (git, an OCI layer, the memory store): a path is a file, a
-// folder or nothing, so a file cannot be written where a folder is, nor
-// below a file. Looking a path's folders up and listing it are cheap
-// there, and the planner checks every path it adds (see BlockedError). A
-// flat store (S3) is not checked by the planner: a key and the keys below
-// it are different objects there, and looking them up costs a listing per
-// path. MinIO accepts both but lists only the upper one, hiding the lower
-// from readers that list the bucket (Flux's Bucket source), so the S3
-// backend refuses such a write itself, with a BlockedError, from what its
-// listings show (docs/design.md, "S3", "Keys in the way").
-type TreeShaped interface {
-	statestore.Snapshot
-	TreeShaped()
-}
+// A snapshot whose paths form a tree, as a file system's do, declares it
+// (statestore.SnapshotCapabilities.TreeShaped: git, an OCI layer, the
+// memory store; an Overlay declares what its base does): a path is a
+// file, a folder or nothing, so a file cannot be written where a folder
+// is, nor below a file. Looking a path's folders up and listing it are
+// cheap there, and the planner checks every path it adds (see
+// BlockedError). A flat store (S3) is not checked by the planner: a key
+// and the keys below it are different objects there, and looking them up
+// costs a listing per path. MinIO accepts both but lists only the upper
+// one, hiding the lower from readers that list the bucket (Flux's Bucket
+// source), so the S3 backend refuses such a write itself, with a
+// BlockedError, from what its listings show (docs/design.md, "S3", "Keys
+// in the way").
 
-// treeShaped reports whether snap, or the snapshot an Overlay lies on, is
-// TreeShaped.
-func treeShaped(snap statestore.Snapshot) bool {
-	switch s := snap.(type) {
-	case *Overlay:
-		return treeShaped(s.base)
-	case TreeShaped:
-		return true
-	}
-	return false
-}
-
-// shapes checks, on a TreeShaped snapshot, that the paths a plan adds
+// shapes checks, on a tree-shaped snapshot, that the paths a plan adds
 // are neither below a file nor a folder, unless what is in the way is the
 // workload's own and the plan removes it (a file of the workload that
 // becomes a folder).
@@ -51,7 +37,7 @@ type shapes struct {
 }
 
 func newShapes(snap statestore.Snapshot, workload string, gone, wants func(string) bool, owners func() (map[string]string, error)) *shapes {
-	return &shapes{snap: snap, workload: workload, on: treeShaped(snap), gone: gone, wants: wants, owners: owners, files: map[string]bool{}}
+	return &shapes{snap: snap, workload: workload, on: snap.Capabilities().TreeShaped, gone: gone, wants: wants, owners: owners, files: map[string]bool{}}
 }
 
 // check returns a *BlockedError when p, which the plan adds, cannot be

@@ -21,6 +21,7 @@ import (
 	"github.com/render-dev/render/statestore/bookkeeping"
 	"github.com/render-dev/render/statestore/driver"
 	"github.com/render-dev/render/statestore/planner"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // backend is the Store's side of driver.Write: each write of one
@@ -181,7 +182,7 @@ func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, 
 		if err != nil && !errors.Is(err, statestore.ErrNotFound) {
 			return out, failed("read", err)
 		}
-		if l := storedLease(raw); l.heldFor(w.id, statestore.Now(ctx)) {
+		if l := storedLease(raw); l.heldFor(w.id, wait.Now(ctx)) {
 			if s.cfg.Debug != nil {
 				s.cfg.Debug("another write of the workload is under way: waiting for its lease", "record", recPath, "until", l.Until.Format(time.RFC3339Nano))
 			}
@@ -302,7 +303,7 @@ func (w *write) takeBack(ctx context.Context) bool {
 		data = tombstone()
 	}
 	recPath := statestore.RecordPath(w.u.Workload)
-	ctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := wait.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := w.s.put(ctx, recPath, data, cond{exists: true, etag: w.undo.intent}); err != nil && w.s.cfg.Debug != nil {
 		w.s.cfg.Debug("could not take back a write's intent; the workload's next write will", "record", recPath, "error", err.Error())

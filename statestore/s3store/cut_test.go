@@ -13,6 +13,7 @@ import (
 
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // cutDeletes sends S3's DeleteObjects requests through connections whose
@@ -138,7 +139,7 @@ func TestChangeWithoutNewFilesNamesItsIntent(t *testing.T) {
 
 	wcfg := cfg
 	wcfg.Transport = newCutDeletes(-1)
-	ctx := statestore.WithRetryDeadline(testCtx(t), 2*time.Second)
+	ctx := wait.WithRetryDeadline(testCtx(t), 2*time.Second)
 	if _, err := open(t, wcfg).Apply(ctx, second); err == nil {
 		t.Fatal("the write whose every delete was cut landed")
 	}

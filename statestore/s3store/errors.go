@@ -12,6 +12,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/driver"
 	"github.com/render-dev/render/statestore/wait"
 )
 
@@ -87,8 +88,8 @@ func (s *Store) translate(err error) error {
 	case code != "":
 		return fmt.Errorf("%s", s.redact(describe(resp)))
 	}
-	n := statestore.Network{Server: s.cfg.Endpoint, Field: "endpoint", Redact: s.redact}
-	if out, ok := statestore.TranslateNetwork(err, n); ok {
+	n := driver.Network{Server: s.cfg.Endpoint, Field: "endpoint", Redact: s.redact}
+	if out, ok := driver.TranslateNetwork(err, n); ok {
 		return out
 	}
 	msg := err.Error()

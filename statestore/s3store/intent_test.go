@@ -18,6 +18,7 @@ import (
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // holdPut holds the first PUT whose path ends in suffix until release is
@@ -256,7 +257,7 @@ func TestLostClaimStaysOwned(t *testing.T) {
 	wcfg := cfg
 	lc := &lostClaim{base: http.DefaultTransport}
 	wcfg.Transport = lc
-	ctx := statestore.WithRetryDeadline(testCtx(t), 2*time.Second)
+	ctx := wait.WithRetryDeadline(testCtx(t), 2*time.Second)
 	if _, err := open(t, wcfg).Apply(ctx, u); err == nil {
 		t.Fatal("the write landed: nothing to test")
 	}
@@ -275,7 +276,7 @@ func TestLostClaimStaysOwned(t *testing.T) {
 	}
 }
 
-// fastClock is a statestore.DeadlineClock that runs k times faster than
+// fastClock is a wait.DeadlineClock that runs k times faster than
 // the machine's, so that a test sees leases run out (and waits for them)
 // in a fraction of their real length.
 type fastClock struct {
@@ -288,7 +289,7 @@ func newFastClock(k int) *fastClock { return &fastClock{start: time.Now(), k: ti
 func (c *fastClock) Now() time.Time { return c.start.Add(time.Since(c.start) * c.k) }
 
 func (c *fastClock) Sleep(ctx context.Context, d time.Duration) error {
-	return statestore.RealClock{}.Sleep(ctx, d/c.k)
+	return wait.RealClock{}.Sleep(ctx, d/c.k)
 }
 
 func (c *fastClock) WithDeadline(ctx context.Context, at time.Time) (context.Context, context.CancelFunc) {
@@ -297,7 +298,7 @@ func (c *fastClock) WithDeadline(ctx context.Context, at time.Time) (context.Con
 
 // on returns ctx running on c, with a retry deadline of budget on c.
 func (c *fastClock) on(ctx context.Context, budget time.Duration) context.Context {
-	return statestore.WithRetryDeadline(statestore.WithClock(ctx, c), budget)
+	return wait.WithRetryDeadline(wait.WithClock(ctx, c), budget)
 }
 
 // starve holds the first upload whose path ends in suffix, as a writer
@@ -436,7 +437,7 @@ func TestDeadWritersLeaseHoldsUpOneLease(t *testing.T) {
 	}
 
 	want := map[string]string{"d/w/a.yaml": "B\n"}
-	if _, err := open(t, cfg).Apply(clk.on(testCtx(t), statestore.DefaultRetryDeadline), upd(want)); err != nil {
+	if _, err := open(t, cfg).Apply(clk.on(testCtx(t), wait.DefaultRetryDeadline), upd(want)); err != nil {
 		t.Fatalf("the next write did not land: %v", err)
 	}
 	took := clk.Now().Sub(died)

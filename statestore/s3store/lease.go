@@ -122,7 +122,7 @@ type holder struct {
 // lease of write id, conditioned on c (the record as listed).
 func (s *Store) acquire(ctx context.Context, recPath, id string, sealed []byte, pending []string, c cond) (*holder, error) {
 	h := &holder{s: s, recPath: recPath, id: id, sealed: sealed, pending: pending}
-	now := statestore.Now(ctx)
+	now := wait.Now(ctx)
 	etag, err := s.put(ctx, recPath, withPending(sealed, pending, lease{Writer: id, Until: now.Add(leaseTerm)}), c)
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (h *holder) act(ctx context.Context, req func(context.Context) error) error
 	if err != nil {
 		return err
 	}
-	rctx, cancel := statestore.WithDeadline(ctx, by)
+	rctx, cancel := wait.WithDeadline(ctx, by)
 	defer cancel()
 	err = req(rctx)
 	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
@@ -171,10 +171,10 @@ func (h *holder) keep(ctx context.Context) (time.Time, error) {
 	if h.lost != nil {
 		return time.Time{}, h.lost
 	}
-	now := statestore.Now(ctx)
+	now := wait.Now(ctx)
 	by := h.until.Add(-leaseMargin)
 	if now.Before(by) && !now.Before(h.renewed.Add(leaseRenew)) {
-		rctx, cancel := statestore.WithDeadline(ctx, by)
+		rctx, cancel := wait.WithDeadline(ctx, by)
 		until := now.Add(leaseTerm)
 		etag, err := h.s.put(rctx, h.recPath, withPending(h.sealed, h.pending, lease{Writer: h.id, Until: until}), cond{exists: true, etag: h.etag})
 		cancel()
@@ -190,7 +190,7 @@ func (h *holder) keep(ctx context.Context) (time.Time, error) {
 		h.etag, h.until, h.renewed = etag, until, now
 		by = until.Add(-leaseMargin)
 	}
-	if !statestore.Now(ctx).Before(by) {
+	if !wait.Now(ctx).Before(by) {
 		h.lost = errLapsed
 		return time.Time{}, h.lost
 	}
@@ -209,7 +209,7 @@ func (h *holder) release(ctx context.Context) {
 	if h.cut {
 		return
 	}
-	ctx, cancel := statestore.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := wait.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	etag, err := h.s.put(ctx, h.recPath, withPending(h.sealed, h.pending, lease{}), cond{exists: true, etag: h.etag})
 	if err != nil {
@@ -229,7 +229,7 @@ func (h *holder) release(ctx context.Context) {
 // deadline.
 func (s *Store) awaitLease(ctx context.Context, recPath, id string, l lease) error {
 	for {
-		now := statestore.Now(ctx)
+		now := wait.Now(ctx)
 		if !l.heldFor(id, now) {
 			return nil
 		}

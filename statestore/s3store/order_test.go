@@ -13,6 +13,7 @@ import (
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/planner"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // recordHold holds a write's listings of the records folder until release
@@ -137,7 +138,7 @@ func testListingsAfterRecord(t *testing.T, view string) {
 
 	acfg := cfg
 	acfg.Transport = noTombstone{base: http.DefaultTransport}
-	ctx := statestore.WithRetryDeadline(testCtx(t), 4*time.Second)
+	ctx := wait.WithRetryDeadline(testCtx(t), 4*time.Second)
 	if _, err := open(t, acfg).Apply(ctx, statestore.Update{Workload: key, Destinations: []string{"d"}}); err == nil {
 		t.Fatal("the removal committed: nothing to test")
 	}

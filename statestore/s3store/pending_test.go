@@ -17,6 +17,7 @@ import (
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/bookkeeping"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // refuse fails every PUT whose path ends in suffix with a refused
@@ -88,7 +89,7 @@ func TestFailedWriteLeavesNothingUnowned(t *testing.T) {
 	applyOK(t, open(t, cfg), upd("old.yaml"))
 	failing := cfg
 	failing.Transport = &refuse{base: http.DefaultTransport, suffix: "/d/w/y.yaml"}
-	ctx := statestore.WithRetryDeadline(testCtx(t), time.Second)
+	ctx := wait.WithRetryDeadline(testCtx(t), time.Second)
 	if _, err := open(t, failing).Apply(ctx, upd("x.yaml", "y.yaml")); !errors.Is(err, statestore.ErrUnreachable) {
 		t.Fatalf("the write whose upload of y is refused: err = %v, want unreachable", err)
 	}

@@ -78,6 +78,7 @@ import (
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/bookkeeping"
 	"github.com/render-dev/render/statestore/driver"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Config describes one S3 state store.
@@ -111,7 +112,7 @@ type Config struct {
 	// Concurrency bounds the uploads in flight (default 16).
 	Concurrency int
 	// RetryDeadline is the retry budget used when the caller's context
-	// carries no render-wide deadline (statestore.WithRetryDeadline); it
+	// carries no render-wide deadline (wait.WithRetryDeadline); it
 	// bounds waits for an unreachable endpoint and for busy objects alike.
 	RetryDeadline time.Duration
 	// MaxAttempts, when positive, also bounds how often an update is
@@ -164,7 +165,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.Concurrency = 16
 	}
 	if cfg.RetryDeadline <= 0 {
-		cfg.RetryDeadline = statestore.DefaultRetryDeadline
+		cfg.RetryDeadline = wait.DefaultRetryDeadline
 	}
 	s := &Store{cfg: cfg, foldAt: ledgerFoldAt, foldEvery: ledgerFoldEvery}
 	fail := func(format string, args ...any) (*Store, error) {

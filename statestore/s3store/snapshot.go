@@ -1076,10 +1076,12 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 	return parallel(sn.ctx, 2, jobs)
 }
 
-var (
-	_ statestore.Prefetcher = (*snapshot)(nil)
-	_ statestore.Debugger   = (*snapshot)(nil)
-)
+// Capabilities declares what an S3 snapshot does beyond its lookups: it
+// lists lazily, folder by folder, and fetches ahead what a hint names
+// (Prefetch); it logs through the store's Config.Debug.
+func (sn *snapshot) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{Prefetch: sn.Prefetch, Debug: sn.Debug}
+}
 
 // partition splits xs into those in and those not in.
 func partition(xs []string, in func(string) bool) (yes, no []string) {
@@ -1111,7 +1113,7 @@ func (sn *snapshot) recordFirst(recPath string) bool {
 	return sn.covered(recPath)
 }
 
-// Debug implements statestore.Debugger through the store's Config.Debug.
+// Debug logs through the store's Config.Debug, when it has one.
 func (sn *snapshot) Debug(msg string, args ...any) {
 	if sn.s.cfg.Debug != nil {
 		sn.s.cfg.Debug(msg, args...)

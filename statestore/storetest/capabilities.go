@@ -58,11 +58,7 @@ func testStaleHandOver(t *testing.T, h Harness) {
 // applyAll writes a batch: as one change where the store can.
 func applyAll(t *testing.T, s statestore.Store, us []statestore.Update) statestore.Result {
 	t.Helper()
-	b, ok := s.(statestore.BatchApplier)
-	if !ok {
-		t.Fatalf("%s has no ApplyAll", s)
-	}
-	res, err := b.ApplyAll(patient(), us)
+	res, err := s.ApplyAll(patient(), us)
 	if err != nil {
 		t.Fatalf("ApplyAll: %v", err)
 	}
@@ -92,8 +88,7 @@ func testBatch(t *testing.T, h Harness) {
 		t.Fatalf("the same batch again changed the store: %+v", again)
 	}
 	// Within a batch, ownership holds between its updates too.
-	b, _ := s.(statestore.BatchApplier)
-	_, err := b.ApplyAll(patient(), []statestore.Update{
+	_, err := s.ApplyAll(patient(), []statestore.Update{
 		update("w/d", map[string]string{"d3/d/x.yaml": "d\n"}),
 		update("w/e", map[string]string{"d3/d/x.yaml": "stolen\n"}),
 	})
@@ -104,10 +99,7 @@ func testBatch(t *testing.T, h Harness) {
 	// A store that writes a batch as one change writes none of a refused
 	// batch; one that writes updates one after the other (S3) stops at
 	// the refused one, having written those before it.
-	atomic := true
-	if a, ok := s.(interface{ AtomicBatches() bool }); ok {
-		atomic = a.AtomicBatches()
-	}
+	atomic := s.Capabilities().AtomicBatches
 	if got := contents(t, s)["d3/d/x.yaml"]; atomic && got != "" || !atomic && got != "d\n" {
 		t.Fatalf("after a refused batch (atomic %v), d3/d/x.yaml holds %q", atomic, got)
 	}
@@ -155,8 +147,8 @@ func testPrefetchHints(t *testing.T, h Harness) {
 		Dirs:  []string{"d1", "nowhere", statestore.RecordsDir},
 		Load:  []string{"d1", "d9"},
 	}
-	if p, ok := hinted.(statestore.Prefetcher); ok {
-		if err := p.Prefetch(h2); err != nil {
+	if p := hinted.Capabilities().Prefetch; p != nil {
+		if err := p(h2); err != nil {
 			t.Fatalf("Prefetch: %v", err)
 		}
 	} else {

@@ -102,7 +102,7 @@ func testForeignRequest(t *testing.T, h Harness) {
 // A file where the plan needs a folder, or a folder where it needs a
 // file, is not a lost race: the store refuses the write at once with a
 // *statestore.BlockedError naming what is in the way and whose it is, and
-// writes nothing. A store whose paths form a tree (planner.TreeShaped)
+// writes nothing. A store whose paths form a tree (statestore.SnapshotCapabilities.TreeShaped)
 // has the planner check it; a flat store (S3), which holds a key and keys
 // below it as different objects, checks it itself (see "Trust boundary"
 // in docs/design.md). A workload's own file may become a folder, and

@@ -17,6 +17,7 @@ import (
 
 	"github.com/render-dev/render/internal/layout"
 	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Harness tells the suite how to reach a backend.
@@ -85,7 +86,7 @@ func removal(workload string) statestore.Update {
 // (Harness.Parallel) on a loaded machine one push to Gitea took longer than
 // a render's default retry deadline of 2 minutes.
 func patient() context.Context {
-	return statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
+	return wait.WithRetryDeadline(context.Background(), 10*time.Minute)
 }
 
 func apply(t *testing.T, s statestore.Store, u statestore.Update) statestore.Result {
@@ -317,7 +318,7 @@ func testConcurrentWriters(t *testing.T, h Harness) {
 	// This asserts that every writer lands, not how fast: on a busy
 	// machine N writers may need more than one render's default
 	// retry budget between them.
-	ctx := statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
+	ctx := wait.WithRetryDeadline(context.Background(), 10*time.Minute)
 	want := map[string]string{}
 	var wg sync.WaitGroup
 	errs := make(chan error, h.Writers)
@@ -379,7 +380,7 @@ func testDuplicateObjectRace(t *testing.T, h Harness) {
 	// started together, left 7-16 copies. Exactly one may land.
 	open := h.Fresh(t)
 	n := min(h.Writers, 16)
-	ctx := statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
+	ctx := wait.WithRetryDeadline(context.Background(), 10*time.Minute)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	start := make(chan struct{})
@@ -467,7 +468,7 @@ func testSameWorkloadAmidOthers(t *testing.T, h Harness) {
 	// (git's group commit) do so: the workload still ends as exactly
 	// one of its renders, and every other workload lands.
 	open := h.Fresh(t)
-	ctx := statestore.WithRetryDeadline(context.Background(), 10*time.Minute)
+	ctx := wait.WithRetryDeadline(context.Background(), 10*time.Minute)
 	versions := []map[string]string{
 		{"d/same/a.yaml": "1\n", "d/same/b.yaml": "1\n"},
 		{"d/same/c.yaml": "2\n"},

@@ -1,10 +1,15 @@
 // Package wait is how render waits between two tries of anything: one
 // Policy (the first wait, how each wait grows, its cap, the part of it
 // drawn at random) and one deadline rule (For): a wait that would end
-// past the render's retry deadline (statestore.RetryDeadline) is not
-// begun, and every wait is slept on the Clock the context carries
-// (statestore.WithClock), so a test or the simulated fault campaign that
-// controls the clock controls every wait.
+// past the render's one retry deadline (WithRetryDeadline,
+// RetryDeadline: deadline.go) is not begun, and every wait is slept on
+// the Clock the context carries (WithClock: clock.go), so a test or the
+// simulated fault campaign that controls the clock controls every wait.
+// Classify (classify.go) says what a loop does with an error: plan again
+// after another writer was first, try the same again once the server
+// answers, or give up. The errors a caller tests with errors.Is
+// (statestore.ErrUnreachable, ErrConflict, ErrDeadline) stay in the
+// contract, statestore.
 //
 // Every waiting loop uses it, each with its own numbers: a lost race in
 // the write loop (driver.RetryPolicy, LostRace), a server that cannot be
@@ -108,7 +113,7 @@ func (p Policy) Pause(ctx context.Context, n int, cause error) error {
 // Retry runs op until it succeeds, fails with an error that does not wrap
 // statestore.ErrUnreachable, or the render's retry deadline would pass
 // during the next wait (Pause). op translates its own errors (see
-// statestore.Transient).
+// driver.Transient).
 func (p Policy) Retry(ctx context.Context, op func() error) error {
 	return Loop(ctx, statestore.ErrUnreachable, func(int) error { return op() },
 		func(n int, err error) error { return p.Pause(ctx, n, err) })
@@ -137,11 +142,11 @@ func Loop(ctx context.Context, on error, try func(n int) error, pause func(n int
 // ends during the wait, an error wrapping cause and ctx's error. A nil
 // cause returns those errors alone.
 func For(ctx context.Context, d time.Duration, tries int, cause error) error {
-	at, budget := statestore.RetryDeadline(ctx)
-	if statestore.Now(ctx).Add(d).After(at) {
+	at, budget := RetryDeadline(ctx)
+	if Now(ctx).Add(d).After(at) {
 		return wrap(cause, fmt.Errorf("%w: gave up after %s, %d tries", statestore.ErrDeadline, budget, tries))
 	}
-	if err := statestore.Sleep(ctx, d); err != nil {
+	if err := Sleep(ctx, d); err != nil {
 		return wrap(cause, err)
 	}
 	return nil
@@ -151,8 +156,8 @@ func For(ctx context.Context, d time.Duration, tries int, cause error) error {
 // that one is sooner: for a loop with a limit of its own, within the
 // render's.
 func Within(ctx context.Context, d time.Duration) context.Context {
-	if at, _ := statestore.RetryDeadline(ctx); statestore.Now(ctx).Add(d).Before(at) {
-		return statestore.WithRetryDeadline(ctx, d)
+	if at, _ := RetryDeadline(ctx); Now(ctx).Add(d).Before(at) {
+		return WithRetryDeadline(ctx, d)
 	}
 	return ctx
 }

@@ -37,9 +37,9 @@ func newStepClock() *stepClock {
 // spends the whole budget of the fake clock and no real time.
 func TestClockDrivesRetries(t *testing.T) {
 	clk := newStepClock()
-	ctx := statestore.WithClock(context.Background(), clk)
-	ctx = statestore.WithRetryDeadline(ctx, time.Hour)
-	at, _ := statestore.RetryDeadline(ctx)
+	ctx := wait.WithClock(context.Background(), clk)
+	ctx = wait.WithRetryDeadline(ctx, time.Hour)
+	at, _ := wait.RetryDeadline(ctx)
 	if want := clk.Now().Add(time.Hour); !at.Equal(want) {
 		t.Fatalf("deadline %v, want %v (from the context's clock)", at, want)
 	}
@@ -58,7 +58,7 @@ func TestClockDrivesRetries(t *testing.T) {
 	if real := time.Since(start); real > 5*time.Second {
 		t.Fatalf("an hour of fake waiting took %v of real time", real)
 	}
-	if _, ok := statestore.ClockOf(context.Background()).(statestore.RealClock); !ok {
+	if _, ok := wait.ClockOf(context.Background()).(wait.RealClock); !ok {
 		t.Fatal("a context without a clock must use the real one")
 	}
 }
@@ -67,7 +67,7 @@ func TestClockDrivesRetries(t *testing.T) {
 // second operation after the first used up the budget gets one try, not a
 // budget of its own.
 func TestOneDeadlinePerRender(t *testing.T) {
-	ctx := statestore.WithRetryDeadline(context.Background(), 150*time.Millisecond)
+	ctx := wait.WithRetryDeadline(context.Background(), 150*time.Millisecond)
 	down := fmt.Errorf("%w: connection refused", statestore.ErrUnreachable)
 	first := 0
 	err := wait.Unreachable(20*time.Millisecond).Retry(ctx, func() error { first++; return down })
@@ -79,7 +79,7 @@ func TestOneDeadlinePerRender(t *testing.T) {
 	}
 	// Retry gives up as soon as the next wait would end past the deadline,
 	// which can be a moment before it: let the deadline itself pass.
-	at, _ := statestore.RetryDeadline(ctx)
+	at, _ := wait.RetryDeadline(ctx)
 	time.Sleep(time.Until(at) + time.Millisecond)
 	second := 0
 	err = wait.Unreachable(20*time.Millisecond).Retry(ctx, func() error { second++; return down })
@@ -96,7 +96,7 @@ func TestOneDeadlinePerRender(t *testing.T) {
 }
 
 func TestRetryStopsAtOnceOnPermanentErrors(t *testing.T) {
-	ctx := statestore.WithRetryDeadline(context.Background(), time.Minute)
+	ctx := wait.WithRetryDeadline(context.Background(), time.Minute)
 	n := 0
 	err := wait.Unreachable(time.Millisecond).Retry(ctx, func() error { n++; return statestore.ErrAuth })
 	if !errors.Is(err, statestore.ErrAuth) || n != 1 {
@@ -157,7 +157,7 @@ func TestJitterStaysWithinItsPart(t *testing.T) {
 // not begun; one that ends before it is slept on the context's clock.
 func TestForIsTheDeadlineRule(t *testing.T) {
 	clk := newStepClock()
-	ctx := statestore.WithRetryDeadline(statestore.WithClock(context.Background(), clk), time.Minute)
+	ctx := wait.WithRetryDeadline(wait.WithClock(context.Background(), clk), time.Minute)
 	cause := fmt.Errorf("%w: the branch kept moving", statestore.ErrConflict)
 	if err := wait.For(ctx, time.Minute, 3, cause); err != nil {
 		t.Fatalf("a wait that ends at the deadline: %v", err)
@@ -172,7 +172,7 @@ func TestForIsTheDeadlineRule(t *testing.T) {
 	if err := wait.For(ctx, time.Nanosecond, 4, nil); !errors.Is(err, statestore.ErrDeadline) {
 		t.Fatalf("without a cause: %v, want ErrDeadline", err)
 	}
-	done, cancel := context.WithCancel(statestore.WithRetryDeadline(ctx, time.Hour))
+	done, cancel := context.WithCancel(wait.WithRetryDeadline(ctx, time.Hour))
 	cancel()
 	if err := wait.For(done, time.Second, 1, cause); !errors.Is(err, context.Canceled) || !errors.Is(err, statestore.ErrConflict) {
 		t.Fatalf("a cancelled wait = %v, want context.Canceled wrapping the cause", err)
@@ -183,12 +183,12 @@ func TestForIsTheDeadlineRule(t *testing.T) {
 // render's deadline, and shortens it for that loop only.
 func TestWithinKeepsTheSoonerDeadline(t *testing.T) {
 	clk := newStepClock()
-	ctx := statestore.WithRetryDeadline(statestore.WithClock(context.Background(), clk), time.Minute)
-	render, _ := statestore.RetryDeadline(ctx)
-	if at, _ := statestore.RetryDeadline(wait.Within(ctx, time.Hour)); !at.Equal(render) {
+	ctx := wait.WithRetryDeadline(wait.WithClock(context.Background(), clk), time.Minute)
+	render, _ := wait.RetryDeadline(ctx)
+	if at, _ := wait.RetryDeadline(wait.Within(ctx, time.Hour)); !at.Equal(render) {
 		t.Fatalf("Within(1h) of a render with a minute left: deadline %v, want the render's %v", at, render)
 	}
-	if at, _ := statestore.RetryDeadline(wait.Within(ctx, 15*time.Second)); !at.Equal(clk.Now().Add(15 * time.Second)) {
+	if at, _ := wait.RetryDeadline(wait.Within(ctx, 15*time.Second)); !at.Equal(clk.Now().Add(15 * time.Second)) {
 		t.Fatalf("Within(15s): deadline %v, want %v", at, clk.Now().Add(15*time.Second))
 	}
 }

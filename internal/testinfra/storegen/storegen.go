@@ -99,6 +99,9 @@ func (emptySnap) ReadFile(p string) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w", p, statestore.ErrNotFound)
 }
 func (emptySnap) List(string) ([]string, error) { return nil, nil }
+func (emptySnap) Capabilities() statestore.SnapshotCapabilities {
+	return statestore.SnapshotCapabilities{}
+}
 
 // Files returns every file of the store s describes, by path relative to
 // the store's path.

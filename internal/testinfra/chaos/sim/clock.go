@@ -10,13 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
-// Clock is the virtual time of one trial: the statestore.Clock every
-// writer of the trial runs on (statestore.WithClock), so every backoff,
+// Clock is the virtual time of one trial: the wait.Clock every
+// writer of the trial runs on (wait.WithClock), so every backoff,
 // poll, lease and retry deadline of render's write path, and every context
-// deadline a write sets (statestore.WithTimeout), reads it.
+// deadline a write sets (wait.WithTimeout), reads it.
 //
 // Time stands still while any live writer is busy: computing, or waiting
 // for a server (a request in flight). It jumps to the next wake-up once
@@ -155,7 +155,7 @@ func (c *Clock) Join(ctx context.Context, name string) (context.Context, *Part) 
 	c.parts = append(c.parts, p)
 	c.event()
 	c.mu.Unlock()
-	return context.WithValue(statestore.WithClock(ctx, c), partKey{}, p), p
+	return context.WithValue(wait.WithClock(ctx, c), partKey{}, p), p
 }
 
 // PartOf is the participant ctx belongs to, or nil.
@@ -215,8 +215,8 @@ func (p *Part) Begin() func() {
 // as restarting a server) until the returned function is called.
 func (p *Part) Busy() func() { return p.Begin() }
 
-// wait is a sleeper or a timer in the clock's queue.
-type wait struct {
+// alarm is a sleeper or a timer in the clock's queue.
+type alarm struct {
 	at    time.Time
 	seq   uint64
 	ch    chan struct{} // a sleeper's, closed when it wakes
@@ -226,7 +226,7 @@ type wait struct {
 	gone  bool
 }
 
-type waitQueue []*wait
+type waitQueue []*alarm
 
 func (q waitQueue) Len() int { return len(q) }
 func (q waitQueue) Less(i, j int) bool {
@@ -236,7 +236,7 @@ func (q waitQueue) Less(i, j int) bool {
 	return q[i].seq < q[j].seq
 }
 func (q waitQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i]; q[i].index = i; q[j].index = j }
-func (q *waitQueue) Push(x any)   { w := x.(*wait); w.index = len(*q); *q = append(*q, w) }
+func (q *waitQueue) Push(x any)   { w := x.(*alarm); w.index = len(*q); *q = append(*q, w) }
 func (q *waitQueue) Pop() any {
 	old := *q
 	w := old[len(old)-1]
@@ -244,8 +244,8 @@ func (q *waitQueue) Pop() any {
 	w.index = -1
 	return w
 }
-func (c *Clock) push(w *wait) { c.seq++; w.seq = c.seq; heap.Push(&c.queue, w) }
-func (c *Clock) remove(w *wait) {
+func (c *Clock) push(w *alarm) { c.seq++; w.seq = c.seq; heap.Push(&c.queue, w) }
+func (c *Clock) remove(w *alarm) {
 	w.gone = true
 	if w.index >= 0 {
 		heap.Remove(&c.queue, w.index)
@@ -275,7 +275,7 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 		c.mu.Unlock()
 		return nil
 	}
-	w := &wait{at: c.now.Add(d), ch: make(chan struct{}), who: p}
+	w := &alarm{at: c.now.Add(d), ch: make(chan struct{}), who: p}
 	c.push(w)
 	if p != nil {
 		p.sleeping++
@@ -316,7 +316,7 @@ func (c *Clock) WithDeadline(parent context.Context, at time.Time) (context.Cont
 		v.cancel(context.DeadlineExceeded)
 		return v, func() { stop(); v.cancel(context.Canceled) }
 	}
-	w := &wait{at: at, fire: func() { v.cancel(context.DeadlineExceeded) }}
+	w := &alarm{at: at, fire: func() { v.cancel(context.DeadlineExceeded) }}
 	c.push(w)
 	c.event()
 	c.mu.Unlock()
@@ -358,7 +358,7 @@ func (v *vctx) cancel(err error) {
 	}
 }
 
-var _ statestore.DeadlineClock = (*Clock)(nil)
+var _ wait.DeadlineClock = (*Clock)(nil)
 
 // idle reports whether every live participant waits on the clock, and
 // whether one of them counts as waiting only because its woken goroutine
@@ -412,7 +412,7 @@ func (c *Clock) advance() (fire []func(), moved bool) {
 		c.now = next
 	}
 	for len(c.queue) > 0 && !c.queue[0].at.After(c.now) {
-		w := heap.Pop(&c.queue).(*wait)
+		w := heap.Pop(&c.queue).(*alarm)
 		w.gone = true
 		if w.fire != nil {
 			fire = append(fire, w.fire)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -30,7 +30,7 @@ func TestClockJumps(t *testing.T) {
 		ctx, p := c.Join(context.Background(), d.String())
 		wg.Go(func() {
 			defer p.Leave()
-			if err := statestore.Sleep(ctx, d); err != nil {
+			if err := wait.Sleep(ctx, d); err != nil {
 				t.Errorf("sleep %v: %v", d, err)
 			}
 			if got := c.Now().Sub(t0); got < d {
@@ -60,7 +60,7 @@ func TestClockHeldByBusy(t *testing.T) {
 	go func() {
 		defer close(done)
 		defer sleeper.Leave()
-		statestore.Sleep(sctx, time.Minute)
+		wait.Sleep(sctx, time.Minute)
 		woke.Store(true)
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -81,12 +81,12 @@ func TestClockDeadline(t *testing.T) {
 	c := testClock(t, nil)
 	ctx, p := c.Join(context.Background(), "w")
 	defer p.Leave()
-	dctx, cancel := statestore.WithTimeout(ctx, 10*time.Minute)
+	dctx, cancel := wait.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	if at, ok := dctx.Deadline(); !ok || !at.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("deadline %v %v, want the clock's start + 10m", at, ok)
 	}
-	err := statestore.Sleep(dctx, time.Hour)
+	err := wait.Sleep(dctx, time.Hour)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(dctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("sleep past the deadline: %v (ctx %v), want context.DeadlineExceeded", err, dctx.Err())
 	}
@@ -108,7 +108,7 @@ func TestClockDead(t *testing.T) {
 	c := testClock(t, nil)
 	ctx, p := c.Join(context.Background(), "dead")
 	p.Kill()
-	if err := statestore.Sleep(ctx, time.Hour); !errors.Is(err, ErrDead) {
+	if err := wait.Sleep(ctx, time.Hour); !errors.Is(err, ErrDead) {
 		t.Fatalf("a dead writer's sleep: %v, want ErrDead", err)
 	}
 }
@@ -123,7 +123,7 @@ func TestClockWatchdog(t *testing.T) {
 	ctx, sleeper := c.Join(context.Background(), "sleeper")
 	_, stuck := c.Join(context.Background(), "stuck")
 	defer stuck.Leave()
-	statestore.Sleep(ctx, time.Minute)
+	wait.Sleep(ctx, time.Minute)
 	sleeper.Leave()
 	mu.Lock()
 	defer mu.Unlock()
@@ -147,7 +147,7 @@ func TestClockHeldPastWatchdog(t *testing.T) {
 	go func() {
 		defer close(done)
 		defer sleeper.Leave()
-		statestore.Sleep(sctx, time.Minute)
+		wait.Sleep(sctx, time.Minute)
 	}()
 	time.Sleep(500 * time.Millisecond)
 	c.mu.Lock()
@@ -177,10 +177,10 @@ func TestClockWokenThenBlocked(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(slept)
-		statestore.Sleep(ctx, time.Minute)
+		wait.Sleep(ctx, time.Minute)
 	})
 	wg.Go(func() {
-		statestore.Sleep(ctx, time.Second)
+		wait.Sleep(ctx, time.Second)
 		<-slept // woken, and waits for its sibling: nothing the clock sees
 	})
 	wg.Wait()

@@ -30,8 +30,8 @@
 // second server of the same kind, so that no other trial meets a restart
 // its seed did not draw).
 //
-// The trial's Clock (clock.go) is the statestore.Clock of every writer
-// (statestore.WithClock): backoffs, polls, leases, retry deadlines and the
+// The trial's Clock (clock.go) is the wait.Clock of every writer
+// (wait.WithClock): backoffs, polls, leases, retry deadlines and the
 // context deadlines a write sets. It stands still while any writer computes
 // or waits on the server, and jumps to the next wake-up once every writer
 // sleeps on it, so a minute of backoff costs no real time. A writer's

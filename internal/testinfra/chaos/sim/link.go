@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Link is one writer's network: every request it sends goes through it,
@@ -210,7 +210,7 @@ func (l *Link) after(ctx context.Context, r *Request) error {
 // retry deadline or the request's own deadline, and fails as a read that
 // timed out.
 func (l *Link) stall(ctx context.Context) error {
-	at, _ := statestore.RetryDeadline(ctx)
+	at, _ := wait.RetryDeadline(ctx)
 	if d, ok := ctx.Deadline(); ok && d.Before(at) {
 		at = d
 	}

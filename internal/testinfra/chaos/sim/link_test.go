@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/render-dev/render/statestore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // TestDrawReplays: a request's fault is a function of the seed, the
@@ -50,7 +50,7 @@ func linkTo(t *testing.T, faults map[int]Fault) (*Link, context.Context, *Clock)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	l := &Link{clock: c, part: part, faults: func(n int) Fault { return faults[n] }, die: cancel, base: c.Now(), tr: newTransport()}
-	return l, statestore.WithRetryDeadline(withLink(ctx, l), time.Minute), c
+	return l, wait.WithRetryDeadline(withLink(ctx, l), time.Minute), c
 }
 
 func get(ctx context.Context, l *Link, url string) (string, error) {
@@ -96,7 +96,7 @@ func TestLinkFaults(t *testing.T) {
 	if body, err = get(ctx, l, srv.URL); err != nil || len(body) != 1000 || c.Now().Sub(t0) != time.Hour {
 		t.Fatalf("latency: %d bytes, %v, clock at %v", len(body), err, c.Now().Sub(t0))
 	}
-	at, _ := statestore.RetryDeadline(ctx)
+	at, _ := wait.RetryDeadline(ctx)
 	if _, err = get(ctx, l, srv.URL); !errors.Is(err, errTimeout) || c.Now().Before(at) || seen.Load() != 3 {
 		t.Fatalf("stall: %v at %v (deadline %v), server saw %d", err, c.Now().Sub(t0), at.Sub(t0), seen.Load())
 	}

@@ -1,4 +1,4 @@
-package statestore
+package driver
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"os"
 	"syscall"
 	"testing"
-	"time"
 )
 
 func TestTransientIsDecidedByType(t *testing.T) {
@@ -46,17 +45,5 @@ func TestTransientIsDecidedByType(t *testing.T) {
 	}
 	if !NameNotFound(fmt.Errorf("fetch: %w", &net.DNSError{IsNotFound: true})) {
 		t.Error("NameNotFound missed a wrapped *net.DNSError with IsNotFound")
-	}
-}
-
-func TestEnsureRetryDeadlineKeepsTheRendersClock(t *testing.T) {
-	ctx := WithRetryDeadline(context.Background(), time.Second)
-	at, budget := RetryDeadline(ctx)
-	at2, budget2 := RetryDeadline(EnsureRetryDeadline(ctx, time.Hour))
-	if !at.Equal(at2) || budget != budget2 {
-		t.Fatalf("EnsureRetryDeadline replaced the render's deadline: %v/%v -> %v/%v", at, budget, at2, budget2)
-	}
-	if _, b := RetryDeadline(EnsureRetryDeadline(context.Background(), time.Hour)); b != time.Hour {
-		t.Fatalf("EnsureRetryDeadline without a deadline: budget %v, want 1h", b)
 	}
 }

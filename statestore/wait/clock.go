@@ -1,4 +1,4 @@
-package statestore
+package wait
 
 import (
 	"context"

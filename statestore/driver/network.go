@@ -1,4 +1,4 @@
-package statestore
+package driver
 
 import (
 	"context"
@@ -13,65 +13,15 @@ import (
 	"os"
 	"strings"
 	"syscall"
-	"time"
+
+	"github.com/render-dev/render/statestore"
 )
 
-// The render's retry deadline, and the error classification every backend
-// shares. How a loop waits (backoff, jitter, the deadline rule) is
-// statestore/wait's.
-//
-// A render has ONE retry deadline: WithRetryDeadline starts its clock when
-// the render starts, and every wait of every store during that render (an
-// unreachable server, a lost race for a branch or an object) stops once it
-// has passed. A backend asked to work with no deadline in its context starts
-// one of its own with EnsureRetryDeadline, so nothing retries forever.
-//
-// What is retried is decided by type, never by an error's text: an error is
-// retried when it wraps ErrUnreachable, and backends wrap a raw error in
-// ErrUnreachable only when Transient says so (or when their protocol says so:
-// an HTTP 503, S3's SlowDown).
-
-// DefaultRetryDeadline is the retry budget of a render that sets none.
-const DefaultRetryDeadline = 2 * time.Minute
-
-type deadlineKey struct{}
-
-type retryDeadline struct {
-	at     time.Time
-	budget time.Duration
-}
-
-// WithRetryDeadline starts the render's retry clock: from now, every retry of
-// every store stops once budget has passed. A budget of zero or less means
-// DefaultRetryDeadline.
-func WithRetryDeadline(ctx context.Context, budget time.Duration) context.Context {
-	if budget <= 0 {
-		budget = DefaultRetryDeadline
-	}
-	return context.WithValue(ctx, deadlineKey{}, retryDeadline{at: Now(ctx).Add(budget), budget: budget})
-}
-
-// EnsureRetryDeadline returns ctx unchanged when it already carries a retry
-// deadline, and otherwise starts one of budget from now.
-func EnsureRetryDeadline(ctx context.Context, budget time.Duration) context.Context {
-	if _, ok := ctx.Value(deadlineKey{}).(retryDeadline); ok {
-		return ctx
-	}
-	return WithRetryDeadline(ctx, budget)
-}
-
-// RetryDeadline returns the render's retry deadline and its budget. Without
-// one in ctx it is DefaultRetryDeadline from now.
-func RetryDeadline(ctx context.Context) (at time.Time, budget time.Duration) {
-	if d, ok := ctx.Value(deadlineKey{}).(retryDeadline); ok {
-		return d.at, d.budget
-	}
-	return Now(ctx).Add(DefaultRetryDeadline), DefaultRetryDeadline
-}
-
-// ErrDeadline is wrapped by the error a wait returns when the render's
-// retry deadline would pass during it (see statestore/wait).
-var ErrDeadline = errors.New("retry deadline passed")
+// The classification every backend shares for failures below its
+// protocol (a connection, a name, TLS): TranslateNetwork turns them into
+// the contract's errors, wrapping statestore.ErrUnreachable only what
+// waiting may cure (Transient), so that the waits of statestore/wait
+// retry it, and reporting the rest at once.
 
 // Transient reports whether err is a network failure that trying again may
 // cure: a refused, reset or aborted connection, a timeout, an unreachable
@@ -156,11 +106,11 @@ type Network struct {
 // failures below its protocol: a host name that does not resolve and a TLS
 // failure are reported at once, naming the field to check (waiting does
 // not fix them); a refused, reset or timed-out connection wraps
-// ErrUnreachable, so wait.Policy.Retry waits for it. ok is false when err
+// statestore.ErrUnreachable, so wait.Policy.Retry waits for it. ok is false when err
 // is none of these: the backend's own classification stands.
 func TranslateNetwork(err error, n Network) (out error, ok bool) {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuth) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {
+		errors.Is(err, statestore.ErrUnreachable) || errors.Is(err, statestore.ErrAuth) || errors.Is(err, statestore.ErrNotFound) || errors.Is(err, statestore.ErrConflict) {
 		return err, false
 	}
 	msg := err.Error()
@@ -181,11 +131,11 @@ func TranslateNetwork(err error, n Network) (out error, ok bool) {
 	}
 	switch {
 	case NameNotFound(err):
-		return Redacted(fmt.Sprintf("the host name%s does not resolve (check the store's %s): %s", server, field, msg), err), true
+		return statestore.Redacted(fmt.Sprintf("the host name%s does not resolve (check the store's %s): %s", server, field, msg), err), true
 	case Transient(err):
-		return Redacted(fmt.Sprintf("%v: %s", ErrUnreachable, withServer(n.Server, msg)), errors.Join(ErrUnreachable, err)), true
+		return statestore.Redacted(fmt.Sprintf("%v: %s", statestore.ErrUnreachable, withServer(n.Server, msg)), errors.Join(statestore.ErrUnreachable, err)), true
 	case TLSFailure(err):
-		return Redacted("TLS"+strings.Replace(server, " of ", " with ", 1)+": "+msg, err), true
+		return statestore.Redacted("TLS"+strings.Replace(server, " of ", " with ", 1)+": "+msg, err), true
 	}
 	return err, false
 }
@@ -196,39 +146,3 @@ func withServer(server, msg string) string {
 	}
 	return server + ": " + msg
 }
-
-// Classify says what the write loop does with err.
-func Classify(err error) Class {
-	switch {
-	case err == nil:
-		return ClassDone
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return ClassPermanent
-	case errors.Is(err, ErrDeadline):
-		return ClassPermanent // a step's own retries spent the render's budget
-	case errors.Is(err, ErrConflict):
-		var oe *OwnedError
-		if errors.As(err, &oe) {
-			return ClassPermanent // another workload's file or object: bad input
-		}
-		return ClassConflict
-	case errors.Is(err, ErrUnreachable):
-		return ClassTransient
-	}
-	return ClassPermanent
-}
-
-// Class is how the write loop treats an error.
-type Class int
-
-// Classes of errors.
-const (
-	// ClassDone: no error.
-	ClassDone Class = iota
-	// ClassConflict: another writer was first; plan again on a fresh view.
-	ClassConflict
-	// ClassTransient: the server could not be reached; try the same again.
-	ClassTransient
-	// ClassPermanent: trying again does not help.
-	ClassPermanent
-)
