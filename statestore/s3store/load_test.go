@@ -108,6 +108,28 @@ func TestLoadSummaryFoldedUnderConcurrentWriters(t *testing.T) {
 	t.Logf("%d change objects left of %d", changes, 2*42)
 }
 
+// atOnce runs f(0) to f(n-1) side by side and fails t with the first
+// error any returned, once all have ended (what names them in a timeout).
+func atOnce(t *testing.T, n int, what string, f func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- f(i)
+		}()
+	}
+	waitGroup(t, &wg, what)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // listAll lists every object below dir, relative to the store.
 func listAll(t *testing.T, s *Store, dir string) map[string]object {
 	t.Helper()
@@ -125,47 +147,34 @@ func listAll(t *testing.T, s *Store, dir string) map[string]object {
 func raceLoadWriters(t *testing.T, cfg Config, tweak func(*Store)) {
 	t.Helper()
 	applyOK(t, open(t, cfg), flavouredUpdate("team", "first", "dev", "small", 1))
-	const writers = 24
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := New(cfg)
-			if err != nil {
-				errs <- err
-				return
+	atOnce(t, 24, "the writers", func(i int) error {
+		s, err := New(cfg)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if tweak != nil {
+			tweak(s)
+		}
+		f := []string{"small", "", "large"}[i%3]
+		name := fmt.Sprintf("r%02d", i)
+		steps := []statestore.Update{flavouredUpdate("team", name, loadDests[i%3], f, 1)}
+		switch i % 4 {
+		case 1: // moves to another destination
+			steps = append(steps, flavouredUpdate("team", name, loadDests[(i+1)%3], f, 2))
+		case 2: // changes flavour
+			steps = append(steps, flavouredUpdate("team", name, loadDests[i%3], "medium", 2))
+		case 3: // is removed
+			u := steps[0]
+			steps = append(steps, statestore.Update{Workload: u.Workload, Message: u.Message})
+		}
+		for _, u := range steps {
+			if _, err := s.Apply(testCtx(t), u); err != nil {
+				return fmt.Errorf("%s: %w", u.Workload, err)
 			}
-			defer s.Close()
-			if tweak != nil {
-				tweak(s)
-			}
-			f := []string{"small", "", "large"}[i%3]
-			name := fmt.Sprintf("r%02d", i)
-			steps := []statestore.Update{flavouredUpdate("team", name, loadDests[i%3], f, 1)}
-			switch i % 4 {
-			case 1: // moves to another destination
-				steps = append(steps, flavouredUpdate("team", name, loadDests[(i+1)%3], f, 2))
-			case 2: // changes flavour
-				steps = append(steps, flavouredUpdate("team", name, loadDests[i%3], "medium", 2))
-			case 3: // is removed
-				u := steps[0]
-				steps = append(steps, statestore.Update{Workload: u.Workload, Message: u.Message})
-			}
-			for _, u := range steps {
-				if _, err := s.Apply(testCtx(t), u); err != nil {
-					errs <- fmt.Errorf("%s: %w", u.Workload, err)
-					return
-				}
-			}
-		}()
-	}
-	waitGroup(t, &wg, "the writers")
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	s := open(t, cfg)
 	want := indexLoad(t, s)
 	if want["dev"]["small"] == 0 || want["dest-1"]["medium"] == 0 {
@@ -220,27 +229,14 @@ func TestLoadWritersOfDifferentWorkloadsShareNoObject(t *testing.T) {
 	wcfg := cfg
 	wcfg.Transport = log
 	const writers = 16
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := New(wcfg)
-			if err == nil {
-				defer s.Close()
-				_, err = s.Apply(testCtx(t), flavouredUpdate("team", fmt.Sprintf("w%02d", i), "dev", []string{"small", ""}[i%2], 1))
-			}
-			errs <- err
-		}()
-	}
-	waitGroup(t, &wg, "the writers")
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	atOnce(t, writers, "the writers", func(i int) error {
+		s, err := New(wcfg)
+		if err == nil {
+			defer s.Close()
+			_, err = s.Apply(testCtx(t), flavouredUpdate("team", fmt.Sprintf("w%02d", i), "dev", []string{"small", ""}[i%2], 1))
 		}
-	}
+		return err
+	})
 	puts := map[string]int{}
 	for _, r := range log.reqs {
 		method, rest, _ := strings.Cut(r, " ")
