@@ -9,10 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
-
+	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 )
 
@@ -102,30 +99,5 @@ func TestPruneThatWentStaleReadsAgain(t *testing.T) {
 // branchFiles is every file on the main branch of the repository at dir,
 // with its content.
 func branchFiles(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	r, err := git.PlainOpen(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := r.Reference(plumbing.NewBranchReferenceName("main"), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := r.CommitObject(ref.Hash())
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := c.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	if err := files.ForEach(func(f *object.File) error {
-		s, err := f.Contents()
-		out[f.Name] = s
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testenv.BranchFiles(t, dir)
 }

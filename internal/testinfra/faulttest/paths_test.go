@@ -11,10 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
-
 	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
@@ -377,33 +373,15 @@ func listDir(t *testing.T, dir string) string {
 	return strings.Join(lines, "\n")
 }
 
-// repoFiles reads branch main of a local repository: path to content.
+// repoFiles reads branch main of a local repository: path to content;
+// no file may hold /etc/passwd.
 func repoFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	r, err := git.PlainOpen(dir)
-	if err != nil {
-		t.Fatalf("open %s: %v", dir, err)
-	}
-	ref, err := r.Reference(plumbing.NewBranchReferenceName("main"), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := r.CommitObject(ref.Hash())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := c.Tree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	tr.Files().ForEach(func(f *object.File) error {
-		s, err := f.Contents()
+	out := testenv.BranchFiles(t, dir)
+	for name, s := range out {
 		if strings.Contains(s, "root:x:0:0") {
-			t.Errorf("%s holds /etc/passwd", f.Name)
+			t.Errorf("%s holds /etc/passwd", name)
 		}
-		out[f.Name] = s
-		return err
-	})
+	}
 	return out
 }
