@@ -370,18 +370,8 @@ func runRender(ctx context.Context, o *renderOptions, io IO) error {
 // finish prints a render's report and turns it into an exit code. sig is
 // the signal that asked the render to stop while it ran, if one did.
 func finish(rep *engine.Report, err error, o *renderOptions, io IO, sig os.Signal) error {
-	if sig != nil && (errors.Is(err, engine.ErrStopped) || errors.Is(err, context.Canceled)) {
-		return stoppedExit(sig, err)
-	}
-	var ie *renderer.InputError
-	if errors.As(err, &ie) {
-		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%v (nothing was written)", ie)}
-	}
-	if ee := massDeletionExit(err, nil); ee != nil {
-		return ee
-	}
 	if err != nil {
-		return &ExitError{Code: ExitStoreFailed, Err: err}
+		return failedExit(sig, err)
 	}
 	// The report first; a signal that came while publishing adds its line.
 	return interruptedPublish(sig, rep.Stopped, rep.Stores, rep.DryRun, report(rep, o, io))
@@ -395,7 +385,7 @@ func report(rep *engine.Report, o *renderOptions, io IO) error {
 	badOnly := len(failed) > 0 && len(rep.BadInput()) == len(failed) && rep.WroteNothing()
 	switch {
 	case o.Format == "json":
-		if err := writeJSON(io.Out, rep); err != nil {
+		if err := writeReportJSON(io.Out, rep); err != nil {
 			return &ExitError{Code: ExitStoreFailed, Err: err}
 		}
 	case !badOnly:

@@ -2,16 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/render-dev/render/internal/engine"
-	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
@@ -72,41 +70,17 @@ Cordon the destination first (spec.unschedulable: true) so new resources skip it
 }
 
 func runDrain(ctx context.Context, o *drainOptions, dest string, io IO) error {
-	log := o.logger(io.Err)
-	var phase phaseWatch
-	eng := engine.New(engine.Options{Platform: o.Platform, SecretsDir: o.SecretsDir, DryRun: o.DryRun,
-		Strategy: renderer.Strategy(o.Strategy), RetryDeadline: o.RetryDeadline, Version: Version,
-		AllowMassDeletion: o.AllowMassDeletion,
-		Log:               log, Getenv: io.Getenv, OnPhase: phase.set})
-	rep, err, sig, exit := runInterruptible(ctx, io, log, &phase, func(ctx context.Context) (*engine.DrainReport, error) {
+	return runOperation(ctx, &o.commonOptions, io, func(ctx context.Context, eng *engine.Engine) (*engine.DrainReport, error) {
 		return eng.Drain(ctx, dest)
+	}, func(rep *engine.DrainReport, sig os.Signal) error {
+		return interruptedPublish(sig, rep.Stopped, rep.Stores, rep.DryRun, drainReport(rep, o, io))
 	})
-	if exit != nil {
-		return exit
-	}
-	eng.Close()
-	if sig != nil && (errors.Is(err, engine.ErrStopped) || errors.Is(err, context.Canceled)) {
-		return stoppedExit(sig, err)
-	}
-	var ie *renderer.InputError
-	if errors.As(err, &ie) {
-		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%v (nothing was written)", ie)}
-	}
-	if ee := massDeletionExit(err, nil); ee != nil {
-		return ee
-	}
-	if err != nil {
-		return &ExitError{Code: ExitStoreFailed, Err: err}
-	}
-	return interruptedPublish(sig, rep.Stopped, rep.Stores, rep.DryRun, drainReport(rep, o, io))
 }
 
 // drainReport prints a finished drain's report and returns its exit error.
 func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 	if o.Format == "json" {
-		enc := json.NewEncoder(io.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(drainJSON(rep)); err != nil {
+		if err := writeJSON(io.Out, drainJSON(rep)); err != nil {
 			return &ExitError{Code: ExitStoreFailed, Err: err}
 		}
 	} else {
@@ -114,14 +88,11 @@ func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 		writeBreaker(io.Out, rep.MassDeletion)
 	}
 	if failed := rep.Failed(); len(failed) > 0 {
-		var lines []string
-		for _, f := range failed {
-			lines = append(lines, f.Err.Error())
-		}
+		var outcome []string
 		if !rep.DryRun {
-			lines = append(lines, drainOutcome(rep)...)
+			outcome = drainOutcome(rep)
 		}
-		return &ExitError{Code: ExitStoreFailed, Err: errors.New(strings.Join(lines, "\nrender: "))}
+		return failedStores(failed, outcome...)
 	}
 	if ee := massDeletionExit(nil, rep.MassDeletion); ee != nil {
 		return ee
@@ -132,10 +103,7 @@ func drainReport(rep *engine.DrainReport, o *drainOptions, io IO) error {
 			blocked = append(blocked, fmt.Sprintf("%s group %s could not move: %s", s.Workload, s.Group, s.Reason))
 		}
 	}
-	if len(blocked) > 0 {
-		return &ExitError{Code: ExitUnscheduled, Err: errors.New(strings.Join(blocked, "\nrender: "))}
-	}
-	return nil
+	return unscheduled(blocked)
 }
 
 // drainOutcome says, for a drain a store failed, where its groups are:

@@ -2,16 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/render-dev/render/internal/engine"
-	"github.com/render-dev/render/renderer"
 	"github.com/render-dev/render/statestore/bookkeeping"
 )
 
@@ -65,53 +63,25 @@ workload stays as it is. The mass-deletion breaker judges it like any other writ
 }
 
 func runPrune(ctx context.Context, o *pruneOptions, io IO) error {
-	log := o.logger(io.Err)
-	var phase phaseWatch
-	eng := engine.New(engine.Options{Platform: o.Platform, SecretsDir: o.SecretsDir, DryRun: o.DryRun,
-		Strategy: renderer.Strategy(o.Strategy), RetryDeadline: o.RetryDeadline, Version: Version,
-		AllowMassDeletion: o.AllowMassDeletion,
-		Log:               log, Getenv: io.Getenv, OnPhase: phase.set})
-	rep, err, sig, exit := runInterruptible(ctx, io, log, &phase, func(ctx context.Context) (*engine.PruneReport, error) {
+	return runOperation(ctx, &o.commonOptions, io, func(ctx context.Context, eng *engine.Engine) (*engine.PruneReport, error) {
 		return eng.PruneMisscheduled(ctx, o.Destination)
+	}, func(rep *engine.PruneReport, sig os.Signal) error {
+		return interruptedPublish(sig, rep.Stopped, rep.Stores, rep.DryRun, pruneReport(rep, o, io))
 	})
-	if exit != nil {
-		return exit
-	}
-	eng.Close()
-	if sig != nil && (errors.Is(err, engine.ErrStopped) || errors.Is(err, context.Canceled)) {
-		return stoppedExit(sig, err)
-	}
-	var ie *renderer.InputError
-	if errors.As(err, &ie) {
-		return &ExitError{Code: ExitBadInput, Err: fmt.Errorf("%v (nothing was written)", ie)}
-	}
-	if ee := massDeletionExit(err, nil); ee != nil {
-		return ee
-	}
-	if err != nil {
-		return &ExitError{Code: ExitStoreFailed, Err: err}
-	}
-	return interruptedPublish(sig, rep.Stopped, rep.Stores, rep.DryRun, pruneReport(rep, o, io))
 }
 
 // pruneReport prints a finished prune's report and returns its exit error.
 func pruneReport(rep *engine.PruneReport, o *pruneOptions, io IO) error {
 	if o.Format == "json" {
-		enc := json.NewEncoder(io.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(pruneJSON(rep)); err != nil {
+		if err := writeJSON(io.Out, pruneJSON(rep)); err != nil {
 			return &ExitError{Code: ExitStoreFailed, Err: err}
 		}
 	} else {
 		writePrune(io.Out, rep)
 		writeBreaker(io.Out, rep.MassDeletion)
 	}
-	if failed := rep.Failed(); len(failed) > 0 {
-		var lines []string
-		for _, f := range failed {
-			lines = append(lines, f.Err.Error())
-		}
-		return &ExitError{Code: ExitStoreFailed, Err: errors.New(strings.Join(lines, "\nrender: "))}
+	if err := failedStores(rep.Failed()); err != nil {
+		return err
 	}
 	if ee := massDeletionExit(nil, rep.MassDeletion); ee != nil {
 		return ee
@@ -120,10 +90,7 @@ func pruneReport(rep *engine.PruneReport, o *pruneOptions, io IO) error {
 	for _, s := range rep.Stuck {
 		blocked = append(blocked, fmt.Sprintf("%s group %s could not be pruned: %s", s.Workload, s.Group, s.Reason))
 	}
-	if len(blocked) > 0 {
-		return &ExitError{Code: ExitUnscheduled, Err: errors.New(strings.Join(blocked, "\nrender: "))}
-	}
-	return nil
+	return unscheduled(blocked)
 }
 
 func writePrune(w io.Writer, rep *engine.PruneReport) {

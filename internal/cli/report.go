@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -276,7 +275,8 @@ func groupJSON(g renderer.Group) jsonGroup {
 	return jg
 }
 
-func writeJSON(w io.Writer, rep *engine.Report) error {
+// writeReportJSON writes a render's report as JSON (-o json).
+func writeReportJSON(w io.Writer, rep *engine.Report) error {
 	var out jsonReport
 	out.Workflow.Type, out.Workflow.Action = string(rep.Workflow.Type), string(rep.Workflow.Action)
 	out.Workflow.Promise, out.Workflow.Pipeline = rep.Workflow.Promise, rep.Workflow.Pipeline
@@ -301,7 +301,5 @@ func writeJSON(w io.Writer, rep *engine.Report) error {
 		out.Secrets = append(out.Secrets, jsonSecret{Store: n.Store.String(), Destination: n.Destination, File: n.File,
 			Secret: n.Secret, Action: string(n.Action), Encrypted: n.Action != secrets.Plaintext, Recipients: n.Recipients})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(&out)
+	return writeJSON(w, &out)
 }
