@@ -157,17 +157,30 @@ type Update struct {
 // (its own, landed by another writer's push) is not stale.
 type Basis struct {
 	// Record is the record read; nil when the store held none. Which
-	// files it lists does not matter (the planner replaces what the fresh
-	// record owns), and a record that places nothing and says nothing
-	// else (the start of a first write that did not commit) is none.
+	// files it lists does not matter to Holds (a render replaces
+	// whatever the fresh record owns; an update computed from the files
+	// is held to them by Files), and a record that places nothing and
+	// says nothing else (the start of a first write that did not
+	// commit) is none.
 	Record *Record
 	// Files are files the update was computed from, by path, with the
-	// bytes read (a drain's copies): each must still hold them.
+	// bytes read (a drain's copies, the files a prune keeps): each must
+	// still hold them. Set (even empty), they say the update was
+	// computed from the files its record listed, keeping or moving them
+	// (a prune, a drain, a drain's undo): its plan may then delete only
+	// files the basis knew (Record lists them or Files holds them). A
+	// file the store's record lists besides, added by another render of
+	// the workload that left the rest of the record as it was (a file
+	// that holds no object), it never read, and the update is stale. A
+	// render's update (Files nil) is not: it replaces the workload's
+	// files with its workflow's output whatever the record lists, as it
+	// would after reading the store again.
 	Files map[string][]byte
 }
 
 // Holds reports whether r, the store's record of the workload now, is the
-// basis's (see Basis.Record).
+// basis's, its file list aside (see Basis.Record, and Basis.Files for
+// what an update computed from the files is held to).
 func (b *Basis) Holds(r *Record) bool {
 	x, y := basisOf(b.Record), basisOf(r)
 	if x == nil || y == nil {

@@ -32,8 +32,10 @@ func (p Plan) Changed() bool { return len(p.Ops) > 0 }
 // PlanUpdate decides the operations that make snap hold u. It is the single
 // place where ownership is enforced: only files recorded as the workload's
 // (or new paths no other workload owns) are written or deleted. An update
-// with a Basis that snap's record no longer is, and that snap does not
-// hold already, is refused with a *StaleError.
+// with a Basis that snap's record no longer is, whose copied files changed,
+// or whose plan deletes a file its basis never read (see
+// statestore.Basis.Files), and that snap does not hold already, is refused
+// with a *StaleError.
 func PlanUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {
 	plan, err := planUpdate(snap, u)
 	if u.Basis == nil || err == nil && !plan.Changed() {
@@ -55,7 +57,46 @@ func PlanUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {
 			return Plan{}, &statestore.StaleError{Workload: u.Workload}
 		}
 	}
+	if err == nil && unread(plan, old, u.Basis) {
+		return Plan{}, &statestore.StaleError{Workload: u.Workload}
+	}
 	return plan, err
+}
+
+// unread reports whether plan, of an update computed from the files its
+// record listed (b.Files set: a prune, a drain, a drain's undo), deletes
+// a file that old, the store's record now, lists and the basis never
+// read: neither b.Record lists it nor b.Files holds it. Another render of
+// the workload added it meanwhile, leaving the rest of the record as it
+// was (so b.Holds(old)); the update would have kept it. The file lists
+// are not simply compared: the record of a drain's undo is the one the
+// drain wrote, whose list the planner filled only as it wrote it, and
+// its Files name what the drain added.
+func unread(plan Plan, old *statestore.Record, b *statestore.Basis) bool {
+	if b.Files == nil || old == nil {
+		return false
+	}
+	var listed, known map[string]bool // built at the first delete
+	for _, op := range plan.Ops {
+		if !op.Delete {
+			continue
+		}
+		if listed == nil {
+			listed, known = map[string]bool{}, map[string]bool{}
+			for _, f := range old.Files {
+				listed[f] = true
+			}
+			if b.Record != nil {
+				for _, f := range b.Record.Files {
+					known[f] = true
+				}
+			}
+		}
+		if _, read := b.Files[op.Path]; listed[op.Path] && !read && !known[op.Path] {
+			return true
+		}
+	}
+	return false
 }
 
 func planUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {

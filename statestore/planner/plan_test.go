@@ -378,3 +378,60 @@ func TestPlanUpdateBasis(t *testing.T) {
 		t.Fatalf("based on no record, on a record that places nothing: %v", err)
 	}
 }
+
+// A prune, a drain and a drain's undo compute their update from the
+// files the workload's record lists (Update.Basis.Files set): they write
+// again, or move, the files they keep, and the plan deletes whatever else
+// the record owns. Another render of the workload that lands in between
+// with the same placements and objects and one file more (one that holds
+// no Kubernetes object, so the record differs only in its file list)
+// leaves a record Basis.Holds takes for the basis; planned on it, such an
+// update would delete that file, which it never read. It is refused as
+// stale. A render's update (no Basis.Files) replaces the workload's files
+// whatever the record lists, as it would after reading the store again.
+func TestPlanUpdateBasisFileAddedSince(t *testing.T) {
+	placed := func(files map[string]string) statestore.Update {
+		u := upd("w/a", files)
+		u.Record.Placements = []statestore.Placement{{Group: ".", Destinations: []string{"d1"}}}
+		return u
+	}
+	m := memSnap{}
+	if _, err := m.apply(t, placed(map[string]string{"d1/a.yaml": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	basis, err := statestore.ReadRecord(m, statestore.RecordPath("w/a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A prune (or a drain) computed from that record: it keeps d1/a.yaml,
+	// as read.
+	prune := placed(map[string]string{"d1/a.yaml": "1"})
+	prune.Message = statestore.Message{Subject: "prune"}
+	prune.Basis = &statestore.Basis{Record: basis, Files: map[string][]byte{"d1/a.yaml": []byte("1")}}
+	// Another render lands first: the same, and a README.
+	if _, err := m.apply(t, placed(map[string]string{"d1/a.yaml": "1", "d1/README.md": "newer"})); err != nil {
+		t.Fatal(err)
+	}
+	var se *statestore.StaleError
+	p, err := PlanUpdate(m, prune)
+	if !errors.As(err, &se) {
+		t.Fatalf("planned on a record that lists a file added since: diff %+v, err %v; want a StaleError (it would delete d1/README.md unread)", p.Diff, err)
+	}
+	// Computed again from the store as it is now, it holds.
+	now, err := statestore.ReadRecord(m, statestore.RecordPath("w/a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := prune
+	again.Basis = &statestore.Basis{Record: now, Files: map[string][]byte{"d1/a.yaml": []byte("1"), "d1/README.md": []byte("newer")}}
+	again.Files = map[string][]byte{"d1/a.yaml": []byte("1"), "d1/README.md": []byte("newer")}
+	if _, err := PlanUpdate(m, again); err != nil {
+		t.Fatalf("computed from the store as it is: %v", err)
+	}
+	// A render's update on the older record replaces the files as before.
+	render := placed(map[string]string{"d1/a.yaml": "2"})
+	render.Basis = &statestore.Basis{Record: basis}
+	if p, err := PlanUpdate(m, render); err != nil || !p.Changed() {
+		t.Fatalf("a render on a record whose files changed since: diff %+v, err %v; want it planned", p.Diff, err)
+	}
+}
