@@ -78,7 +78,10 @@ func unread(plan Plan, old *statestore.Record, b *statestore.Basis) bool {
 	}
 	var listed, known map[string]bool // built at the first delete
 	for _, op := range plan.Ops {
-		if !op.Delete {
+		if !op.Delete || layout.IsMeta(op.Path) {
+			// What render keeps beside the files (the record, its claims,
+			// index entries and aggregated parts) is made from the record,
+			// never read: the basis's record stands for it.
 			continue
 		}
 		if listed == nil {
