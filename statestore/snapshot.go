@@ -12,7 +12,8 @@ type Snapshot interface {
 	// List returns every file below dir, recursively, sorted.
 	List(dir string) ([]string, error)
 	// Capabilities declares what the snapshot does beyond these
-	// lookups: whether it reads lazily, whether it logs.
+	// lookups: whether it reads lazily, whether it logs, what it can
+	// tell of the store's bookkeeping without the generic lookups.
 	Capabilities() SnapshotCapabilities
 }
 
@@ -40,6 +41,24 @@ type SnapshotCapabilities struct {
 	// plan adds (see BlockedError). A flat store's (S3's) keys are not
 	// checked by the planner: its backend refuses such a write itself.
 	TreeShaped bool
+	// Indexed, set by a snapshot that can tell whether its store has the
+	// placement index by other means than the index marker (an S3
+	// snapshot: it tells a bucket that holds no record yet, which has
+	// nothing to migrate, from one whose records predate the index,
+	// without reading every record), reports whether the store has it.
+	// Callers go through bookkeeping.Indexed, which looks the marker up
+	// itself when Indexed is nil.
+	Indexed func() (bool, error)
+	// SummaryLoad, set by a snapshot of a store that keeps a load summary
+	// (a git tree's counts, an S3 bucket's ledgers: see
+	// statestore/bookkeeping/load.go), returns the resource entries of
+	// the placement index (.render/placed/<destination>/resource/<flavour
+	// folder>/) by destination and flavour folder, for those of dests
+	// it can vouch for (a destination it returns no counts for holds
+	// none), and rest, the destinations it cannot answer for. Callers go
+	// through bookkeeping.ReadLoad, which lists the entries of rest
+	// itself, and those of every destination when SummaryLoad is nil.
+	SummaryLoad func(dests []string) (counts map[string]map[string]int, rest []string, err error)
 }
 
 // Prefetch passes h to snap when snap reads lazily (it declares a

@@ -121,21 +121,17 @@ func ParseIndexPath(p string) (e IndexEntry, ok bool) {
 // Indexed reports whether snap has the placement index. A store with no
 // records at all counts as indexed once anything is written to it; until
 // then there is nothing to index. A snapshot that tells it by other means
-// (IndexedSnapshot) answers itself.
+// declares it (SnapshotCapabilities.Indexed: one that can tell a store
+// that holds no record yet, indexed since nothing predates the index,
+// from one whose records predate the index, without reading every
+// record, as an S3 bucket's does: see s3store's ensureIndexed) and
+// answers itself; for any other, the marker is looked up.
 func Indexed(snap statestore.Snapshot) (bool, error) {
-	if ix, ok := snap.(IndexedSnapshot); ok {
-		return ix.Indexed()
+	if indexed := snap.Capabilities().Indexed; indexed != nil {
+		return indexed()
 	}
 	exists, _, err := snap.Compare(IndexMarker, nil)
 	return exists, err
-}
-
-// IndexedSnapshot is a snapshot that answers Indexed itself: one that can
-// tell a store that holds no record yet (indexed: nothing predates the
-// index) from one whose records predate the index, without reading every
-// record (an S3 bucket: see s3store's ensureIndexed).
-type IndexedSnapshot interface {
-	Indexed() (bool, error)
 }
 
 // Facts is what a render needs to know from one store.

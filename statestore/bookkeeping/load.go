@@ -15,8 +15,9 @@ import (
 // .render/placed/<destination>/resource/<flavour folder>/. Counting a
 // destination's entries costs a read per folder of entries (git) or a
 // listing per 1,000 of them (S3), so a store also keeps a summary of them
-// in LoadDir, and ReadLoad asks the snapshot for it (LoadSummarizer)
-// before it counts entries. There are two kinds of summary, one per way a
+// in LoadDir, and ReadLoad asks the snapshot for it (a snapshot that keeps
+// one declares statestore.SnapshotCapabilities.SummaryLoad) before it
+// counts entries. There are two kinds of summary, one per way a
 // store orders its writers, both written here and nowhere else:
 //
 //   - counts (loadcounts.go), for a store whose writes are serialised and
@@ -42,16 +43,6 @@ import (
 // LoadDir holds the load summaries, relative to the store's path.
 var LoadDir = path.Join(layout.MetaDir, "load")
 
-// LoadSummarizer is implemented by snapshots of stores that keep a load
-// summary. SummaryLoad returns the entries below
-// .render/placed/<destination>/resource/<flavour folder>/ by destination
-// and flavour folder, for those of dests it can vouch for (a destination
-// it returns no counts for holds none), and the destinations it cannot
-// answer for, whose entries the caller lists instead.
-type LoadSummarizer interface {
-	SummaryLoad(dests []string) (counts map[string]map[string]int, rest []string, err error)
-}
-
 // Load counts the resources placed on each of dests, in total and by
 // flavour, from an indexed store's entries for those destinations. The
 // workload exclude is not counted.
@@ -76,8 +67,10 @@ func (l Load) add(d, flavour string, n int) {
 
 // ReadLoad reads the load on dests from snap's index. It reads entry names
 // only, except for exclude's own entries, which it recognises by name. A
-// snapshot that keeps a summary of the counts (LoadSummarizer) answers for
-// the destinations it can, and only the others' entries are listed.
+// snapshot that keeps a summary of the counts (it declares
+// statestore.SnapshotCapabilities.SummaryLoad) answers for the
+// destinations it can, and only the others' entries are listed; for a
+// snapshot that declares none, every destination's entries are listed.
 func ReadLoad(snap statestore.Snapshot, dests []string, exclude string) (Load, error) {
 	l := Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}
 	mine := map[string]bool{}
@@ -92,8 +85,8 @@ func ReadLoad(snap statestore.Snapshot, dests []string, exclude string) (Load, e
 			}
 		}
 	}
-	if ls, ok := snap.(LoadSummarizer); ok {
-		counts, rest, err := ls.SummaryLoad(dests)
+	if summaryLoad := snap.Capabilities().SummaryLoad; summaryLoad != nil {
+		counts, rest, err := summaryLoad(dests)
 		if err != nil {
 			return l, err
 		}

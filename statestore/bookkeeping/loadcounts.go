@@ -119,8 +119,8 @@ func readCounts(snap CountsSnapshot) (map[string]*destCounts, error) {
 	return out, nil
 }
 
-// CountsLoad implements LoadSummarizer for a store that keeps the counts
-// summary: it returns, by flavour folder, the resources placed on those
+// CountsLoad is the SummaryLoad (statestore.SnapshotCapabilities) of a
+// snapshot of a store that keeps the counts summary: it returns, by flavour folder, the resources placed on those
 // of dests whose counts the summary holds for exactly the index in snap
 // (a destination with no index folder holds none), and the destinations
 // it cannot answer for.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
-	"github.com/render-dev/render/statestore/bookkeeping"
 	"github.com/render-dev/render/statestore/gitstore"
 )
 
@@ -92,7 +91,11 @@ func TestGroupCommitLandsADeadWritersUpdate(t *testing.T) {
 	}
 	// The load summary counts the folded update as well as the leader's:
 	// two resources on d1, one on d2.
-	counts, rest, err := snap.(bookkeeping.LoadSummarizer).SummaryLoad([]string{"d1", "d2"})
+	sl := snap.Capabilities().SummaryLoad
+	if sl == nil {
+		t.Fatal("a git snapshot declares no SummaryLoad")
+	}
+	counts, rest, err := sl([]string{"d1", "d2"})
 	if err != nil || len(rest) > 0 || fmt.Sprint(counts) != "map[d1:map[_:2] d2:map[_:1]]" {
 		t.Errorf("load summary after the fold: %v (cannot answer for %v, %v), want d1 2, d2 1", counts, rest, err)
 	}

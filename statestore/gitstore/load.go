@@ -45,9 +45,9 @@ func (t *treeSnap) FolderIDs(p string) (map[string]string, error) {
 	return out, nil
 }
 
-// SummaryLoad implements bookkeeping.LoadSummarizer (see
-// bookkeeping.CountsLoad).
-func (t *treeSnap) SummaryLoad(dests []string) (map[string]map[string]int, []string, error) {
+// summaryLoad is the snapshot's SummaryLoad, which its Capabilities
+// declare: the counts summary's answer (see bookkeeping.CountsLoad).
+func (t *treeSnap) summaryLoad(dests []string) (map[string]map[string]int, []string, error) {
 	return bookkeeping.CountsLoad(t, dests)
 }
 

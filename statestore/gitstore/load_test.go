@@ -20,6 +20,24 @@ import (
 // listedOnly hides a snapshot's summary, so ReadLoad counts entries.
 type listedOnly struct{ statestore.Snapshot }
 
+// Capabilities are the snapshot's, without its SummaryLoad.
+func (l listedOnly) Capabilities() statestore.SnapshotCapabilities {
+	c := l.Snapshot.Capabilities()
+	c.SummaryLoad = nil
+	return c
+}
+
+// summaryLoad asks snap's declared SummaryLoad, as ReadLoad does; a git
+// snapshot that does not declare one fails the test.
+func summaryLoad(t *testing.T, snap statestore.Snapshot, dests []string) (map[string]map[string]int, []string, error) {
+	t.Helper()
+	sl := snap.Capabilities().SummaryLoad
+	if sl == nil {
+		t.Fatalf("%T declares no SummaryLoad: a git branch keeps the counts summary", snap)
+	}
+	return sl(dests)
+}
+
 // countAll counts every destination's entries by flavour folder, as a reader
 // without the summary would.
 func countAll(t *testing.T, snap *treeSnap, dests []string) map[string]map[string]int {
@@ -45,7 +63,7 @@ func countAll(t *testing.T, snap *treeSnap, dests []string) map[string]map[strin
 // and without it, for any excluded workload.
 func checkSummary(t *testing.T, snap *treeSnap, dests []string, exclude string) {
 	t.Helper()
-	counts, rest, err := snap.SummaryLoad(dests)
+	counts, rest, err := summaryLoad(t, snap, dests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +148,7 @@ func TestLoadSummaryFollowsIndex(t *testing.T) {
 	for _, w := range workloads {
 		snap = writeWorkload(t, snap, statestore.Update{Workload: w})
 	}
-	counts, rest, err := snap.SummaryLoad(dests)
+	counts, rest, err := summaryLoad(t, snap, dests)
 	if err != nil || len(rest) > 0 || len(counts) > 0 {
 		t.Fatalf("empty store: counts %v, rest %v, %v", counts, rest, err)
 	}
@@ -165,7 +183,7 @@ func TestLoadSummaryStaleStamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := newTreeSnap(snap.s, root, "")
-	_, rest, err := stale.SummaryLoad(dests)
+	_, rest, err := summaryLoad(t, stale, dests)
 	if err != nil || !reflect.DeepEqual(rest, []string{"d1"}) {
 		t.Fatalf("rest %v, %v: want d1, whose index changed behind the summary", rest, err)
 	}
@@ -221,7 +239,7 @@ func TestWithLoadSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	bare = newTreeSnap(bare.s, root, "")
-	if _, rest, err := bare.SummaryLoad(dests); err != nil || len(rest) != 3 {
+	if _, rest, err := summaryLoad(t, bare, dests); err != nil || len(rest) != 3 {
 		t.Fatalf("a store without a summary answered for %v (%v)", rest, err)
 	}
 	// With WithLoadSummary: the same tree as render's own.

@@ -53,8 +53,9 @@ var _ statestore.Snapshot = (*treeSnap)(nil)
 // on a partial clone, it fetches ahead what a hint names (Prefetch, which
 // does nothing on a whole clone), and it logs through the store's Debug.
 // A git tree holds a path as a file or a folder, never both (TreeShaped).
+// A branch keeps the counts load summary (SummaryLoad: see load.go).
 func (t *treeSnap) Capabilities() statestore.SnapshotCapabilities {
-	return statestore.SnapshotCapabilities{Prefetch: t.Prefetch, Debug: t.Debug, TreeShaped: true}
+	return statestore.SnapshotCapabilities{Prefetch: t.Prefetch, Debug: t.Debug, TreeShaped: true, SummaryLoad: t.summaryLoad}
 }
 
 // Debug logs through the store's Debug, when it has one.

@@ -86,9 +86,17 @@ func (o *Overlay) List(dir string) ([]string, error) {
 	return out, nil
 }
 
-// Capabilities are the snapshot's underneath: hints and debug lines go
-// to it.
-func (o *Overlay) Capabilities() statestore.SnapshotCapabilities { return o.base.Capabilities() }
+// Capabilities are the snapshot's underneath (hints and debug lines go
+// to it, and its paths form a tree if its base's do), except the answers
+// it gives about the store's bookkeeping (Indexed, SummaryLoad): those
+// are the base's files', not the overlay's, whose operations may add or
+// remove the marker or index entries. The overlay leaves them out, and
+// its callers look its files up the generic way.
+func (o *Overlay) Capabilities() statestore.SnapshotCapabilities {
+	c := o.base.Capabilities()
+	c.Indexed, c.SummaryLoad = nil, nil
+	return c
+}
 
 // ValidateUpdate checks what every backend needs of an update before
 // planning it: a workload key, and paths a store can hold for its files,

@@ -120,9 +120,10 @@ const (
 	verdictLegacy
 )
 
-// Indexed implements bookkeeping.IndexedSnapshot: a store counts as
-// indexed when it has the marker or no record at all (see indexVerdict).
-func (sn *snapshot) Indexed() (bool, error) {
+// hasIndex is the snapshot's Indexed, which its Capabilities declare
+// (bookkeeping.Indexed asks it): a store counts as indexed when it has
+// the marker or no record at all (see indexVerdict).
+func (sn *snapshot) hasIndex() (bool, error) {
 	v, err := sn.indexVerdict()
 	return v != verdictLegacy, err
 }

@@ -174,10 +174,11 @@ func loadChanges(workload string, old *statestore.Record, plan planner.Plan) map
 	return bookkeeping.LedgerChanges(workload, old, plan.Record, added)
 }
 
-// SummaryLoad answers bookkeeping.ReadLoad for every destination of dests
+// summaryLoad is the snapshot's SummaryLoad, which its Capabilities
+// declare: it answers bookkeeping.ReadLoad for every destination of dests
 // (see bookkeeping.Ledgers.Counts). The counts include the excluded
 // workload's own entries, which ReadLoad takes away.
-func (sn *snapshot) SummaryLoad(dests []string) (map[string]map[string]int, []string, error) {
+func (sn *snapshot) summaryLoad(dests []string) (map[string]map[string]int, []string, error) {
 	if sn.empty {
 		return map[string]map[string]int{}, nil, nil
 	}
@@ -194,8 +195,6 @@ func (sn *snapshot) SummaryLoad(dests []string) (map[string]map[string]int, []st
 	}
 	return out, nil, nil
 }
-
-var _ bookkeeping.LoadSummarizer = (*snapshot)(nil)
 
 // fetchLoad counts the entries of the destinations of dests not counted
 // yet by this snapshot.

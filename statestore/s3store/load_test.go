@@ -50,7 +50,11 @@ func summaryLoad(t *testing.T, s *Store) map[string]map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts, rest, err := snap.(bookkeeping.LoadSummarizer).SummaryLoad(loadDests)
+	sl := snap.Capabilities().SummaryLoad
+	if sl == nil {
+		t.Fatal("an S3 snapshot declares no SummaryLoad: a bucket keeps the ledgers summary")
+	}
+	counts, rest, err := sl(loadDests)
 	if err != nil || len(rest) > 0 {
 		t.Fatalf("SummaryLoad: %v, rest %v", err, rest)
 	}

@@ -57,7 +57,7 @@ type snapshot struct {
 	// (see indexVerdict).
 	verdict int
 	// load holds the counts of the destinations whose load was read, by
-	// flavour folder (see SummaryLoad).
+	// flavour folder (see summaryLoad).
 	load map[string]map[string]int
 }
 
@@ -1037,7 +1037,7 @@ func (sn *snapshot) prefetch(paths []string) error {
 
 // Prefetch looks up, in parallel and grouped by folder, everything h names
 // (see statestore.Hint), reads h.Reads, and counts the load on h.Load
-// (see SummaryLoad), all at once, so that the lookups that follow cost
+// (see summaryLoad), all at once, so that the lookups that follow cost
 // nothing more.
 //
 // A read that is the only path h names in its folder (a workload's
@@ -1078,9 +1078,12 @@ func (sn *snapshot) Prefetch(h statestore.Hint) error {
 
 // Capabilities declares what an S3 snapshot does beyond its lookups: it
 // lists lazily, folder by folder, and fetches ahead what a hint names
-// (Prefetch); it logs through the store's Config.Debug.
+// (Prefetch); it logs through the store's Config.Debug. It tells whether
+// the bucket has the placement index by more than the marker (Indexed:
+// see indexed.go), and reads the load from the bucket's ledgers
+// (SummaryLoad: see load.go).
 func (sn *snapshot) Capabilities() statestore.SnapshotCapabilities {
-	return statestore.SnapshotCapabilities{Prefetch: sn.Prefetch, Debug: sn.Debug}
+	return statestore.SnapshotCapabilities{Prefetch: sn.Prefetch, Debug: sn.Debug, Indexed: sn.hasIndex, SummaryLoad: sn.summaryLoad}
 }
 
 // partition splits xs into those in and those not in.

@@ -580,3 +580,32 @@ func TestCoverageAgreesWithCovered(t *testing.T) {
 		}
 	}
 }
+
+// An S3 snapshot declares, in its Capabilities, what bookkeeping would
+// otherwise find out the generic way: whether the bucket has the index
+// (a bucket that holds no record counts as indexed, which the marker alone
+// does not tell) and the load from its ledgers. A snapshot that forgot to
+// declare them would have every render of a fresh bucket read it the old
+// way, and every load read from the index entries.
+func TestSnapshotDeclaresBookkeeping(t *testing.T) {
+	s := unitStore(t, Config{})
+	for _, v := range []struct {
+		verdict int
+		indexed bool
+	}{{verdictMarker, true}, {verdictEmpty, true}, {verdictLegacy, false}} {
+		sn := &snapshot{s: s, ctx: context.Background(), verdict: v.verdict}
+		c := sn.Capabilities()
+		if c.Indexed == nil || c.SummaryLoad == nil || c.Prefetch == nil || c.Debug == nil {
+			t.Fatalf("an S3 snapshot declares %+v: Indexed, SummaryLoad, Prefetch and Debug are all its", c)
+		}
+		if got, err := c.Indexed(); err != nil || got != v.indexed {
+			t.Errorf("verdict %d: Indexed %v, %v; want %v", v.verdict, got, err, v.indexed)
+		}
+	}
+	// A bucket that does not exist yet holds no load: nothing is listed.
+	sn := &snapshot{s: s, ctx: context.Background(), empty: true}
+	counts, rest, err := sn.Capabilities().SummaryLoad([]string{"east"})
+	if err != nil || len(counts) > 0 || len(rest) > 0 {
+		t.Fatalf("SummaryLoad of a missing bucket: %v, rest %v, %v", counts, rest, err)
+	}
+}

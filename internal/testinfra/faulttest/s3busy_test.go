@@ -170,7 +170,11 @@ func TestS3WritersOnBusyNode(t *testing.T) {
 	for i := range 4 {
 		dests = append(dests, fmt.Sprintf("worker-%d", i))
 	}
-	counts, rest, err := snap.(bookkeeping.LoadSummarizer).SummaryLoad(dests)
+	sl := snap.Capabilities().SummaryLoad
+	if sl == nil {
+		t.Fatal("the S3 snapshot declares no SummaryLoad")
+	}
+	counts, rest, err := sl(dests)
 	if err != nil || len(rest) > 0 {
 		t.Fatalf("SummaryLoad: %v, rest %v", err, rest)
 	}
