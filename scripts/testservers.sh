@@ -586,7 +586,8 @@ stop_pid() { # NAME PIDFILE BINARY DIR
 			sleep 0.1
 		done
 	fi
-	rm -f "$pidfile"
+	# Only our own pid file: a start that ran meanwhile wrote its own.
+	[[ "$(cat "$pidfile" 2>/dev/null)" != "$pid" ]] || rm -f "$pidfile"
 }
 
 # stop_launched NAME PIDFILE: stop a process this shell just launched (it is

@@ -382,6 +382,12 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 	}
 	var faults sync.WaitGroup
 	var mu sync.Mutex
+	// A schedule may draw two restarts whose windows overlap: the second
+	// waits for the first to finish, then restarts the server again.
+	// (Run at once, their stop and start of the one server raced: the
+	// second start found the server still up and the first stop then
+	// dropped its pid file, so every later restart of the campaign failed.)
+	var restarting sync.Mutex
 	count := func(kind string) { mu.Lock(); tr.Injected[kind]++; mu.Unlock() }
 	p := srv.proxy()
 	for _, f := range sched.Faults {
@@ -391,7 +397,10 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 			time.Sleep(time.Until(clock.Add(f.At)))
 			if f.Kind == Restart {
 				count(string(Restart))
-				if err := srv.restart(f.For); err != nil {
+				restarting.Lock()
+				err := srv.restart(f.For)
+				restarting.Unlock()
+				if err != nil {
 					mu.Lock()
 					violate("restart: %v", err)
 					mu.Unlock()
