@@ -32,7 +32,8 @@ func (c *counter) reset() {
 	c.mu.Unlock()
 }
 
-func (c *counter) add(r *http.Request) {
+// add counts r and returns its kind.
+func (c *counter) add(r *http.Request) string {
 	kind := r.Method
 	q := r.URL.Query()
 	switch {
@@ -51,15 +52,27 @@ func (c *counter) add(r *http.Request) {
 	}
 	c.mu.Lock()
 	c.n[kind]++
-	if reqLog != nil {
-		fmt.Fprintf(reqLog, "%s %s %s\n", kind, r.URL.Path, r.URL.RawQuery)
-	}
 	c.mu.Unlock()
+	return kind
 }
 
+// logRequest writes r (of kind) and its response's status (0: none) to
+// reqLog, when there is one.
+func logRequest(kind string, r *http.Request, status int) {
+	if reqLog == nil {
+		return
+	}
+	reqLogMu.Lock()
+	defer reqLogMu.Unlock()
+	fmt.Fprintf(reqLog, "%s %s %s %d\n", kind, r.URL.Path, r.URL.RawQuery, status)
+}
+
+var reqLogMu sync.Mutex
+
 // reqLog, when $RENDER_BENCH_REQUEST_LOG names a file, gets one line per
-// request counted (kind, path, query): to see which objects a figure's
-// requests went to.
+// request counted (kind, path, query, response status): to see which
+// objects a figure's requests went to, and which were refused (412: a
+// condition that failed).
 var reqLog = func() io.Writer {
 	p := os.Getenv("RENDER_BENCH_REQUEST_LOG")
 	if p == "" {
@@ -119,8 +132,14 @@ type countingTransport struct {
 }
 
 func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.c.add(r)
-	return t.base.RoundTrip(r)
+	kind := t.c.add(r)
+	resp, err := t.base.RoundTrip(r)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	logRequest(kind, r, status)
+	return resp, err
 }
 
 // countingProxy forwards to a store server (MinIO or Gitea, at target

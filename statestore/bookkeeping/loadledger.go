@@ -422,6 +422,17 @@ type Listed struct {
 	entries map[string]map[string]string
 }
 
+// forget drops d's listed entries: its base exists (a fold made it, or a
+// read found it), and CreateListed's write of it would only be refused.
+func (l *Listed) forget(d string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	delete(l.entries, d)
+	l.mu.Unlock()
+}
+
 // Read reads d's base as it is now and its version: nil when there is
 // none. A base this render cannot read (a newer format, or damaged) is an
 // error wrapping errUnreadable: readers list the destination instead, and
@@ -1018,8 +1029,16 @@ func (lg Ledgers) Settle(ctx context.Context, ls *LoadState) {
 		}
 		jobs = append(jobs, func(ctx context.Context) error {
 			r, err := lg.readLedger(ctx, d)
-			if err == nil && (len(r.settled) >= lg.foldAt() || r.base == nil && !r.unreadable) {
-				lg.fold(ctx, r) // a missing base is made, since it was listed for
+			if err != nil {
+				return nil
+			}
+			there := r.base != nil || r.unreadable
+			if len(r.settled) >= lg.foldAt() || !there {
+				// A missing base is made, since it was listed for.
+				there = lg.fold(ctx, r) || there
+			}
+			if there {
+				lg.Listed.forget(d) // nothing left for CreateListed to make
 			}
 			return nil
 		})

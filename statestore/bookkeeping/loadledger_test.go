@@ -274,3 +274,43 @@ func TestLedgerMadeFromListing(t *testing.T) {
 		t.Fatalf("CreateListed overwrote a ledger: %v", got)
 	}
 }
+
+// TestSettleMadeBaseNotMadeAgain: a write that counted a destination from
+// a listing (no base) and whose settlement's fold made the base (the one
+// write in FoldEvery that reads after settling) does not write the base
+// again from its listing: that write could only be refused. (Scenario 5's
+// one-file requests one after another: 5 PUTs of bases, one refused, for
+// 4 destinations.) A write whose settlement read found a base made by
+// another writer does not write it either.
+func TestSettleMadeBaseNotMadeAgain(t *testing.T) {
+	for _, made := range []string{"by its fold", "by another writer"} {
+		m := newMemLedgers()
+		m.commit("w0", placed("w0", "d", "small"))
+		lg := m.ledgers()
+		lg.FoldEvery = 1 // every write reads after settling
+		if got := ledgerCounts(t, lg, "d"); !maps.Equal(got, map[string]int{"small": 1}) {
+			t.Fatalf("counted %v", got)
+		}
+		if made == "by another writer" {
+			other := m.ledgers()
+			if got := ledgerCounts(t, other, "d"); len(got) == 0 {
+				t.Fatalf("counted %v", got)
+			}
+			other.CreateListed(context.Background())
+		}
+		write(t, m, lg, "w1", nil, placed("w1", "d", ""), true)
+		lg.CreateListed(context.Background())
+		var bases []memWrite
+		for _, w := range m.writes {
+			if w.path == LedgerPath("d") {
+				bases = append(bases, w)
+			}
+		}
+		if len(bases) != 1 {
+			t.Errorf("base made %s: the base written %d times (%v), want once", made, len(bases), bases)
+		}
+		if got, want := ledgerCounts(t, lg, "d"), truth(t, m, "d"); !maps.Equal(got, want) {
+			t.Errorf("base made %s: counted %v, want %v", made, got, want)
+		}
+	}
+}
