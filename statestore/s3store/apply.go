@@ -176,20 +176,8 @@ func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, 
 	commit := plan.Changed() || w.dirty || len(ms.stale) > 0 ||
 		plan.Record != nil && !slices.Equal(pr.markers, w.dests)
 	if commit && !u.DryRun {
-		// An intent of another write of the workload whose lease holds
-		// is waited for, then the write plans again (see lease.go).
-		raw, err := snap.readRaw(recPath)
-		if err != nil && !errors.Is(err, statestore.ErrNotFound) {
-			return out, failed("read", err)
-		}
-		if l := storedLease(raw); l.heldFor(w.id, wait.Now(ctx)) {
-			if s.cfg.Debug != nil {
-				s.cfg.Debug("another write of the workload is under way: waiting for its lease", "record", recPath, "until", l.Until.Format(time.RFC3339Nano))
-			}
-			if err := s.awaitLease(ctx, recPath, w.id, l); err != nil {
-				return out, failed("read", err)
-			}
-			return out, &driver.ConflictError{Op: "write", What: "another write of the workload was under way"}
+		if err := w.awaitOtherWrite(ctx, recPath); err != nil {
+			return out, err
 		}
 	}
 	w.diff.add(plan.Diff)
@@ -214,47 +202,88 @@ func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, 
 	ctx, cancel := driver.Finishing(ctx)
 	defer cancel()
 	if commit {
-		w.dirty = true
-		if err := s.announce(ctx, w.load, loadChanges(u.Workload, pr.rec, plan)); err != nil {
-			return out, failed("write load summary", err)
-		}
-		op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr)
-		if wr.hold != nil {
-			w.hold = wr.hold
-		}
-		switch {
-		case wr.uploaded:
-			w.kept, w.undo = true, nil
-		case wr.intent != "" && !w.kept:
-			if w.undo != nil {
-				wr.prior = w.undo.prior // the record before the first intent
-			}
-			w.undo = wr
-		}
-		if err != nil {
-			return out, failed(op, err)
+		if err := w.publishPlan(ctx, plan, ms.stale, wr); err != nil {
+			return out, err
 		}
 		committed = wr.etags[recPath]
 		out.Revision = committed
-		w.committed = true
-		w.load.Committed(u.Workload, plan.Record)
 	}
 	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, wr); err != nil {
 		return out, failed("write marker", err)
 	}
 	if commit && pr.legacy && len(w.dests) > 0 {
-		// The record was written before per-workload markers: the
-		// destinations' old per-destination markers, which nobody keeps
-		// up to date any more, go (one request for all of them).
-		old := make([]string, 0, len(w.dests))
-		for _, d := range w.dests {
-			old = append(old, d+"/"+MarkerName)
-		}
-		if err := s.remove(ctx, old); err != nil {
+		if err := w.removeLegacyMarkers(ctx); err != nil {
 			return out, failed("delete", err)
 		}
 	}
 	return out, nil
+}
+
+// awaitOtherWrite waits for the intent of another write of the workload
+// whose lease holds, named in the record at recPath, and then returns a
+// *driver.ConflictError: the write plans again, on what the other one
+// left (see lease.go). Without such an intent it returns nil at once.
+func (w *write) awaitOtherWrite(ctx context.Context, recPath string) error {
+	s := w.s
+	raw, err := w.snap.readRaw(recPath)
+	if err != nil && !errors.Is(err, statestore.ErrNotFound) {
+		return failed("read", err)
+	}
+	l := storedLease(raw)
+	if !l.heldFor(w.id, wait.Now(ctx)) {
+		return nil
+	}
+	if s.cfg.Debug != nil {
+		s.cfg.Debug("another write of the workload is under way: waiting for its lease", "record", recPath, "until", l.Until.Format(time.RFC3339Nano))
+	}
+	if err := s.awaitLease(ctx, recPath, w.id, l); err != nil {
+		return failed("read", err)
+	}
+	return &driver.ConflictError{Op: "write", What: "another write of the workload was under way"}
+}
+
+// publishPlan announces the plan's changes in the load summaries, publishes
+// it (see Store.publish) with stale, the markers to delete, and notes
+// what the attempt wr leaves behind: its hold on the intent, and the
+// intent to take back should the write end having uploaded nothing (see
+// takeBack). From here on the write ends only with a commit of the
+// record (dirty). It returns the failed step's error, named (see failed).
+func (w *write) publishPlan(ctx context.Context, plan planner.Plan, stale []string, wr *written) error {
+	s, u := w.s, w.u
+	w.dirty = true
+	if err := s.announce(ctx, w.load, loadChanges(u.Workload, w.pr.rec, plan)); err != nil {
+		return failed("write load summary", err)
+	}
+	op, err := s.publish(ctx, w.snap, plan, u, w.dests, stale, wr)
+	if wr.hold != nil {
+		w.hold = wr.hold
+	}
+	switch {
+	case wr.uploaded:
+		w.kept, w.undo = true, nil
+	case wr.intent != "" && !w.kept:
+		if w.undo != nil {
+			wr.prior = w.undo.prior // the record before the first intent
+		}
+		w.undo = wr
+	}
+	if err != nil {
+		return failed(op, err)
+	}
+	w.committed = true
+	w.load.Committed(u.Workload, plan.Record)
+	return nil
+}
+
+// removeLegacyMarkers deletes the destinations' old per-destination
+// markers, one request for all of them: the record was written before
+// per-workload markers, and nobody keeps those up to date any more.
+func (w *write) removeLegacyMarkers(ctx context.Context) error {
+	old := make([]string, 0, len(w.dests))
+	for _, d := range w.dests {
+		old = append(old, d+"/"+MarkerName)
+	}
+	return w.s.remove(ctx, old)
 }
 
 // Unfinished reports whether this write has uploaded something that its
