@@ -233,20 +233,61 @@ func (s *Store) foldersOf(st *state, us []statestore.Update) []string {
 }
 
 // commit writes plan's files into new layers and moves the state tag,
-// with msg and u's provenance.
+// with msg and u's provenance. It returns the new state and the published
+// folders it changed.
 func (s *Store) commit(ctx context.Context, snap *snapshot, plan planner.Plan, msg statestore.Message, u statestore.Update) (*state, []string, error) {
 	old := snap.st
-	// What the plan changes in every folder it touches.
-	type change struct {
-		set map[string][]byte
-		del map[string]bool
+	touched := folderChanges(old, plan, u)
+	for f := range touched {
+		if published(f) {
+			if err := s.checkDestination(f); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
-	touched := map[string]*change{}
+	next := &state{exists: true, generation: old.generation + 1, folders: maps.Clone(old.folders)}
+	changed, err := s.buildLayers(ctx, snap, touched, next)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.ensureBlob(ctx, s.base, ocispec.DescriptorEmptyJSON, ocispec.DescriptorEmptyJSON.Data); err != nil {
+		return nil, nil, err
+	}
+	m := s.stateManifest(old, next, msg, u)
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	next.desc = ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(data), Size: int64(len(data))}
+	if err := s.retry(ctx, func() error { return s.base.PushReference(ctx, next.desc, bytes.NewReader(data), StateTag) }); err != nil {
+		return nil, nil, err
+	}
+	var pub []string
+	for _, f := range changed {
+		if published(f) {
+			pub = append(pub, f)
+		}
+	}
+	return next, pub, nil
+}
+
+// folderChange is what a plan changes in one folder: the files it sets,
+// with their new bytes, and the files it deletes, both by their name in
+// the folder.
+type folderChange struct {
+	set map[string][]byte
+	del map[string]bool
+}
+
+// folderChanges sorts plan's operations by the folder (the layer) they
+// change, the last operation on a path winning.
+func folderChanges(old *state, plan planner.Plan, u statestore.Update) map[string]*folderChange {
+	touched := map[string]*folderChange{}
 	for _, op := range plan.Ops {
 		f := old.folderFor(op.Path, u.Destinations)
 		c := touched[f]
 		if c == nil {
-			c = &change{set: map[string][]byte{}, del: map[string]bool{}}
+			c = &folderChange{set: map[string][]byte{}, del: map[string]bool{}}
 			touched[f] = c
 		}
 		if op.Delete {
@@ -257,90 +298,38 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan planner.Plan, m
 			delete(c.del, rel(f, op.Path))
 		}
 	}
-	for f := range touched {
-		if published(f) {
-			if err := s.checkDestination(f); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	next := &state{exists: true, generation: old.generation + 1, folders: maps.Clone(old.folders)}
+	return touched
+}
+
+// builtLayer is a folder's new layer as buildLayer pushed it, or drop
+// when the folder is left empty.
+type builtLayer struct {
+	f    string
+	desc ocispec.Descriptor
+	drop bool
+}
+
+// buildLayers builds and pushes the new layer of every touched folder, up
+// to 4 at a time, and records them in next: a folder left empty has no
+// layer any more. It returns the touched folders, sorted.
+func (s *Store) buildLayers(ctx context.Context, snap *snapshot, touched map[string]*folderChange, next *state) ([]string, error) {
 	var changed []string
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
-	type built struct {
-		f    string
-		desc ocispec.Descriptor
-		drop bool
-	}
-	results := make(chan built, len(touched))
+	results := make(chan builtLayer, len(touched))
 	for f, c := range touched {
 		changed = append(changed, f)
 		g.Go(func() error {
-			cur, err := snap.files(f)
+			b, err := s.buildLayer(gctx, snap, f, c)
 			if err != nil {
 				return err
 			}
-			var files layerFiles
-			var data []byte
-			var blob *spillBlob
-			if mem, ok := cur.(*memFiles); ok || cur == nil {
-				// A small layer: its new files in memory, packed there.
-				m := map[string][]byte{}
-				if mem != nil {
-					m = maps.Clone(mem.m)
-				}
-				for n := range c.del {
-					delete(m, n)
-				}
-				maps.Copy(m, c.set)
-				if len(m) == 0 {
-					results <- built{f: f, drop: true}
-					return nil
-				}
-				if data, err = packFolder(f, m); err != nil {
-					return err
-				}
-				files = newMemFiles(m)
-			} else {
-				// A spilled one: the changes over it, packed into a
-				// temporary file.
-				o := newOverlayFiles(cur, c.set, c.del)
-				if len(o.names()) == 0 {
-					results <- built{f: f, drop: true}
-					return nil
-				}
-				if blob, err = packSpilled(o, folderLevel(f)); err != nil {
-					return err
-				}
-				defer blob.file.Close()
-				files = o
-			}
-			desc := ocispec.Descriptor{MediaType: LayerMediaType, Annotations: map[string]string{ocispec.AnnotationTitle: f}}
-			if blob != nil {
-				desc.Digest, desc.Size = blob.desc.Digest, blob.desc.Size
-			} else {
-				desc.Digest, desc.Size = digest.FromBytes(data), int64(len(data))
-			}
-			if published(f) {
-				_, m := s.destinationManifest(desc)
-				desc.Annotations[annotationArtifact] = m.Digest.String()
-			}
-			if blob != nil {
-				err = s.ensureBlobFrom(gctx, s.base, desc, blob.file)
-			} else {
-				err = s.ensureBlob(gctx, s.base, desc, data)
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
-			s.keep(desc, files)
-			results <- built{f: f, desc: desc}
+			results <- b
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	close(results)
 	for b := range results {
@@ -353,10 +342,80 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan planner.Plan, m
 	// Folders left empty are published empty (Flux then prunes what they
 	// held), which the state remembers as folders with no layer.
 	slices.Sort(changed)
+	return changed, nil
+}
 
-	if err := s.ensureBlob(ctx, s.base, ocispec.DescriptorEmptyJSON, ocispec.DescriptorEmptyJSON.Data); err != nil {
-		return nil, nil, err
+// buildLayer applies c to folder f's files as snap holds them, packs the
+// result into a layer and pushes its blob (unless the registry has it),
+// so that the new state can name it. A small folder is packed in memory,
+// a spilled one into a temporary file. A folder c leaves empty is dropped,
+// with nothing pushed.
+func (s *Store) buildLayer(ctx context.Context, snap *snapshot, f string, c *folderChange) (builtLayer, error) {
+	cur, err := snap.files(f)
+	if err != nil {
+		return builtLayer{}, err
 	}
+	var files layerFiles
+	var data []byte
+	var blob *spillBlob
+	if mem, ok := cur.(*memFiles); ok || cur == nil {
+		// A small layer: its new files in memory, packed there.
+		m := map[string][]byte{}
+		if mem != nil {
+			m = maps.Clone(mem.m)
+		}
+		for n := range c.del {
+			delete(m, n)
+		}
+		maps.Copy(m, c.set)
+		if len(m) == 0 {
+			return builtLayer{f: f, drop: true}, nil
+		}
+		if data, err = packFolder(f, m); err != nil {
+			return builtLayer{}, err
+		}
+		files = newMemFiles(m)
+	} else {
+		// A spilled one: the changes over it, packed into a
+		// temporary file.
+		o := newOverlayFiles(cur, c.set, c.del)
+		if len(o.names()) == 0 {
+			return builtLayer{f: f, drop: true}, nil
+		}
+		if blob, err = packSpilled(o, folderLevel(f)); err != nil {
+			return builtLayer{}, err
+		}
+		defer blob.file.Close()
+		files = o
+	}
+	desc := ocispec.Descriptor{MediaType: LayerMediaType, Annotations: map[string]string{ocispec.AnnotationTitle: f}}
+	if blob != nil {
+		desc.Digest, desc.Size = blob.desc.Digest, blob.desc.Size
+	} else {
+		desc.Digest, desc.Size = digest.FromBytes(data), int64(len(data))
+	}
+	if published(f) {
+		_, m := s.destinationManifest(desc)
+		desc.Annotations[annotationArtifact] = m.Digest.String()
+	}
+	if blob != nil {
+		err = s.ensureBlobFrom(ctx, s.base, desc, blob.file)
+	} else {
+		err = s.ensureBlob(ctx, s.base, desc, data)
+	}
+	if err != nil {
+		return builtLayer{}, fmt.Errorf("%s: %w", f, err)
+	}
+	s.keep(desc, files)
+	return builtLayer{f: f, desc: desc}, nil
+}
+
+// stateManifest returns the manifest of next, the state that follows
+// old: its layers in folder order (the empty descriptor when it has
+// none), and annotations saying its generation, when and from what it
+// was made, by whom (u's author, else the configured one), msg and the
+// state it follows. An empty annotation is left out.
+func (s *Store) stateManifest(old, next *state, msg statestore.Message, u statestore.Update) ocispec.Manifest {
 	authors := s.cfg.Author
 	if u.Author != nil {
 		authors = fmt.Sprintf("%s <%s>", u.Author.Name, u.Author.Email)
@@ -392,21 +451,7 @@ func (s *Store) commit(ctx context.Context, snap *snapshot, plan planner.Plan, m
 	if len(m.Layers) == 0 {
 		m.Layers = []ocispec.Descriptor{ocispec.DescriptorEmptyJSON}
 	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		return nil, nil, err
-	}
-	next.desc = ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(data), Size: int64(len(data))}
-	if err := s.retry(ctx, func() error { return s.base.PushReference(ctx, next.desc, bytes.NewReader(data), StateTag) }); err != nil {
-		return nil, nil, err
-	}
-	var pub []string
-	for _, f := range changed {
-		if published(f) {
-			pub = append(pub, f)
-		}
-	}
-	return next, pub, nil
+	return m
 }
 
 // checkDestination refuses a folder whose artifact name the OCI spec forbids.

@@ -102,48 +102,139 @@ func unread(plan Plan, old *statestore.Record, b *statestore.Basis) bool {
 	return false
 }
 
+// planUpdate plans u on snap, step by step (see planning): what the
+// workload owns, what it wants, then the operations that make snap hold
+// what it wants, and its record last.
 func planUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {
-	var plan Plan
-	recPath := statestore.RecordPath(u.Workload)
-	var newRec *statestore.Record
+	pl := &planning{snap: snap, u: u, recPath: statestore.RecordPath(u.Workload), owned: map[string]bool{}}
 	if u.Record != nil {
 		r := *u.Record
 		r.Workload = u.Workload
-		newRec = &r
+		pl.newRec = &r
 	}
 	first := UpdateHint(u)
 	statestore.Prefetch(snap, first)
-	hint := first.Paths
-	old, err := statestore.ReadRecord(snap, recPath)
+	old, err := statestore.ReadRecord(snap, pl.recPath)
 	if err != nil {
-		return plan, err
+		return pl.plan, err
 	}
-	var owners map[string]string // built only when needed
-	ownerIdx := func() (map[string]string, error) {
-		var err error
-		if owners == nil {
-			owners, err = ownerIndex(snap)
+	pl.old = old
+	if err := pl.findOwned(first.Paths); err != nil {
+		return pl.plan, err
+	}
+	indexed, err := bookkeeping.Indexed(snap)
+	if err != nil {
+		return pl.plan, err
+	}
+	var migrate map[string][]byte
+	if !indexed {
+		if migrate, err = bookkeeping.Migration(snap); err != nil {
+			return pl.plan, err
 		}
-		return owners, err
 	}
-	owned := map[string]bool{}
+	if err := pl.findWanted(); err != nil {
+		return pl.plan, err
+	}
+	// A path the plan adds must be free to take a file (a tree-shaped snapshot: see shapes).
+	pl.sh = newShapes(snap, u.Workload, func(f string) bool {
+		_, keep := pl.want[f]
+		return pl.owned[f] && !keep
+	}, func(f string) bool {
+		_, w := pl.want[f]
+		return w
+	}, pl.ownerIdx)
+	if err := pl.addWanted(); err != nil {
+		return pl.plan, err
+	}
+	if err := pl.deleteUnwanted(); err != nil {
+		return pl.plan, err
+	}
+	for _, t := range sortedKeys(pl.targets) {
+		if err := pl.plan.aggregate(snap, t, u.Workload, pl.owned[statestore.AggregatePath(t, u.Workload)], pl.want, pl.sh); err != nil {
+			return pl.plan, err
+		}
+	}
+	if err := pl.addShared(); err != nil {
+		return pl.plan, err
+	}
+	if err := pl.addMigration(migrate); err != nil {
+		return pl.plan, err
+	}
+	if err := pl.addRecord(); err != nil {
+		return pl.plan, err
+	}
+	return pl.plan, nil
+}
+
+// planning is the state of planning one update: what the workload owns
+// and wants, and the plan made so far. Each step of planUpdate fills in a
+// part of it.
+type planning struct {
+	snap    statestore.Snapshot
+	u       statestore.Update
+	recPath string
+	// newRec is the record the update asks for, naming the workload (nil
+	// when the workload is removed); old is the stored one (nil: none).
+	newRec, old *statestore.Record
+	// owned are the paths the workload owns (see findOwned); want is what
+	// it wants written, by path, claimed the claims among them, and
+	// targets the aggregated files it has or had a part of (see
+	// findWanted).
+	owned   map[string]bool
+	want    map[string][]byte
+	claimed map[string]statestore.Object
+	targets map[string]bool
+	// owners is every record's files, by path, built only when needed
+	// (see ownerIdx).
+	owners map[string]string
+	// sh says which paths can take a file (see shapes).
+	sh   *shapes
+	plan Plan
+}
+
+// ownerIdx returns which workload's record lists each path, read from
+// every record the first time a step needs it.
+func (pl *planning) ownerIdx() (map[string]string, error) {
+	var err error
+	if pl.owners == nil {
+		pl.owners, err = ownerIndex(pl.snap)
+	}
+	return pl.owners, err
+}
+
+// refuse drops the plan made so far and returns err: an update refused
+// (a path another workload owns or claims, or one with no room for a
+// file) gets no plan.
+func (pl *planning) refuse(err error) error {
+	pl.plan = Plan{}
+	return err
+}
+
+// findOwned finds what the workload owns: the files its record lists,
+// with their index entries and the claims a migrated store holds for it,
+// prefetched together with hint (what planning looks at first) and the
+// parts folders of its aggregated files. Without a record, in a store
+// Kratix wrote, it owns what Kratix wrote for it, when the update asks to
+// adopt that.
+func (pl *planning) findOwned(hint []string) error {
+	snap, u, old := pl.snap, pl.u, pl.old
 	if old != nil {
 		for _, f := range old.Files {
-			owned[f] = true
+			pl.owned[f] = true
 		}
 		// Index entries follow from the record, and a store migrated to
 		// the index holds entries and claims its records do not list yet.
 		for p := range bookkeeping.IndexPaths(old) {
-			owned[p] = true
+			pl.owned[p] = true
 		}
-		if err := bookkeeping.OwnMigratedClaims(snap, old, owned); err != nil {
-			return plan, err
+		if err := bookkeeping.OwnMigratedClaims(snap, old, pl.owned); err != nil {
+			return err
 		}
 		var dirs []string
 		for _, a := range u.Aggregates {
 			dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", a.Target))
 		}
-		for f := range owned {
+		for f := range pl.owned {
 			hint = append(hint, f)
 			if t, ok := statestore.AggregateTarget(f, u.Workload); ok {
 				dirs = append(dirs, path.Join(layout.MetaDir, "aggregate", t))
@@ -153,123 +244,124 @@ func planUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {
 	} else if u.Adopt != nil {
 		// A store Kratix wrote: what it wrote for the workload is its own.
 		if err := bookkeeping.CheckAdoption(u.Adopt, u.Workload); err != nil {
-			return plan, fmt.Errorf("refused to take over files for workload %s: %w", u.Workload, err)
+			return fmt.Errorf("refused to take over files for workload %s: %w", u.Workload, err)
 		}
-		files, err := bookkeeping.Adopted(snap, u.Workload, u.Adopt, ownerIdx)
+		files, err := bookkeeping.Adopted(snap, u.Workload, u.Adopt, pl.ownerIdx)
 		if err != nil {
-			return plan, err
+			return err
 		}
 		for _, f := range files {
-			owned[f] = true
+			pl.owned[f] = true
 		}
 	}
-	indexed, err := bookkeeping.Indexed(snap)
-	if err != nil {
-		return plan, err
-	}
-	var migrate map[string][]byte
-	if !indexed {
-		if migrate, err = bookkeeping.Migration(snap); err != nil {
-			return plan, err
-		}
-	}
+	return nil
+}
 
-	want := make(map[string][]byte, len(u.Files)+len(u.Aggregates))
+// findWanted checks the update's paths and finds what the workload wants
+// written: its files, the claims on its Kubernetes objects (see
+// ClaimPath), its index entries and its parts of aggregated files. An
+// aggregated file's target is rebuilt from every part present now, so
+// findWanted also notes every target the workload has a part of, or had.
+func (pl *planning) findWanted() error {
+	u := pl.u
+	pl.want = make(map[string][]byte, len(u.Files)+len(u.Aggregates))
 	for p, data := range u.Files {
 		if err := layout.ValidPath(p); err != nil {
-			return plan, err
+			return err
 		}
 		if layout.IsMeta(p) {
-			return plan, fmt.Errorf("path %q is inside render's own folder %s", p, layout.MetaDir)
+			return fmt.Errorf("path %q is inside render's own folder %s", p, layout.MetaDir)
 		}
-		want[p] = data
+		pl.want[p] = data
 	}
-
-	// Claims on the workload's Kubernetes objects (see ClaimPath).
-	claimed := map[string]statestore.Object{}
+	pl.claimed = map[string]statestore.Object{}
 	if u.Record != nil {
 		for _, o := range u.Record.Objects {
-			if _, ok := claimed[bookkeeping.ClaimPath(o)]; !ok {
-				claimed[bookkeeping.ClaimPath(o)] = o
+			if _, ok := pl.claimed[bookkeeping.ClaimPath(o)]; !ok {
+				pl.claimed[bookkeeping.ClaimPath(o)] = o
 			}
 		}
 	}
 	for p, data := range bookkeeping.Claims(u) {
-		want[p] = data
+		pl.want[p] = data
 	}
-	for p, data := range bookkeeping.IndexPaths(newRec) {
-		want[p] = data
+	for p, data := range bookkeeping.IndexPaths(pl.newRec) {
+		pl.want[p] = data
 	}
-
-	// Aggregated files: this workload's part lives in the meta folder, and
-	// the target is rebuilt from every part present now.
-	targets := map[string]bool{}
+	// This workload's part of an aggregated file lives in the meta folder.
+	pl.targets = map[string]bool{}
 	for _, a := range u.Aggregates {
 		if err := layout.ValidPath(a.Target); err != nil {
-			return plan, err
+			return err
 		}
-		targets[a.Target] = true
+		pl.targets[a.Target] = true
 		if len(a.Contribution) > 0 {
-			want[statestore.AggregatePath(a.Target, u.Workload)] = a.Contribution
+			pl.want[statestore.AggregatePath(a.Target, u.Workload)] = a.Contribution
 		}
 	}
-	for f := range owned {
+	for f := range pl.owned {
 		if t, ok := statestore.AggregateTarget(f, u.Workload); ok {
-			targets[t] = true
+			pl.targets[t] = true
 		}
 	}
+	return nil
+}
 
-	// A path the plan adds must be free to take a file (a tree-shaped snapshot: see shapes).
-	sh := newShapes(snap, u.Workload, func(f string) bool {
-		_, keep := want[f]
-		return owned[f] && !keep
-	}, func(f string) bool {
-		_, w := want[f]
-		return w
-	}, ownerIdx)
+// addWanted plans the writes of what the workload wants that snap does
+// not hold yet. A path another workload owns, or a claim on an object
+// another workload claimed, refuses the update; so does a new path with
+// no room for a file.
+func (pl *planning) addWanted() error {
+	snap, u := pl.snap, pl.u
 	// Claims first, so a duplicate object is reported as one rather than
 	// as whichever of its paths sorts first.
-	wantPaths := sortedKeys(want)
+	wantPaths := sortedKeys(pl.want)
 	sort.SliceStable(wantPaths, func(i, j int) bool {
-		_, ci := claimed[wantPaths[i]]
-		_, cj := claimed[wantPaths[j]]
+		_, ci := pl.claimed[wantPaths[i]]
+		_, cj := pl.claimed[wantPaths[j]]
 		return ci && !cj
 	})
 	for _, p := range wantPaths {
-		exists, equal, err := snap.Compare(p, want[p])
+		exists, equal, err := snap.Compare(p, pl.want[p])
 		if err != nil {
-			return plan, err
+			return err
 		}
 		// A claim naming another workload refuses this one even where
 		// this workload's record lists the path: an S3 record names what
 		// its write is about to create before it uploads it, and a writer
 		// that lost the claim's race keeps it named until its next write.
-		if o, isClaim := claimed[p]; isClaim && exists && !equal {
-			if err := bookkeeping.CheckClaim(snap, p, u.Workload, o, ownerIdx); err != nil {
-				return Plan{}, err
+		if o, isClaim := pl.claimed[p]; isClaim && exists && !equal {
+			if err := bookkeeping.CheckClaim(snap, p, u.Workload, o, pl.ownerIdx); err != nil {
+				return pl.refuse(err)
 			}
 		}
-		if exists && !owned[p] && !layout.IsMeta(p) {
-			idx, err := ownerIdx()
+		if exists && !pl.owned[p] && !layout.IsMeta(p) {
+			idx, err := pl.ownerIdx()
 			if err != nil {
-				return plan, err
+				return err
 			}
 			if o, ok := idx[p]; ok && o != u.Workload {
-				return Plan{}, &statestore.OwnedError{Owner: o, Path: p}
+				return pl.refuse(&statestore.OwnedError{Owner: o, Path: p})
 			}
 		}
 		switch {
 		case !exists:
-			if err := sh.check(p); err != nil {
-				return Plan{}, err
+			if err := pl.sh.check(p); err != nil {
+				return pl.refuse(err)
 			}
-			plan.add(p, want[p], &plan.Diff.Added)
+			pl.plan.add(p, pl.want[p], &pl.plan.Diff.Added)
 		case !equal:
-			plan.add(p, want[p], &plan.Diff.Changed)
+			pl.plan.add(p, pl.want[p], &pl.plan.Diff.Changed)
 		}
 	}
-	for _, p := range sortedKeys(owned) {
-		if _, keep := want[p]; keep {
+	return nil
+}
+
+// deleteUnwanted plans the deletes of what the workload owns and no
+// longer wants, where snap still holds it.
+func (pl *planning) deleteUnwanted() error {
+	for _, p := range sortedKeys(pl.owned) {
+		if _, keep := pl.want[p]; keep {
 			continue
 		}
 		// An aggregated file is every contributor's: aggregate rebuilds
@@ -277,72 +369,85 @@ func planUpdate(snap statestore.Snapshot, u statestore.Update) (Plan, error) {
 		// that lists it (an S3 removal's intent named it, before the
 		// intent stopped doing so: the simulated campaign's s3 seed 3010)
 		// does not make it this workload's to delete.
-		if targets[p] {
+		if pl.targets[p] {
 			continue
 		}
-		exists, _, err := snap.Compare(p, nil)
+		exists, _, err := pl.snap.Compare(p, nil)
 		if err != nil {
-			return plan, err
+			return err
 		}
 		if exists {
-			plan.Ops = append(plan.Ops, Op{Path: p, Delete: true})
+			pl.plan.Ops = append(pl.plan.Ops, Op{Path: p, Delete: true})
 			if !layout.IsMeta(p) {
-				plan.Diff.Deleted = append(plan.Diff.Deleted, p)
+				pl.plan.Diff.Deleted = append(pl.plan.Diff.Deleted, p)
 			}
 		}
 	}
-	for _, t := range sortedKeys(targets) {
-		if err := plan.aggregate(snap, t, u.Workload, owned[statestore.AggregatePath(t, u.Workload)], want, sh); err != nil {
-			return plan, err
-		}
-	}
+	return nil
+}
+
+// addShared plans the writes of the update's shared files that snap does
+// not hold: a shared file somebody already wrote is left as it is.
+func (pl *planning) addShared() error {
+	u := pl.u
 	for _, p := range sortedKeys(u.Shared) {
-		if _, mine := want[p]; mine {
+		if _, mine := pl.want[p]; mine {
 			continue
 		}
-		exists, _, err := snap.Compare(p, nil)
+		exists, _, err := pl.snap.Compare(p, nil)
 		if err != nil {
-			return plan, err
+			return err
 		}
 		if !exists {
-			if err := sh.check(p); err != nil {
-				return Plan{}, err
+			if err := pl.sh.check(p); err != nil {
+				return pl.refuse(err)
 			}
-			plan.add(p, u.Shared[p], &plan.Diff.Added)
+			pl.plan.add(p, u.Shared[p], &pl.plan.Diff.Added)
 		}
 	}
+	return nil
+}
 
-	// A store that predates the index gets every record's entries and
-	// claims, and the marker, with this write (see index.go).
+// addMigration plans the writes of migrate: a store that predates the
+// index gets every record's entries and claims, and the marker, with this
+// write (see index.go). What the workload wants or owns is planned
+// already.
+func (pl *planning) addMigration(migrate map[string][]byte) error {
 	for _, p := range sortedKeys(migrate) {
-		if _, mine := want[p]; mine || owned[p] {
+		if _, mine := pl.want[p]; mine || pl.owned[p] {
 			continue
 		}
-		exists, _, err := snap.Compare(p, nil)
+		exists, _, err := pl.snap.Compare(p, nil)
 		if err != nil {
-			return plan, err
+			return err
 		}
 		if !exists {
-			plan.Ops = append(plan.Ops, Op{Path: p, Data: migrate[p]})
+			pl.plan.Ops = append(pl.plan.Ops, Op{Path: p, Data: migrate[p]})
 		}
 	}
+	return nil
+}
 
-	if u.Record != nil {
-		rec := *newRec
-		rec.Files = sortedKeys(want)
-		plan.Record = &rec
+// addRecord plans the record, last: the update's record listing every
+// file the workload wants (written only when it differs from the stored
+// one), or the stored record's delete when the workload is removed.
+func (pl *planning) addRecord() error {
+	if pl.u.Record != nil {
+		rec := *pl.newRec
+		rec.Files = sortedKeys(pl.want)
+		pl.plan.Record = &rec
 		data := rec.Encode()
-		_, equal, err := snap.Compare(recPath, data)
+		_, equal, err := pl.snap.Compare(pl.recPath, data)
 		if err != nil {
-			return plan, err
+			return err
 		}
 		if !equal {
-			plan.Ops = append(plan.Ops, Op{Path: recPath, Data: data})
+			pl.plan.Ops = append(pl.plan.Ops, Op{Path: pl.recPath, Data: data})
 		}
-	} else if old != nil {
-		plan.Ops = append(plan.Ops, Op{Path: recPath, Delete: true})
+	} else if pl.old != nil {
+		pl.plan.Ops = append(pl.plan.Ops, Op{Path: pl.recPath, Delete: true})
 	}
-	return plan, nil
+	return nil
 }
 
 // UpdateHint is what planning u first looks at: the paths it may write,

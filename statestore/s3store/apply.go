@@ -176,20 +176,8 @@ func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, 
 	commit := plan.Changed() || w.dirty || len(ms.stale) > 0 ||
 		plan.Record != nil && !slices.Equal(pr.markers, w.dests)
 	if commit && !u.DryRun {
-		// An intent of another write of the workload whose lease holds
-		// is waited for, then the write plans again (see lease.go).
-		raw, err := snap.readRaw(recPath)
-		if err != nil && !errors.Is(err, statestore.ErrNotFound) {
-			return out, failed("read", err)
-		}
-		if l := storedLease(raw); l.heldFor(w.id, wait.Now(ctx)) {
-			if s.cfg.Debug != nil {
-				s.cfg.Debug("another write of the workload is under way: waiting for its lease", "record", recPath, "until", l.Until.Format(time.RFC3339Nano))
-			}
-			if err := s.awaitLease(ctx, recPath, w.id, l); err != nil {
-				return out, failed("read", err)
-			}
-			return out, &driver.ConflictError{Op: "write", What: "another write of the workload was under way"}
+		if err := w.awaitOtherWrite(ctx, recPath); err != nil {
+			return out, err
 		}
 	}
 	w.diff.add(plan.Diff)
@@ -214,47 +202,88 @@ func (w *write) Commit(ctx context.Context, ch *driver.Change) (driver.Outcome, 
 	ctx, cancel := driver.Finishing(ctx)
 	defer cancel()
 	if commit {
-		w.dirty = true
-		if err := s.announce(ctx, w.load, loadChanges(u.Workload, pr.rec, plan)); err != nil {
-			return out, failed("write load summary", err)
-		}
-		op, err := s.publish(ctx, snap, plan, u, w.dests, ms.stale, wr)
-		if wr.hold != nil {
-			w.hold = wr.hold
-		}
-		switch {
-		case wr.uploaded:
-			w.kept, w.undo = true, nil
-		case wr.intent != "" && !w.kept:
-			if w.undo != nil {
-				wr.prior = w.undo.prior // the record before the first intent
-			}
-			w.undo = wr
-		}
-		if err != nil {
-			return out, failed(op, err)
+		if err := w.publishPlan(ctx, plan, ms.stale, wr); err != nil {
+			return out, err
 		}
 		committed = wr.etags[recPath]
 		out.Revision = committed
-		w.committed = true
-		w.load.Committed(u.Workload, plan.Record)
 	}
 	if err := s.writeMarkers(ctx, snap, u, ms.write, committed, wr); err != nil {
 		return out, failed("write marker", err)
 	}
 	if commit && pr.legacy && len(w.dests) > 0 {
-		// The record was written before per-workload markers: the
-		// destinations' old per-destination markers, which nobody keeps
-		// up to date any more, go (one request for all of them).
-		old := make([]string, 0, len(w.dests))
-		for _, d := range w.dests {
-			old = append(old, d+"/"+MarkerName)
-		}
-		if err := s.remove(ctx, old); err != nil {
+		if err := w.removeLegacyMarkers(ctx); err != nil {
 			return out, failed("delete", err)
 		}
 	}
 	return out, nil
+}
+
+// awaitOtherWrite waits for the intent of another write of the workload
+// whose lease holds, named in the record at recPath, and then returns a
+// *driver.ConflictError: the write plans again, on what the other one
+// left (see lease.go). Without such an intent it returns nil at once.
+func (w *write) awaitOtherWrite(ctx context.Context, recPath string) error {
+	s := w.s
+	raw, err := w.snap.readRaw(recPath)
+	if err != nil && !errors.Is(err, statestore.ErrNotFound) {
+		return failed("read", err)
+	}
+	l := storedLease(raw)
+	if !l.heldFor(w.id, wait.Now(ctx)) {
+		return nil
+	}
+	if s.cfg.Debug != nil {
+		s.cfg.Debug("another write of the workload is under way: waiting for its lease", "record", recPath, "until", l.Until.Format(time.RFC3339Nano))
+	}
+	if err := s.awaitLease(ctx, recPath, w.id, l); err != nil {
+		return failed("read", err)
+	}
+	return &driver.ConflictError{Op: "write", What: "another write of the workload was under way"}
+}
+
+// publishPlan announces the plan's changes in the load summaries, publishes
+// it (see Store.publish) with stale, the markers to delete, and notes
+// what the attempt wr leaves behind: its hold on the intent, and the
+// intent to take back should the write end having uploaded nothing (see
+// takeBack). From here on the write ends only with a commit of the
+// record (dirty). It returns the failed step's error, named (see failed).
+func (w *write) publishPlan(ctx context.Context, plan planner.Plan, stale []string, wr *written) error {
+	s, u := w.s, w.u
+	w.dirty = true
+	if err := s.announce(ctx, w.load, loadChanges(u.Workload, w.pr.rec, plan)); err != nil {
+		return failed("write load summary", err)
+	}
+	op, err := s.publish(ctx, w.snap, plan, u, w.dests, stale, wr)
+	if wr.hold != nil {
+		w.hold = wr.hold
+	}
+	switch {
+	case wr.uploaded:
+		w.kept, w.undo = true, nil
+	case wr.intent != "" && !w.kept:
+		if w.undo != nil {
+			wr.prior = w.undo.prior // the record before the first intent
+		}
+		w.undo = wr
+	}
+	if err != nil {
+		return failed(op, err)
+	}
+	w.committed = true
+	w.load.Committed(u.Workload, plan.Record)
+	return nil
+}
+
+// removeLegacyMarkers deletes the destinations' old per-destination
+// markers, one request for all of them: the record was written before
+// per-workload markers, and nobody keeps those up to date any more.
+func (w *write) removeLegacyMarkers(ctx context.Context) error {
+	old := make([]string, 0, len(w.dests))
+	for _, d := range w.dests {
+		old = append(old, d+"/"+MarkerName)
+	}
+	return w.s.remove(ctx, old)
 }
 
 // Unfinished reports whether this write has uploaded something that its
@@ -619,12 +648,85 @@ func (w *written) set(p, etag string) {
 }
 
 // publish writes a plan in the order docs/design.md ("S3") describes, the
-// record last, conditioned on the record's listed ETag.
+// record last, conditioned on the record's listed ETag. It returns the
+// step that failed ("read", "write", "delete" or "commit") with its error.
 func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, u statestore.Update, dests, staleMarkers []string, w *written) (string, error) {
-	recPath := statestore.RecordPath(u.Workload)
+	p := &publication{s: s, snap: snap, plan: plan, u: u, w: w, recPath: statestore.RecordPath(u.Workload)}
+	p.sortOps()
+	rec, err := s.storedRecord(snap, p.recPath)
+	if err != nil {
+		return "read", err
+	}
+	if err := p.rewriteUncommitted(rec); err != nil {
+		return "read", err
+	}
+	recCond := snap.cond(p.recPath)
+	h, op, err := p.nameIntent(ctx, rec, staleMarkers, recCond)
+	if err != nil {
+		return op, err
+	}
+	if h != nil {
+		defer func() { w.intent = h.cond().etag }() // as last renewed
+	}
+	if err := p.writeClaims(ctx); err != nil {
+		return "write", err
+	}
+	if err := p.writeFiles(ctx); err != nil {
+		return "write", err
+	}
+	if err := p.deleteUnwanted(ctx, staleMarkers); err != nil {
+		return "delete", err
+	}
+	if op, err := p.rebuildTargets(ctx); err != nil {
+		return op, err
+	}
+	// 4. Commit, on the intent as last renewed.
+	if w.hold != nil {
+		recCond = w.hold.cond()
+	}
+	var data []byte
+	if plan.Record != nil {
+		data = sealRecord(plan.Record.Encode(), dests)
+	} else {
+		data = tombstone()
+	}
+	etag, err := s.put(ctx, p.recPath, data, recCond)
+	if err != nil {
+		return "commit", err
+	}
+	w.set(p.recPath, etag)
+	return "", nil
+}
+
+// publication is one attempt's publish of a plan: the plan's operations
+// sorted into the steps that write them (see sortOps), and where the
+// attempt notes what it wrote.
+type publication struct {
+	s       *Store
+	snap    *snapshot
+	plan    planner.Plan
+	u       statestore.Update
+	w       *written
+	recPath string
+	// claims are claims on the workload's objects, puts its files and
+	// aggregate parts (and render's own files), shared the shared files
+	// and targets the aggregated files rebuilt from their parts.
+	claims, puts, shared, targets []planner.Op
+	// deletes are the files the workload owns and no longer wants;
+	// targetDeletes the aggregated files (and files it does not own) the
+	// plan deletes.
+	deletes, targetDeletes []string
+}
+
+// sortOps sorts the plan's operations by the step of publish that writes
+// them, so that a reader (Flux) never sees a file before the claim on it,
+// nor an aggregated file before its parts. The record is left out: it is
+// written last, as the commit.
+func (p *publication) sortOps() {
+	u := p.u
 	owned := map[string]bool{}
-	if data, err := snap.ReadFile(recPath); err == nil { // already read by the planner
-		if rec, err := statestore.DecodeRecord(recPath, data); err == nil {
+	if data, err := p.snap.ReadFile(p.recPath); err == nil { // already read by the planner
+		if rec, err := statestore.DecodeRecord(p.recPath, data); err == nil {
 			for _, f := range rec.Files {
 				owned[f] = true
 			}
@@ -642,92 +744,101 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 			aggregated[t] = true
 		}
 	}
-	var claims, puts, shared, targets []planner.Op
-	var deletes, targetDeletes []string
-	for _, op := range plan.Ops {
+	for _, op := range p.plan.Ops {
 		_, mine := u.Files[op.Path]
 		_, isShared := u.Shared[op.Path]
 		switch {
-		case op.Path == recPath:
-			// committed below
+		case op.Path == p.recPath:
+			// committed last
 		case op.Delete && owned[op.Path] && !aggregated[op.Path]:
-			deletes = append(deletes, op.Path)
+			p.deletes = append(p.deletes, op.Path)
 		case op.Delete:
-			targetDeletes = append(targetDeletes, op.Path)
+			p.targetDeletes = append(p.targetDeletes, op.Path)
 		case strings.HasPrefix(op.Path, bookkeeping.ClaimsDir+"/"):
-			claims = append(claims, op)
+			p.claims = append(p.claims, op)
 		case mine || layout.IsMeta(op.Path):
-			puts = append(puts, op)
+			p.puts = append(p.puts, op)
 		case isShared:
-			shared = append(shared, op)
+			p.shared = append(p.shared, op)
 		default:
-			targets = append(targets, op)
+			p.targets = append(p.targets, op)
 		}
 	}
+}
 
-	// Paths the stored record does not own yet that are listed with the
-	// wanted bytes already (the planner does not write them) are written
-	// again, conditioned on what was listed: they were left by a write that
-	// did not commit, perhaps an upload cut off in flight, which the server
-	// may still drop after listing it, or another writer of the workload
-	// may still change. Written again, they are known to hold the bytes
-	// this commit names.
-	rec, err := s.storedRecord(snap, recPath)
-	if err != nil {
-		return "read", err
+// rewriteUncommitted adds to the claims and puts the paths the stored
+// record rec does not own yet that are listed with the wanted bytes
+// already (the planner does not write them). They are written again,
+// conditioned on what was listed: they were left by a write that did not
+// commit, perhaps an upload cut off in flight, which the server may still
+// drop after listing it, or another writer of the workload may still
+// change. Written again, they are known to hold the bytes this commit
+// names. A path this write uploaded whole itself, in the version listed,
+// is left as it is.
+func (p *publication) rewriteUncommitted(rec stored) error {
+	plan, u := p.plan, p.u
+	if plan.Record == nil {
+		return nil
 	}
-	if plan.Record != nil {
-		planned := map[string]bool{recPath: true}
-		for _, op := range plan.Ops {
-			planned[op.Path] = true
+	planned := map[string]bool{p.recPath: true}
+	for _, op := range plan.Ops {
+		planned[op.Path] = true
+	}
+	for _, f := range plan.Record.Files {
+		if rec.files[f] || planned[f] {
+			continue
 		}
-		for _, f := range plan.Record.Files {
-			if rec.files[f] || planned[f] {
-				continue
-			}
-			if o, ok, err := snap.lookup(f); err != nil {
-				return "read", err
-			} else if !ok || o.tomb || o.etag != "" && w.mine[f] == o.etag {
-				continue
-			}
-			data, ok := u.Files[f]
-			if !ok {
-				if data, err = snap.ReadFile(f); err != nil {
-					return "read", err
-				}
-			}
-			op := planner.Op{Path: f, Data: data}
-			if strings.HasPrefix(f, bookkeeping.ClaimsDir+"/") {
-				claims = append(claims, op)
-			} else {
-				puts = append(puts, op)
+		if o, ok, err := p.snap.lookup(f); err != nil {
+			return err
+		} else if !ok || o.tomb || o.etag != "" && p.w.mine[f] == o.etag {
+			continue
+		}
+		data, ok := u.Files[f]
+		if !ok {
+			var err error
+			if data, err = p.snap.ReadFile(f); err != nil {
+				return err
 			}
 		}
+		op := planner.Op{Path: f, Data: data}
+		if strings.HasPrefix(f, bookkeeping.ClaimsDir+"/") {
+			p.claims = append(p.claims, op)
+		} else {
+			p.puts = append(p.puts, op)
+		}
 	}
-	// The intent: before any upload, the record names what this write
-	// creates that it does not own yet (see withPending). A write that
-	// creates nothing new but changes or deletes what the record owns (a
-	// removal too) names those paths the same way: cut off half-way
-	// (SIGKILL, its deadline, a connection that broke), it leaves a record
-	// that says its write did not finish, for the workload's next write,
-	// rather than one that looks committed while its files are changed or
-	// gone (the campaign's s3 seed 70015). An intent the record names
-	// already (another write's, or this write's from an earlier attempt)
-	// is named again: every attempt that uploads or deletes does so under
-	// its own lease (see lease.go).
-	recCond := snap.cond(recPath)
+	return nil
+}
+
+// nameIntent writes the intent: before any upload, the record names what
+// this write creates that it does not own yet (see withPending). A write
+// that creates nothing new but changes or deletes what the record owns (a
+// removal too) names those paths the same way: cut off half-way (SIGKILL,
+// its deadline, a connection that broke), it leaves a record that says
+// its write did not finish, for the workload's next write, rather than
+// one that looks committed while its files are changed or gone (the
+// campaign's s3 seed 70015). An intent the record names already (another
+// write's, or this write's from an earlier attempt) is named again: every
+// attempt that uploads or deletes does so under its own lease (see
+// lease.go). The intent is written on recCond, the record as listed.
+//
+// It returns the hold on the intent (nil when the attempt names none),
+// noted in the attempt's written too, or the step that failed with its
+// error.
+func (p *publication) nameIntent(ctx context.Context, rec stored, staleMarkers []string, recCond cond) (*holder, string, error) {
+	plan, u := p.plan, p.u
 	pending := setOf(rec.pending)
-	for _, op := range slices.Concat(claims, puts) {
+	for _, op := range slices.Concat(p.claims, p.puts) {
 		if !rec.files[op.Path] {
 			pending[op.Path] = true
 		}
 	}
 	if len(pending) == 0 && rec.canonical != nil {
-		for _, op := range slices.Concat(claims, puts) {
+		for _, op := range slices.Concat(p.claims, p.puts) {
 			pending[op.Path] = true
 		}
-		for _, p := range deletes {
-			pending[p] = true
+		for _, f := range p.deletes {
+			pending[f] = true
 		}
 		// A removal that deletes an aggregated file and nothing of its
 		// own names its part of the file (which its record lists), never
@@ -736,39 +847,45 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 		// would delete it while another workload's part is in it (the
 		// simulated campaign's s3 seed 3010).
 		if plan.Record == nil {
-			for _, t := range targetDeletes {
+			for _, t := range p.targetDeletes {
 				pending[statestore.AggregatePath(t, u.Workload)] = true
 			}
 		}
 	}
-	acts := len(claims)+len(puts)+len(shared)+len(deletes)+len(staleMarkers)+len(targets)+len(targetDeletes) > 0
-	if acts && len(pending) > 0 && (rec.canonical != nil || plan.Record != nil) {
-		base := rec.canonical
-		if base == nil {
-			// No record yet: one that names the workload and owns nothing
-			// but what is pending.
-			base = (&statestore.Record{Workload: u.Workload, Type: plan.Record.Type, Promise: plan.Record.Promise,
-				Namespace: plan.Record.Namespace, Name: plan.Record.Name, Pipeline: plan.Record.Pipeline}).Encode()
-		}
-		var prior []byte
-		if rec.canonical != nil {
-			if prior, err = snap.readRaw(recPath); err != nil {
-				return "read", err
-			}
-		}
-		h, err := s.acquire(ctx, recPath, w.id, sealRecord(base, rec.markers), sortedSet(pending), recCond)
-		if err != nil {
-			return "write", err
-		}
-		w.hold, w.intent, w.prior = h, h.etag, prior
-		defer func() { w.intent = h.cond().etag }() // as last renewed
+	acts := len(p.claims)+len(p.puts)+len(p.shared)+len(p.deletes)+len(staleMarkers)+len(p.targets)+len(p.targetDeletes) > 0
+	if !acts || len(pending) == 0 || rec.canonical == nil && plan.Record == nil {
+		return nil, "", nil
 	}
+	base := rec.canonical
+	if base == nil {
+		// No record yet: one that names the workload and owns nothing
+		// but what is pending.
+		base = (&statestore.Record{Workload: u.Workload, Type: plan.Record.Type, Promise: plan.Record.Promise,
+			Namespace: plan.Record.Namespace, Name: plan.Record.Name, Pipeline: plan.Record.Pipeline}).Encode()
+	}
+	var prior []byte
+	if rec.canonical != nil {
+		var err error
+		if prior, err = p.snap.readRaw(p.recPath); err != nil {
+			return nil, "read", err
+		}
+	}
+	h, err := p.s.acquire(ctx, p.recPath, p.w.id, sealRecord(base, rec.markers), sortedSet(pending), recCond)
+	if err != nil {
+		return nil, "write", err
+	}
+	p.w.hold, p.w.intent, p.w.prior = h, h.etag, prior
+	return h, "", nil
+}
 
-	// 0. Claims on the workload's objects, before anything a reader (Flux)
-	// would see: a writer that loses a claim to another workload re-lists,
-	// finds the claim taken and fails having written no file of its own.
-	jobs := make([]func(context.Context) error, 0, len(claims))
-	for _, op := range claims {
+// writeClaims writes the claims on the workload's objects (step 0), before
+// anything a reader (Flux) would see: a writer that loses a claim to
+// another workload re-lists, finds the claim taken and fails having
+// written no file of its own.
+func (p *publication) writeClaims(ctx context.Context) error {
+	s, snap, w := p.s, p.snap, p.w
+	jobs := make([]func(context.Context) error, 0, len(p.claims))
+	for _, op := range p.claims {
 		jobs = append(jobs, func(ctx context.Context) error {
 			etag, err := w.put(ctx, s, op.Path, op.Data, snap.cond(op.Path))
 			w.tried(err)
@@ -778,12 +895,16 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 			return err
 		})
 	}
-	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
-		return "write", err
-	}
-	// 1. The workload's files and aggregate parts, and shared files.
-	jobs = make([]func(context.Context) error, 0, len(puts)+len(shared))
-	for _, op := range puts {
+	return writeAll(ctx, s.cfg.Concurrency, jobs)
+}
+
+// writeFiles writes the workload's files and aggregate parts, and the
+// shared files (step 1). A shared file somebody else created first is
+// theirs: it stays, and its outcome is noted as uncertain.
+func (p *publication) writeFiles(ctx context.Context) error {
+	s, snap, w := p.s, p.snap, p.w
+	jobs := make([]func(context.Context) error, 0, len(p.puts)+len(p.shared))
+	for _, op := range p.puts {
 		jobs = append(jobs, func(ctx context.Context) error {
 			etag, err := w.put(ctx, s, op.Path, op.Data, snap.cond(op.Path))
 			w.tried(err)
@@ -793,7 +914,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 			return err
 		})
 	}
-	for _, op := range shared {
+	for _, op := range p.shared {
 		jobs = append(jobs, func(ctx context.Context) error {
 			etag, err := w.put(ctx, s, op.Path, op.Data, cond{})
 			switch {
@@ -808,24 +929,36 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 			return err
 		})
 	}
-	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
-		return "write", err
-	}
-	// 2. Files the workload no longer wants, and its markers in
-	// destinations it left (before the commit, which forgets them).
-	deletes = append(deletes, staleMarkers...)
+	return writeAll(ctx, s.cfg.Concurrency, jobs)
+}
+
+// deleteUnwanted deletes the files the workload no longer wants, and its
+// markers in destinations it left, before the commit, which forgets them
+// (step 2).
+func (p *publication) deleteUnwanted(ctx context.Context, staleMarkers []string) error {
+	w := p.w
+	deletes := append(p.deletes, staleMarkers...)
 	if len(deletes) > 0 {
 		w.sent() // a delete cannot be taken back, whatever its answer
 	}
-	if err := w.remove(ctx, s, deletes); err != nil {
-		return "delete", err
+	if err := w.remove(ctx, p.s, deletes); err != nil {
+		return err
 	}
-	for _, p := range deletes {
-		w.set(p, "")
+	for _, f := range deletes {
+		w.set(f, "")
 	}
-	// 3. Aggregated targets, rebuilt from the parts as planned.
-	jobs = jobs[:0]
-	for _, op := range targets {
+	return nil
+}
+
+// rebuildTargets writes the aggregated targets, rebuilt from the parts as
+// planned, and deletes those the plan deletes (step 3). A target that
+// gained a contribution while it was deleted is a lost race: the write
+// plans again, to rebuild it. It returns the step that failed with its
+// error.
+func (p *publication) rebuildTargets(ctx context.Context) (string, error) {
+	s, snap, w := p.s, p.snap, p.w
+	jobs := make([]func(context.Context) error, 0, len(p.targets))
+	for _, op := range p.targets {
 		jobs = append(jobs, func(ctx context.Context) error {
 			etag, err := w.put(ctx, s, op.Path, op.Data, snap.cond(op.Path))
 			if err == nil {
@@ -837,7 +970,7 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 	if err := writeAll(ctx, s.cfg.Concurrency, jobs); err != nil {
 		return "write", err
 	}
-	for _, t := range targetDeletes {
+	for _, t := range p.targetDeletes {
 		w.sent()
 		if err := w.remove(ctx, s, []string{t}); err != nil {
 			return "delete", err
@@ -853,21 +986,6 @@ func (s *Store) publish(ctx context.Context, snap *snapshot, plan planner.Plan, 
 			return "delete", fmt.Errorf("%w: %s gained a contribution while it was deleted", errChanged, t)
 		}
 	}
-	// 4. Commit, on the intent as last renewed.
-	if w.hold != nil {
-		recCond = w.hold.cond()
-	}
-	var data []byte
-	if plan.Record != nil {
-		data = sealRecord(plan.Record.Encode(), dests)
-	} else {
-		data = tombstone()
-	}
-	etag, err := s.put(ctx, recPath, data, recCond)
-	if err != nil {
-		return "commit", err
-	}
-	w.set(recPath, etag)
 	return "", nil
 }
 

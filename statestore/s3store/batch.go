@@ -57,57 +57,88 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 	b := &batch{load: newLoadState()}
 	b.view = s.viewOf(ctx, us[0].View)
 	if b.view != nil {
-		// What every write will look at first, in one go: a folder that
-		// several updates name (a destination's index, its canaries, a
-		// shard of the claims) is listed once for all of them.
-		var h statestore.Hint
-		for _, u := range us {
-			h = h.Merge(planner.UpdateHint(u))
-			for _, d := range u.Destinations {
-				h.Paths = append(h.Paths, MarkerPath(strings.Trim(d, "/"), u.Workload))
-			}
-		}
-		statestore.Prefetch(b.view, h)
+		prefetchBatch(b.view, us)
 	}
 	dry := us[0].DryRun
 	if !dry {
-		changes := map[string]map[string][]string{}
-		for _, u := range us {
-			if u.Basis == nil {
-				continue // its write announces what its plan changes
-			}
-			var rec *statestore.Record
-			if u.Record != nil {
-				r := *u.Record
-				r.Workload = u.Workload
-				rec = &r
-			}
-			for d, byW := range loadChanges(u.Workload, u.Basis.Record, planner.Plan{Record: rec}) {
-				if changes[d] == nil {
-					changes[d] = map[string][]string{}
-				}
-				for w, names := range byW {
-					changes[d][w] = sortedSet(setOf(append(slices.Clone(changes[d][w]), names...)))
-				}
-			}
-		}
-		if err := s.announce(ctx, b.load, changes); err != nil {
+		if err := s.announce(ctx, b.load, batchChanges(us)); err != nil {
 			s.settle(ctx, b.load)
 			return statestore.Result{}, driver.Wrap(s.String(), "write load summary", err)
 		}
-		defer func() {
-			fctx, cancel := driver.Finishing(ctx)
-			defer cancel()
-			s.settle(fctx, b.load)
-			if b.dirty.Load() {
-				s.createSummaries(fctx)
-			}
-		}()
+		defer s.settleBatch(ctx, b)
 	}
-	// An update waits for the updates before it that name a path it
-	// names (the same workload's, one that wants a file or an object
-	// another had or wants): planned after them, as a batch planned one
-	// update on top of the other would be.
+	deps := batchDeps(us)
+	b.after = map[string]bool{}
+	for i, u := range us {
+		if len(deps[i]) > 0 {
+			b.after[u.Workload] = true
+		}
+	}
+	return sumRuns(s.runBatch(ctx, b, us, deps))
+}
+
+// prefetchBatch looks up in view, in one go, what every write of us will
+// look at first: a folder that several updates name (a destination's
+// index, its canaries, a shard of the claims) is listed once for all of
+// them.
+func prefetchBatch(view *snapshot, us []statestore.Update) {
+	var h statestore.Hint
+	for _, u := range us {
+		h = h.Merge(planner.UpdateHint(u))
+		for _, d := range u.Destinations {
+			h.Paths = append(h.Paths, MarkerPath(strings.Trim(d, "/"), u.Workload))
+		}
+	}
+	statestore.Prefetch(view, h)
+}
+
+// batchChanges returns the changes the batch announces in the load
+// summaries before any write begins, by destination and workload: those
+// of every update that carries its Basis, from its basis's record to the
+// record it asks for. An update without a Basis is left out: its write
+// announces what its plan changes.
+func batchChanges(us []statestore.Update) map[string]map[string][]string {
+	changes := map[string]map[string][]string{}
+	for _, u := range us {
+		if u.Basis == nil {
+			continue // its write announces what its plan changes
+		}
+		var rec *statestore.Record
+		if u.Record != nil {
+			r := *u.Record
+			r.Workload = u.Workload
+			rec = &r
+		}
+		for d, byW := range loadChanges(u.Workload, u.Basis.Record, planner.Plan{Record: rec}) {
+			if changes[d] == nil {
+				changes[d] = map[string][]string{}
+			}
+			for w, names := range byW {
+				changes[d][w] = sortedSet(setOf(append(slices.Clone(changes[d][w]), names...)))
+			}
+		}
+	}
+	return changes
+}
+
+// settleBatch settles the load summaries the batch b announced changes
+// in, once its last write ended, and creates the summaries its reads
+// lacked when any write wrote anything. It is not cut off by a
+// cancellation: a change left pending costs every later reader.
+func (s *Store) settleBatch(ctx context.Context, b *batch) {
+	fctx, cancel := driver.Finishing(ctx)
+	defer cancel()
+	s.settle(fctx, b.load)
+	if b.dirty.Load() {
+		s.createSummaries(fctx)
+	}
+}
+
+// batchDeps returns, for each of us, the earlier updates it waits for:
+// those that name a path it names (the same workload's, one that wants a
+// file or an object another had or wants). It is planned after them, as
+// a batch planned one update on top of the other would be.
+func batchDeps(us []statestore.Update) [][]int {
 	deps := make([][]int, len(us))
 	lastOf := map[string]int{}
 	for i, u := range us {
@@ -120,15 +151,24 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 			lastOf[k] = i
 		}
 	}
-	b.after = map[string]bool{}
-	for i, u := range us {
-		if len(deps[i]) > 0 {
-			b.after[u.Workload] = true
-		}
-	}
-	results := make([]statestore.Result, len(us))
-	errs := make([]error, len(us))
-	ran := make([]bool, len(us))
+	return deps
+}
+
+// batchRun is how one update's write in a batch went: ran is set when
+// the write was started at all.
+type batchRun struct {
+	res statestore.Result
+	err error
+	ran bool
+}
+
+// runBatch writes each of us (driver.Write, as Apply) once the writes it
+// waits for (deps, see batchDeps) ended, Config.Concurrency at a time.
+// The first write that fails stops the writes not yet started; those
+// already under way finish. It returns how each went, by the updates'
+// order.
+func (s *Store) runBatch(ctx context.Context, b *batch, us []statestore.Update, deps [][]int) []batchRun {
+	runs := make([]batchRun, len(us))
 	done := make([]chan struct{}, len(us))
 	for i := range done {
 		done[i] = make(chan struct{})
@@ -150,20 +190,30 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 			if stop.Load() || ctx.Err() != nil {
 				return
 			}
-			ran[i] = true
-			results[i], errs[i] = driver.Write(ctx, be, s.Policy, []statestore.Update{us[i]})
-			if errs[i] != nil {
+			runs[i].ran = true
+			runs[i].res, runs[i].err = driver.Write(ctx, be, s.Policy, []statestore.Update{us[i]})
+			if runs[i].err != nil {
 				stop.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
+	return runs
+}
+
+// sumRuns sums the results of the writes that ran, and returns the first
+// error, by the updates' order.
+func sumRuns(runs []batchRun) (statestore.Result, error) {
 	var res statestore.Result
-	for i := range us {
-		if !ran[i] {
+	var first error
+	for _, run := range runs {
+		if first == nil {
+			first = run.err
+		}
+		if !run.ran {
 			continue
 		}
-		r := results[i]
+		r := run.res
 		res.Updated = res.Updated || r.Updated
 		res.Added = append(res.Added, r.Added...)
 		res.Changed = append(res.Changed, r.Changed...)
@@ -173,16 +223,7 @@ func (s *Store) ApplyAll(ctx context.Context, us []statestore.Update) (statestor
 			res.Revision = r.Revision
 		}
 	}
-	return res, firstErr(errs)
-}
-
-func firstErr(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return res, first
 }
 
 // batchKeys are the paths and names an update's write may depend on

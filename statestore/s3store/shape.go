@@ -159,137 +159,194 @@ func (sn *snapshot) lookNames(ctx context.Context, dir string, names []string) e
 // folder, and back). It looks only at the files the plan adds: a file
 // that exists is a key already.
 func (w *write) refuseBlocked(plan planner.Plan) error {
-	sn := w.snap
-	if sn.empty {
+	if w.snap.empty {
 		return nil
 	}
-	writes, gone := map[string]bool{}, map[string]bool{}
+	bc := &blockCheck{w: w, sn: w.snap, writes: map[string]bool{}, gone: map[string]bool{}}
 	for _, op := range plan.Ops {
 		if op.Delete {
-			gone[op.Path] = true
+			bc.gone[op.Path] = true
 		} else {
-			writes[op.Path] = true
+			bc.writes[op.Path] = true
 		}
 	}
-	var added []string
-	for p := range writes {
-		if _, ok, err := sn.lookup(p); err != nil {
+	if err := bc.findAdded(); err != nil || len(bc.added) == 0 {
+		return err
+	}
+	if err := bc.startSearches(); err != nil {
+		return err
+	}
+	if err := bc.searchFolders(); err != nil {
+		return err
+	}
+	return bc.refuseBelow()
+}
+
+// blockCheck is the state of refuseBlocked: the paths the plan writes
+// and deletes, the files it adds, and one search per folder of an added
+// file.
+type blockCheck struct {
+	w            *write
+	sn           *snapshot
+	writes, gone map[string]bool
+	added        []string // sorted
+	searches     []*folderSearch
+	byFolder     map[string]*folderSearch
+}
+
+// folderSearch is the search of one folder of an added file, over the
+// folders from the store's root down to it: where the keys that exist
+// end.
+type folderSearch struct {
+	path   string   // the first file added in the folder, for the error
+	levels []string // the folder and the folders above it, top down
+	done   bool
+	// exists: the folder holds objects already, so keys may lie
+	// below the files added in it.
+	exists bool
+	tried  bool // the lowest level left was looked at
+}
+
+// findAdded finds the files the plan adds: those it writes that the
+// listings do not show.
+func (bc *blockCheck) findAdded() error {
+	for p := range bc.writes {
+		if _, ok, err := bc.sn.lookup(p); err != nil {
 			return err
 		} else if !ok {
-			added = append(added, p)
+			bc.added = append(bc.added, p)
 		}
 	}
-	if len(added) == 0 {
-		return nil
-	}
-	sort.Strings(added)
-	// One search per folder of an added file, over the folders from the
-	// store's root down to it: where the keys that exist end.
-	type search struct {
-		path   string   // the first file added in the folder, for the error
-		levels []string // the folder and the folders above it, top down
-		done   bool
-		// exists: the folder holds objects already, so keys may lie
-		// below the files added in it.
-		exists bool
-		tried  bool // the lowest level left was looked at
-	}
-	var searches []*search
-	byFolder := map[string]*search{}
-	for _, p := range added {
+	sort.Strings(bc.added)
+	return nil
+}
+
+// startSearches starts one search per folder of an added file. A plan
+// that writes a file at one of the folders of another is refused here,
+// with nothing looked at.
+func (bc *blockCheck) startSearches() error {
+	bc.byFolder = map[string]*folderSearch{}
+	for _, p := range bc.added {
 		f := parentDir(p)
-		if byFolder[f] != nil {
+		if bc.byFolder[f] != nil {
 			continue
 		}
-		sr := &search{path: p}
+		sr := &folderSearch{path: p}
 		for i := 0; f != "" && i <= len(f); i++ {
 			if i == len(f) || f[i] == '/' {
 				sr.levels = append(sr.levels, f[:i])
 			}
 		}
 		for _, l := range sr.levels {
-			if writes[l] {
+			if bc.writes[l] {
 				// The update wants a file and a file below it.
-				return &statestore.BlockedError{Path: p, Blocker: l, File: l, Owner: w.u.Workload}
+				return &statestore.BlockedError{Path: p, Blocker: l, File: l, Owner: bc.w.u.Workload}
 			}
 		}
-		byFolder[f] = sr
-		searches = append(searches, sr)
+		bc.byFolder[f] = sr
+		bc.searches = append(bc.searches, sr)
 	}
+	return nil
+}
+
+// searchFolders runs the searches, a round of listings at a time (one
+// listing per search that is not done), until every search is done. A
+// level that is a key the plan does not delete refuses the write.
+func (bc *blockCheck) searchFolders() error {
 	// Each round makes at least one more level known to every search
 	// that is not done, so none takes more rounds than its levels and two.
 	rounds := 2
-	for _, sr := range searches {
+	for _, sr := range bc.searches {
 		rounds = max(rounds, len(sr.levels)+2)
 	}
 	for round := 0; ; round++ {
 		if round > rounds {
-			return fmt.Errorf("the folders of %s: still not known after %d rounds of listings", searches[0].path, round)
+			return fmt.Errorf("the folders of %s: still not known after %d rounds of listings", bc.searches[0].path, round)
 		}
 		var need []string
-		for _, sr := range searches {
+		for _, sr := range bc.searches {
 			if sr.done {
 				continue
 			}
-			// Existing folders are a prefix of the levels (every key
-			// below a folder is below the folders above it): look for
-			// the first new one, which must not be a key, by bisecting
-			// what the listings did not show yet. empty is the first
-			// level known to hold nothing (len: none), fileKnown whether
-			// a listing showed if it is a key.
-			exist, empty, fileKnown := -1, len(sr.levels), false
-			for i, l := range sr.levels {
-				fk, file, dk, dir := sn.shape(l)
-				if fk && file && !gone[l] {
-					return w.blocked(&statestore.BlockedError{Path: sr.path, Blocker: l, File: l})
-				}
-				if dk && dir {
-					exist = i
-				}
+			l, err := bc.nextLevel(sr)
+			if err != nil {
+				return err
 			}
-			for i := exist + 1; i < len(sr.levels); i++ {
-				if fk, _, dk, dir := sn.shape(sr.levels[i]); dk && !dir {
-					empty, fileKnown = i, fk
-					break
-				}
-			}
-			switch {
-			case exist == len(sr.levels)-1:
-				sr.done, sr.exists = true, true
-			case empty == exist+1 && fileKnown:
-				sr.done = true // the first new folder, and no key
-			case empty == exist+1:
-				need = append(need, sr.levels[empty])
-			case !sr.tried && exist >= 0:
-				// Below a folder known to hold objects, first the lowest
-				// level left: new folders are mostly a workload's own,
-				// at the bottom, and the listing that looks at a level
-				// shows the folder above it holding objects, unless no
-				// name follows the level's there. (Where no level is
-				// known to hold objects, as in a new bucket, the
-				// bisection starts from the top.)
-				sr.tried = true
-				if empty < len(sr.levels) && !fileKnown {
-					need = append(need, sr.levels[empty])
-				} else {
-					need = append(need, sr.levels[empty-1])
-				}
-			default:
-				need = append(need, sr.levels[(exist+empty)/2])
+			if !sr.done {
+				need = append(need, l)
 			}
 		}
 		if len(need) == 0 {
-			break
+			return nil
 		}
-		if err := sn.needShapes(need); err != nil {
+		if err := bc.sn.needShapes(need); err != nil {
 			return err
 		}
 	}
-	// Keys below an added file can only lie in a folder that holds
-	// objects already.
+}
+
+// nextLevel takes sr one step further on what the listings showed so far:
+// it returns the level to look at next, or marks sr done. A level that is
+// a key the plan does not delete refuses the write.
+func (bc *blockCheck) nextLevel(sr *folderSearch) (string, error) {
+	sn := bc.sn
+	// Existing folders are a prefix of the levels (every key
+	// below a folder is below the folders above it): look for
+	// the first new one, which must not be a key, by bisecting
+	// what the listings did not show yet. empty is the first
+	// level known to hold nothing (len: none), fileKnown whether
+	// a listing showed if it is a key.
+	exist, empty, fileKnown := -1, len(sr.levels), false
+	for i, l := range sr.levels {
+		fk, file, dk, dir := sn.shape(l)
+		if fk && file && !bc.gone[l] {
+			return "", bc.w.blocked(&statestore.BlockedError{Path: sr.path, Blocker: l, File: l})
+		}
+		if dk && dir {
+			exist = i
+		}
+	}
+	for i := exist + 1; i < len(sr.levels); i++ {
+		if fk, _, dk, dir := sn.shape(sr.levels[i]); dk && !dir {
+			empty, fileKnown = i, fk
+			break
+		}
+	}
+	switch {
+	case exist == len(sr.levels)-1:
+		sr.done, sr.exists = true, true
+		return "", nil
+	case empty == exist+1 && fileKnown:
+		sr.done = true // the first new folder, and no key
+		return "", nil
+	case empty == exist+1:
+		return sr.levels[empty], nil
+	case !sr.tried && exist >= 0:
+		// Below a folder known to hold objects, first the lowest
+		// level left: new folders are mostly a workload's own,
+		// at the bottom, and the listing that looks at a level
+		// shows the folder above it holding objects, unless no
+		// name follows the level's there. (Where no level is
+		// known to hold objects, as in a new bucket, the
+		// bisection starts from the top.)
+		sr.tried = true
+		if empty < len(sr.levels) && !fileKnown {
+			return sr.levels[empty], nil
+		}
+		return sr.levels[empty-1], nil
+	default:
+		return sr.levels[(exist+empty)/2], nil
+	}
+}
+
+// refuseBelow refuses an added file with keys below its path that the
+// plan does not delete. Keys below an added file can only lie in a folder
+// that holds objects already: only there is it looked at.
+func (bc *blockCheck) refuseBelow() error {
+	sn := bc.sn
 	var below []string
-	for _, p := range added {
-		if byFolder[parentDir(p)].exists {
+	for _, p := range bc.added {
+		if bc.byFolder[parentDir(p)].exists {
 			below = append(below, p)
 		}
 	}
@@ -305,8 +362,8 @@ func (w *write) refuseBlocked(plan planner.Plan) error {
 			return err
 		}
 		for _, f := range files {
-			if !gone[f] {
-				return w.blocked(&statestore.BlockedError{Path: p, Blocker: p, Folder: true, File: f})
+			if !bc.gone[f] {
+				return bc.w.blocked(&statestore.BlockedError{Path: p, Blocker: p, Folder: true, File: f})
 			}
 		}
 	}
