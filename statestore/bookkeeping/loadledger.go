@@ -508,6 +508,38 @@ type ledgerRead struct {
 // the listing: a fold writes the base before it deletes what it folded,
 // so whatever the listing misses, the base holds.
 func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error) {
+	objs, err := lg.listChanges(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	r := &ledgerRead{d: d, pending: map[string]map[string][]string{}, settled: map[string][]string{}}
+	for _, c := range objs {
+		r.objects = append(r.objects, c.name)
+	}
+	contents, err := lg.readContents(ctx, r, objs)
+	if err != nil {
+		return nil, err
+	}
+	if r.unreadable {
+		entries, err := lg.ListEntries(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		r.members = entries
+		return r, nil
+	}
+	objs, contents = r.passFolded(objs, contents)
+	names := r.collect(objs, contents)
+	decide := r.toDecide(names)
+	if err := lg.countMembers(ctx, r, names.value, decide); err != nil {
+		return nil, err
+	}
+	return r, lg.decideFromRecords(ctx, r, decide)
+}
+
+// listChanges lists d's change objects, sorted by name (objects of other
+// names in the folder are not ours, and passed over).
+func (lg Ledgers) listChanges(ctx context.Context, d string) ([]changeObj, error) {
 	names, err := lg.Storage.ListFolder(ctx, ChangeDir(d))
 	if err != nil {
 		return nil, err
@@ -519,23 +551,31 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 		}
 	}
 	slices.SortFunc(objs, func(a, b changeObj) int { return strings.Compare(a.name, b.name) })
-	r := &ledgerRead{d: d, pending: map[string]map[string][]string{}, settled: map[string][]string{}}
-	for _, c := range objs {
-		r.objects = append(r.objects, c.name)
-	}
-	hasSettled := map[string]bool{}
+	return objs, nil
+}
+
+// settledNonces are the writes of objs that settled.
+func settledNonces(objs []changeObj) map[string]bool {
+	out := map[string]bool{}
 	for _, c := range objs {
 		if c.kind == kindSettled {
-			hasSettled[c.nonce] = true
+			out[c.nonce] = true
 		}
 	}
-	// Contents: from the names, or read (a pending object only while its
-	// write has not settled).
+	return out
+}
+
+// readContents reads, at once, r's base and the contents of objs that
+// their names do not carry (a pending object only while its write has
+// not settled), index by index; a content left nil was not needed. A
+// change object deleted since the listing (a fold ran meanwhile: r.gone)
+// has its base read again after the miss, which holds what it said.
+func (lg Ledgers) readContents(ctx context.Context, r *ledgerRead, objs []changeObj) ([][]byte, error) {
+	settled := settledNonces(objs)
 	contents := make([][]byte, len(objs))
 	var mu sync.Mutex
-	var jobs []func(context.Context) error
 	readBase := func(ctx context.Context) error {
-		l, version, err := lg.Read(ctx, d)
+		l, version, err := lg.Read(ctx, r.d)
 		if errors.Is(err, errUnreadable) {
 			mu.Lock()
 			r.base, r.version, r.unreadable = nil, "", true
@@ -550,17 +590,17 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 		mu.Unlock()
 		return nil
 	}
-	jobs = append(jobs, readBase)
+	jobs := []func(context.Context) error{readBase}
 	for i, c := range objs {
 		if c.inline != nil {
 			contents[i] = c.inline
 			continue
 		}
-		if c.kind == kindPending && hasSettled[c.nonce] {
+		if c.kind == kindPending && settled[c.nonce] {
 			continue
 		}
 		jobs = append(jobs, func(ctx context.Context) error {
-			data, _, err := lg.Storage.ReadObject(ctx, path.Join(ChangeDir(d), c.name))
+			data, _, err := lg.Storage.ReadObject(ctx, path.Join(ChangeDir(r.d), c.name))
 			if errors.Is(err, ErrNoObject) {
 				mu.Lock()
 				r.gone = true
@@ -575,54 +615,59 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 		return nil, err
 	}
 	if r.gone {
-		// Folded since the listing: the base read after the miss holds
-		// what the missing object said.
 		if err := readBase(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if r.unreadable {
-		entries, err := lg.ListEntries(ctx, d)
-		if err != nil {
-			return nil, err
-		}
-		r.members = entries
-		return r, nil
-	}
-	// The writes the base holds folded are passed over.
+	return contents, nil
+}
+
+// passFolded passes over the change objects of the writes r's base holds
+// folded already: they are r.stale (a fold deletes them again), their
+// writes r.folded. It returns the others, with their contents.
+func (r *ledgerRead) passFolded(objs []changeObj, contents [][]byte) ([]changeObj, [][]byte) {
 	r.folded = map[string]bool{}
-	if r.base != nil && len(r.base.Folded) > 0 {
-		folded := setOfNames(r.base.Folded)
-		kept := objs[:0:0]
-		var kc [][]byte
-		for i, c := range objs {
-			if folded[c.nonce] {
-				r.stale = append(r.stale, c.name)
-				r.folded[c.nonce] = true
-				continue
-			}
-			kept = append(kept, c)
-			kc = append(kc, contents[i])
-		}
-		objs, contents = kept, kc
-		hasSettled = map[string]bool{}
-		for _, c := range objs {
-			if c.kind == kindSettled {
-				hasSettled[c.nonce] = true
-			}
-		}
+	if r.base == nil || len(r.base.Folded) == 0 {
+		return objs, contents
 	}
-	// Which writes name which names.
-	decide := map[string]string{} // name -> workload, decided from its record
-	writers := map[string]map[string]bool{}
-	value := map[string]string{} // name -> flavour ("": none), by its one settled write
-	valueOwner := map[string]string{}
-	note := func(nonce, n, w string) {
-		if writers[n] == nil {
-			writers[n] = map[string]bool{}
+	folded := setOfNames(r.base.Folded)
+	kept := objs[:0:0]
+	var kc [][]byte
+	for i, c := range objs {
+		if folded[c.nonce] {
+			r.stale = append(r.stale, c.name)
+			r.folded[c.nonce] = true
+			continue
 		}
-		writers[n][nonce] = true
-		valueOwner[n] = w
+		kept = append(kept, c)
+		kc = append(kc, contents[i])
+	}
+	return kept, kc
+}
+
+// changeNames is what a ledger's change objects say of each entry's
+// name.
+type changeNames struct {
+	// writers are the writes (nonces) that name it, under way or settled.
+	writers map[string]map[string]bool
+	// value is its flavour folder ("": none) as its settled write left it.
+	value map[string]string
+	// owner is the workload of the last write read that names it.
+	owner map[string]string
+}
+
+// collect reads objs' contents (unparseable ones are not ours): the
+// changes under way into r.pending, the settled writes' objects into
+// r.settled (a settled write is no longer under way), and what they say
+// of each name.
+func (r *ledgerRead) collect(objs []changeObj, contents [][]byte) changeNames {
+	cn := changeNames{writers: map[string]map[string]bool{}, value: map[string]string{}, owner: map[string]string{}}
+	note := func(nonce, n, w string) {
+		if cn.writers[n] == nil {
+			cn.writers[n] = map[string]bool{}
+		}
+		cn.writers[n][nonce] = true
+		cn.owner[n] = w
 	}
 	for i, c := range objs {
 		data := contents[i]
@@ -652,41 +697,43 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 			for w, names := range sc {
 				for n, fl := range names {
 					note(c.nonce, n, w)
-					value[n] = fl
+					cn.value[n] = fl
 				}
 			}
 		}
 	}
+	settled := settledNonces(objs)
 	for _, c := range objs {
-		if hasSettled[c.nonce] {
+		if settled[c.nonce] {
 			r.settled[c.nonce] = append(r.settled[c.nonce], c.name)
 			delete(r.pending, c.nonce)
 		}
 	}
-	// Names decided from records: those the base holds as under way,
-	// those of writes under way, those more than one write names, and
-	// all the changes' names on a base of the old format (whose older
-	// writers change its entries behind the change objects).
+	return cn
+}
+
+// toDecide is the names decided from records, name -> workload: those
+// the base holds as under way, those of writes under way, those more
+// than one write names, and all the changes' names on a base of the old
+// format (whose older writers change its entries behind the change
+// objects).
+func (r *ledgerRead) toDecide(cn changeNames) map[string]string {
+	decide := map[string]string{}
 	var held map[string]map[string][]string
 	if r.base != nil {
 		held = r.base.Pending
 	}
-	for _, change := range held {
-		for w, names := range change {
-			for _, n := range names {
-				decide[n] = w
+	for _, changes := range []map[string]map[string][]string{held, r.pending} {
+		for _, change := range changes {
+			for w, names := range change {
+				for _, n := range names {
+					decide[n] = w
+				}
 			}
 		}
 	}
-	for _, change := range r.pending {
-		for w, names := range change {
-			for _, n := range names {
-				decide[n] = w
-			}
-		}
-	}
-	for n, ws := range writers {
-		old := r.base != nil && r.base.Format == ledgerFormatOld
+	old := r.base != nil && r.base.Format == ledgerFormatOld
+	for n, ws := range cn.writers {
 		heldWrite := false
 		for nonce := range ws {
 			if _, ok := held[nonce]; ok {
@@ -694,17 +741,23 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 			}
 		}
 		if len(ws) > 1 || old || heldWrite {
-			decide[n] = valueOwner[n]
+			decide[n] = cn.owner[n]
 		}
 	}
-	// Base entries, or a listing when there is no base.
+	return decide
+}
+
+// countMembers counts r's members: the base's entries (or a listing of
+// d's entries when there is no base), with the value each settled write
+// left to a name no record decides.
+func (lg Ledgers) countMembers(ctx context.Context, r *ledgerRead, value, decide map[string]string) error {
 	switch {
 	case r.base != nil:
 		r.members = maps.Clone(r.base.Entries)
 	default:
-		entries, err := lg.ListEntries(ctx, d)
+		entries, err := lg.ListEntries(ctx, r.d)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.listed, r.members = entries, maps.Clone(entries)
 	}
@@ -718,10 +771,17 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 			r.members[n] = fl
 		}
 	}
+	return nil
+}
+
+// decideFromRecords reads, at once, the records of the workloads decide
+// names, and sets each decided name in r's members as its record says.
+func (lg Ledgers) decideFromRecords(ctx context.Context, r *ledgerRead, decide map[string]string) error {
 	recs := map[string]*statestore.Record{}
-	var rjobs []func(context.Context) error
+	var mu sync.Mutex
+	var jobs []func(context.Context) error
 	for _, w := range slices.Sorted(maps.Keys(invert(decide))) {
-		rjobs = append(rjobs, func(ctx context.Context) error {
+		jobs = append(jobs, func(ctx context.Context) error {
 			rec, err := lg.Storage.CurrentRecord(ctx, w)
 			if err != nil {
 				return err
@@ -732,11 +792,11 @@ func (lg Ledgers) readLedger(ctx context.Context, d string) (*ledgerRead, error)
 			return nil
 		})
 	}
-	if err := lg.Reads(ctx, rjobs); err != nil {
-		return nil, err
+	if err := lg.Reads(ctx, jobs); err != nil {
+		return err
 	}
-	fromRecords(r.members, d, decide, recs)
-	return r, nil
+	fromRecords(r.members, r.d, decide, recs)
+	return nil
 }
 
 func setOfNames(names []string) map[string]bool {
