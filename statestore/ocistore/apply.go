@@ -606,28 +606,8 @@ func (s *Store) layerBytes(ctx context.Context, desc ocispec.Descriptor) ([]byte
 
 // ensureBlob pushes a blob to r unless r has it.
 func (s *Store) ensureBlob(ctx context.Context, r *remote.Repository, desc ocispec.Descriptor, data []byte) error {
-	key := r.Reference.Repository + "@" + desc.Digest.String()
-	s.mu.Lock()
-	known := s.pushed[key]
-	s.mu.Unlock()
-	if known {
-		return nil
-	}
 	desc = ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}
-	err := s.retry(ctx, func() error {
-		ok, err := r.Blobs().Exists(ctx, desc)
-		if err != nil || ok {
-			return err
-		}
-		return r.Blobs().Push(ctx, desc, bytes.NewReader(data))
-	})
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.pushed[key] = true
-	s.mu.Unlock()
-	return nil
+	return s.pushOnce(ctx, r, desc, func() error { return r.Blobs().Push(ctx, desc, bytes.NewReader(data)) })
 }
 
 // mountBlob makes r hold the state layer desc, which the base repository
@@ -635,19 +615,8 @@ func (s *Store) ensureBlob(ctx context.Context, r *remote.Repository, desc ocisp
 // 1,000 workloads publishes 100 destinations), or, where the registry does
 // not mount, uploaded as ensureBlob does.
 func (s *Store) mountBlob(ctx context.Context, r *remote.Repository, desc ocispec.Descriptor) error {
-	key := r.Reference.Repository + "@" + desc.Digest.String()
-	s.mu.Lock()
-	known := s.pushed[key]
-	s.mu.Unlock()
-	if known {
-		return nil
-	}
 	desc = ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size, Annotations: desc.Annotations}
-	err := s.retry(ctx, func() error {
-		ok, err := r.Blobs().Exists(ctx, desc)
-		if err != nil || ok {
-			return err
-		}
+	return s.pushOnce(ctx, r, desc, func() error {
 		return r.Mount(ctx, desc, s.cfg.Repository, func() (io.ReadCloser, error) {
 			data, err := s.layerBytes(ctx, desc)
 			if err != nil {
@@ -656,17 +625,17 @@ func (s *Store) mountBlob(ctx context.Context, r *remote.Repository, desc ocispe
 			return io.NopCloser(bytes.NewReader(data)), nil
 		})
 	})
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.pushed[key] = true
-	s.mu.Unlock()
-	return nil
 }
 
 // ensureBlobFrom is ensureBlob for a blob waiting in file f.
 func (s *Store) ensureBlobFrom(ctx context.Context, r *remote.Repository, desc ocispec.Descriptor, f *os.File) error {
+	desc = ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}
+	return s.pushOnce(ctx, r, desc, func() error { return r.Blobs().Push(ctx, desc, io.NewSectionReader(f, 0, desc.Size)) })
+}
+
+// pushOnce makes r hold blob desc by push, unless this Store already
+// made it hold it or r has it (asked first, retried as every request).
+func (s *Store) pushOnce(ctx context.Context, r *remote.Repository, desc ocispec.Descriptor, push func() error) error {
 	key := r.Reference.Repository + "@" + desc.Digest.String()
 	s.mu.Lock()
 	known := s.pushed[key]
@@ -674,13 +643,12 @@ func (s *Store) ensureBlobFrom(ctx context.Context, r *remote.Repository, desc o
 	if known {
 		return nil
 	}
-	desc = ocispec.Descriptor{MediaType: desc.MediaType, Digest: desc.Digest, Size: desc.Size}
 	err := s.retry(ctx, func() error {
 		ok, err := r.Blobs().Exists(ctx, desc)
 		if err != nil || ok {
 			return err
 		}
-		return r.Blobs().Push(ctx, desc, io.NewSectionReader(f, 0, desc.Size))
+		return push()
 	})
 	if err != nil {
 		return err
