@@ -320,18 +320,24 @@ func RenderStatic(ctx context.Context, in Input) (*Plan, error) {
 
 // renderGroups schedules groups and lays their files out in plan.
 func renderGroups(ctx context.Context, in Input, plan *Plan, groups []Group) (*Plan, error) {
+	if in.Weigh != nil {
+		in.Load = in.Load.clone() // what Weigh adds is this render's, not the caller's
+	}
 	byName := map[string]*Destination{}
 	dests := append([]Destination(nil), in.Destinations...)
 	sort.Slice(dests, func(i, j int) bool { return dests[i].Name < dests[j].Name })
 	for i := range dests {
 		byName[dests[i].Name] = &dests[i]
 	}
+	weigh := in.weigher()
 	for i := range groups {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		g := &groups[i]
-		schedule(in, dests, byName, g, plan)
+		if err := schedule(in, dests, byName, g, plan, weigh); err != nil {
+			return nil, err
+		}
 		if len(g.Misscheduled) > 0 {
 			plan.Warnings = append(plan.Warnings, MisscheduledLine(*g))
 		}
@@ -617,4 +623,59 @@ func placeFiles(in Input, byName map[string]*Destination, groups []Group, canari
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Store.String() < out[j].Store.String() })
 	return out
+}
+
+// clone is a copy of l that shares no map with it, every map made.
+func (l Load) clone() Load {
+	c := Load{Total: maps.Clone(l.Total), ByFlavour: map[string]map[string]int{}}
+	if c.Total == nil {
+		c.Total = map[string]int{}
+	}
+	for f, m := range l.ByFlavour {
+		c.ByFlavour[f] = maps.Clone(m)
+	}
+	return c
+}
+
+// add adds o's counts to l, whose maps are made (see clone).
+func (l Load) add(o Load) {
+	for d, n := range o.Total {
+		l.Total[d] += n
+	}
+	for f, m := range o.ByFlavour {
+		if l.ByFlavour[f] == nil {
+			l.ByFlavour[f] = map[string]int{}
+		}
+		for d, n := range m {
+			l.ByFlavour[f][d] += n
+		}
+	}
+}
+
+// weigher is how a render asks in.Weigh for the load of a spread
+// choice's candidates: each destination once, added to in.Load (a clone:
+// see renderGroups). nil without in.Weigh.
+func (in Input) weigher() func(dests []string) error {
+	if in.Weigh == nil {
+		return nil
+	}
+	asked := map[string]bool{}
+	return func(dests []string) error {
+		var need []string
+		for _, d := range dests {
+			if !asked[d] {
+				asked[d] = true
+				need = append(need, d)
+			}
+		}
+		if len(need) == 0 {
+			return nil
+		}
+		l, err := in.Weigh(need)
+		if err != nil {
+			return err
+		}
+		in.Load.add(l)
+		return nil
+	}
 }

@@ -150,7 +150,7 @@ func mismatch(v Verdict) []string {
 }
 
 // schedule fills g's verdicts and destinations.
-func schedule(in Input, dests []Destination, byName map[string]*Destination, g *Group, plan *Plan) {
+func schedule(in Input, dests []Destination, byName map[string]*Destination, g *Group, plan *Plan, weigh func([]string) error) error {
 	var candidates []int
 	for i := range dests {
 		d := &dests[i]
@@ -210,19 +210,19 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 				plan.Warnings = append(plan.Warnings, fmt.Sprintf("group %s was placed on destination %s, which no longer exists: its files there are removed", g.Directory, name))
 			}
 		}
-		return
+		return nil
 	}
 	// A placed resource stays where it is while its destination exists.
 	if prev := in.Previous[g.Directory]; len(prev) > 0 {
 		if d := byName[prev[0]]; d != nil {
 			g.Sticky = true
 			keep(d)
-			return
+			return nil
 		}
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf("group %s was placed on destination %s, which no longer exists: placing it again", g.Directory, prev[0]))
 	}
 	if len(candidates) == 0 {
-		return
+		return nil
 	}
 	key := workloadKey(in.Workflow) + "#" + g.Directory
 	var best int
@@ -231,6 +231,15 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 		r := rand.New(rand.NewPCG(in.Seed, stableHash(key)))
 		best = candidates[r.IntN(len(candidates))]
 	default:
+		if weigh != nil && len(candidates) > 1 {
+			names := make([]string, 0, len(candidates))
+			for _, i := range candidates {
+				names = append(names, g.Verdicts[i].Destination)
+			}
+			if err := weigh(names); err != nil {
+				return err
+			}
+		}
 		best = -1
 		for _, i := range candidates {
 			v := &g.Verdicts[i]
@@ -250,6 +259,7 @@ func schedule(in Input, dests []Destination, byName map[string]*Destination, g *
 			}
 		}
 	}
+	return nil
 }
 
 // Mismatch says every reason destination d does not match a placement
@@ -298,7 +308,7 @@ func Place(in Input, g Group) Group {
 		byName[dests[i].Name] = &dests[i]
 	}
 	g.Verdicts, g.Destinations, g.Sticky = nil, nil, false
-	schedule(in, dests, byName, &g, &Plan{})
+	_ = schedule(in, dests, byName, &g, &Plan{}, nil) // without weigh it cannot fail
 	return g
 }
 

@@ -202,6 +202,15 @@ type Input struct {
 	PreviousByKratix bool
 	// Load counts resources already placed, for spreading.
 	Load Load
+	// Weigh, when set, is asked once for the load of the destinations a
+	// spread choice weighs that it has not been asked for yet (only a
+	// resource group's candidates, when it has more than one and keeps
+	// no earlier placement), and what it returns is added to Load for
+	// this render. So a caller that reads the load from its stores reads
+	// it for those destinations only, during the one render that needs
+	// it, instead of rendering, reading, and rendering again. Its error
+	// ends the render. Without it, Load is all there is.
+	Weigh func(dests []string) (Load, error)
 	// Flavour is the resource's flavour label value ("" when none).
 	Flavour  string
 	Strategy Strategy

@@ -102,8 +102,8 @@ type earlyPlan struct {
 // passRead is what one pass of a render read (see rendering.read): each
 // store's view, the records read there, the stores that hold the
 // workload, and the renderer's input completed with what they remember
-// (and, once weighLoad has run, with the load of the destinations a
-// spread choice weighs). A redo reads again into a new passRead: it keeps
+// (the load of the destinations a spread choice weighs is read during
+// the pass's render: see schedule). A redo reads again into a new passRead: it keeps
 // the rendering (inputs, clients, the early plan) and the report, whose
 // plan fields its plan overwrites, and drops everything the stale pass
 // read and planned.
@@ -276,12 +276,8 @@ func (r *rendering) placementFailed(err error) error {
 // pass cut short because a store could not say where Kratix placed the
 // static dependencies reports the plan it made).
 func (r *rendering) plan(ctx context.Context, rd *passRead, rep *Report) (storeUpdates, error) {
-	plan, err := schedule(ctx, rd.in, r.early.plan) // place every group with what the stores remember (pure)
+	plan, err := r.schedule(ctx, rd) // place every group with what the stores remember, in one render
 	if err != nil {
-		return nil, err
-	}
-	// A spread choice: read its candidates' load, place again.
-	if plan, err = r.weighLoad(ctx, rd.views, &rd.in, plan); err != nil {
 		return nil, err
 	}
 	// Encrypt the Secrets of destinations that encrypt them.
@@ -319,35 +315,52 @@ type readRace struct{ err error }
 func (e *readRace) Error() string   { return e.err.Error() }
 func (e *readRace) Unwrap() []error { return []error{e.err, statestore.ErrStale} }
 
-// schedule places every group with what the stores remember (in, as a
-// pass's read completed it). The renderer is pure: when the stores
-// remember nothing it reads (no earlier placement, no inherited selector,
-// no load counted from records), in is the input preflight planned with,
-// and so is its plan (early), which is taken as it is instead of being
-// made again.
-func schedule(ctx context.Context, in renderer.Input, early *renderer.Plan) (*renderer.Plan, error) {
-	if in.Previous == nil && in.PromiseWorkflowSelector == nil && len(in.Load.Total) == 0 && len(in.Load.ByFlavour) == 0 {
-		return early, nil
-	}
-	return renderer.RenderContext(ctx, in)
+// schedule places every group with what the stores remember (rd.in, as
+// the pass's read completed it), in one render, which asks the pass's
+// views for the load of the destinations a spread choice weighs, those
+// only and when it weighs them (renderer.Input.Weigh: a group that keeps
+// its placement weighs none).
+func (r *rendering) schedule(ctx context.Context, rd *passRead) (*renderer.Plan, error) {
+	return schedule(ctx, rd.in, r.early.plan, func(dests []string) (renderer.Load, error) {
+		w := renderer.Input{Load: renderer.Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}}
+		if _, err := r.e.readLoad(ctx, r.ld.Platform, rd.views, dests, r.key, &w); err != nil {
+			return renderer.Load{}, err
+		}
+		return w.Load, nil
+	})
 }
 
-// weighLoad: spreading needs the load on the destinations a group could
-// go to. It is read from views for those only, once plan says which they
-// are (a group that keeps its placement weighs none), added to in, and
-// the groups are placed again with it. The renderer is pure: when the
-// candidates hold nothing (a new store, empty destinations), in is the
-// input plan was placed with, and plan stays.
-func (r *rendering) weighLoad(ctx context.Context, views map[renderer.StoreRef]*storeView, in *renderer.Input, plan *renderer.Plan) (*renderer.Plan, error) {
-	cands := renderer.LoadCandidates(*in, plan)
-	if len(cands) == 0 {
-		return plan, nil
+// schedule is the render of a pass (see rendering.schedule), weigh
+// reading the load of the destinations a spread choice weighs. The
+// renderer is pure: when the stores remember nothing it reads (no
+// earlier placement, no inherited selector, no load counted from
+// records) and the destinations a choice weighs hold nothing (or no
+// choice weighs any), the input is the one preflight planned with, and
+// so is its plan (early), which is taken as it is: a render that made it
+// again would make the same plan, and its objects are known already.
+func schedule(ctx context.Context, in renderer.Input, early *renderer.Plan, weigh func(dests []string) (renderer.Load, error)) (*renderer.Plan, error) {
+	remembered := in.Previous != nil || in.PromiseWorkflowSelector != nil || len(in.Load.Total) > 0 || len(in.Load.ByFlavour) > 0
+	if !remembered && len(renderer.LoadCandidates(in, early)) == 0 {
+		return early, nil
 	}
-	added, err := r.e.readLoad(ctx, r.ld.Platform, views, cands, r.key, in)
-	if err != nil || !added {
-		return plan, err
+	weighed := false // a destination weighed holds something
+	in.Weigh = func(dests []string) (renderer.Load, error) {
+		l, err := weigh(dests)
+		for _, n := range l.Total {
+			weighed = weighed || n != 0
+		}
+		for _, m := range l.ByFlavour {
+			for _, n := range m {
+				weighed = weighed || n != 0
+			}
+		}
+		return l, err
 	}
-	return renderer.RenderContext(ctx, *in)
+	plan, err := renderer.RenderContext(ctx, in)
+	if err == nil && !remembered && !weighed {
+		return early, nil
+	}
+	return plan, err
 }
 
 // passWrites is what planWrites planned: the updates per store, and the
