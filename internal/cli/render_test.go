@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/render-dev/render/internal/cli"
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 // ---------------------------------------------------------------------------
@@ -239,32 +240,7 @@ func branchTip(t *testing.T, repo string) string {
 // repoTree is every file on main, path -> content.
 func repoTree(t *testing.T, repo string) map[string]string {
 	t.Helper()
-	r, err := git.PlainOpen(repo)
-	if err != nil {
-		t.Fatalf("open %s: %v", repo, err)
-	}
-	ref, err := r.Reference(plumbing.NewBranchReferenceName("main"), true)
-	if err != nil {
-		t.Fatalf("%s: branch main: %v", repo, err)
-	}
-	c, err := r.CommitObject(ref.Hash())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tree, err := c.Tree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{}
-	err = tree.Files().ForEach(func(f *object.File) error {
-		s, err := f.Contents()
-		files[f.Name] = s
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return testenv.BranchFiles(t, repo)
 }
 
 func commitCount(t *testing.T, repo string) int {
