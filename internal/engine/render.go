@@ -321,39 +321,30 @@ func (e *readRace) Unwrap() []error { return []error{e.err, statestore.ErrStale}
 // only and when it weighs them (renderer.Input.Weigh: a group that keeps
 // its placement weighs none).
 func (r *rendering) schedule(ctx context.Context, rd *passRead) (*renderer.Plan, error) {
-	return schedule(ctx, rd.in, r.early.plan, func(dests []string) (renderer.Load, error) {
+	return schedule(ctx, rd.in, r.early.plan, func(dests []string) (renderer.Load, bool, error) {
 		w := renderer.Input{Load: renderer.Load{Total: map[string]int{}, ByFlavour: map[string]map[string]int{}}}
-		if _, err := r.e.readLoad(ctx, r.ld.Platform, rd.views, dests, r.key, &w); err != nil {
-			return renderer.Load{}, err
-		}
-		return w.Load, nil
+		found, err := r.e.readLoad(ctx, r.ld.Platform, rd.views, dests, r.key, &w)
+		return w.Load, found, err
 	})
 }
 
 // schedule is the render of a pass (see rendering.schedule), weigh
-// reading the load of the destinations a spread choice weighs. The
-// renderer is pure: when the stores remember nothing it reads (no
-// earlier placement, no inherited selector, no load counted from
+// reading the load of the destinations a spread choice weighs (found:
+// one of them holds something, as readLoad says). The renderer is pure:
+// when the stores remember nothing it reads (no earlier placement, no inherited selector, no load counted from
 // records) and the destinations a choice weighs hold nothing (or no
 // choice weighs any), the input is the one preflight planned with, and
 // so is its plan (early), which is taken as it is: a render that made it
 // again would make the same plan, and its objects are known already.
-func schedule(ctx context.Context, in renderer.Input, early *renderer.Plan, weigh func(dests []string) (renderer.Load, error)) (*renderer.Plan, error) {
+func schedule(ctx context.Context, in renderer.Input, early *renderer.Plan, weigh func(dests []string) (l renderer.Load, found bool, err error)) (*renderer.Plan, error) {
 	remembered := in.Previous != nil || in.PromiseWorkflowSelector != nil || len(in.Load.Total) > 0 || len(in.Load.ByFlavour) > 0
 	if !remembered && len(renderer.LoadCandidates(in, early)) == 0 {
 		return early, nil
 	}
 	weighed := false // a destination weighed holds something
 	in.Weigh = func(dests []string) (renderer.Load, error) {
-		l, err := weigh(dests)
-		for _, n := range l.Total {
-			weighed = weighed || n != 0
-		}
-		for _, m := range l.ByFlavour {
-			for _, n := range m {
-				weighed = weighed || n != 0
-			}
-		}
+		l, found, err := weigh(dests)
+		weighed = weighed || found
 		return l, err
 	}
 	plan, err := renderer.RenderContext(ctx, in)

@@ -9,7 +9,7 @@ import (
 )
 
 // noLoad is a store where every destination is empty.
-func noLoad([]string) (renderer.Load, error) { return renderer.Load{}, nil }
+func noLoad([]string) (renderer.Load, bool, error) { return renderer.Load{}, false, nil }
 
 // When the stores remember nothing the renderer reads, the plan made
 // before reading them is the placement, taken as it is; anything they
@@ -84,13 +84,13 @@ func TestScheduleWeighsTheCandidatesInOneRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	var asked [][]string
-	full := func(ds []string) (renderer.Load, error) {
+	full := func(ds []string) (renderer.Load, bool, error) {
 		asked = append(asked, ds)
 		l := renderer.Load{Total: map[string]int{}}
 		for _, d := range ds {
 			l.Total[d] = map[string]int{"d1": 5, "d2": 1, "d3": 0}[d]
 		}
-		return l, nil
+		return l, true, nil
 	}
 	rin := in
 	applyFacts(&rin, nil, "")
