@@ -171,6 +171,9 @@ func (o *operation) redo(reports []StoreReport) bool {
 	if !stale(reports) || stopAsked(o.soft) || o.redos >= maxRedos {
 		return false
 	}
+	// Another writer changed the workload meanwhile: the stores are busy,
+	// not down.
+	wait.Progress(o.ctx)
 	if err := wait.LostRace(redoLimit).Pause(o.ctx, o.redos+1, statestore.ErrStale); err != nil {
 		return false
 	}

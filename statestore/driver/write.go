@@ -24,7 +24,8 @@ import (
 // (statestore.Update.View): the view is handed to the write, never kept in
 // a backend, so a render reads each store once and its write plans on
 // that read. Every wait of every attempt counts against the render's one
-// retry deadline.
+// retry deadline, which each lost race moves on (wait.Progress): it bounds
+// the time a render goes without seeing any writer land.
 //
 // What else a backend's write does is declared, not discovered: the
 // Committer a backend begins with names every step it takes, and Write
@@ -104,10 +105,11 @@ type Committer struct {
 
 // Finishing returns a context for work that must not be cut off half-way
 // once it has started (a push, a commit of several uploads): not cancelled
-// with ctx, and done a little after ctx's retry deadline.
+// with ctx, and done a little after wait.Sent: ctx's retry deadline, or one
+// budget from now when that is later (a busy server that took the work is
+// not a server that is down).
 func Finishing(ctx context.Context) (context.Context, context.CancelFunc) {
-	at, _ := wait.RetryDeadline(ctx)
-	return wait.WithDeadline(context.WithoutCancel(ctx), at.Add(finishGrace))
+	return wait.WithDeadline(context.WithoutCancel(ctx), wait.Sent(ctx).Add(finishGrace))
 }
 
 // finishGrace is how long finishing work may outlast the retry deadline.
@@ -272,6 +274,9 @@ func Write(ctx context.Context, b Backend, policy RetryPolicy, us []statestore.U
 		if wait.Classify(err) != wait.ClassConflict || run.Err() != nil {
 			return fail(op, err)
 		}
+		// A lost race: another writer's write landed, so the store is up
+		// and busy, not down.
+		wait.Progress(run)
 		if c.Lost != nil {
 			// The backend waits its own way (and counts attempts).
 			out, err := c.Lost(run, ch, attempt, err)

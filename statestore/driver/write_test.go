@@ -65,3 +65,51 @@ func (noFiles) List(string) ([]string, error) { return nil, nil }
 func (noFiles) Capabilities() statestore.SnapshotCapabilities {
 	return statestore.SnapshotCapabilities{}
 }
+
+// raceClock is a clock that moves only when slept on, or when a commit
+// takes time.
+type raceClock struct{ now time.Time }
+
+func (c *raceClock) Now() time.Time { return c.now }
+func (c *raceClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.now = c.now.Add(d)
+	return ctx.Err()
+}
+
+// losingBackend loses the race lose times, each commit taking a second,
+// then lands.
+type losingBackend struct {
+	clock   *raceClock
+	lose    int
+	commits int
+}
+
+func (b *losingBackend) String() string { return "test store" }
+func (b *losingBackend) Begin(context.Context, []statestore.Update) (Committer, error) {
+	return Committer{Snapshot: func(context.Context, int, statestore.Snapshot) (statestore.Snapshot, error) {
+		return planner.NewOverlay(noFiles{}), nil
+	}, Commit: func(context.Context, *Change) (Outcome, error) {
+		b.commits++
+		b.clock.now = b.clock.now.Add(time.Second)
+		if b.commits <= b.lose {
+			return Outcome{}, &ConflictError{Op: "write", What: "another writer was first"}
+		}
+		return Outcome{}, nil
+	}}, nil
+}
+
+// TestLostRacesAreProgress: a write that keeps losing races to other
+// writers whose writes land is not given up at its retry deadline: each
+// lost race moves the deadline on (wait.Progress), so contention alone
+// never spends it. Here every commit takes a second and the budget is
+// three: the write lands at its eleventh attempt, twelve seconds in.
+func TestLostRacesAreProgress(t *testing.T) {
+	clock := &raceClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ctx := wait.WithRetryDeadline(wait.WithClock(context.Background(), clock), 3*time.Second)
+	u := statestore.Update{Workload: "w/a", Files: map[string][]byte{"d/x.yaml": []byte("x\n")}, Record: &statestore.Record{}}
+	b := &losingBackend{clock: clock, lose: 10}
+	res, err := Write(ctx, b, RetryPolicy{Limit: 100 * time.Millisecond}, []statestore.Update{u})
+	if err != nil || res.Attempts != 11 {
+		t.Fatalf("a write that lost 10 races of a second each, budget 3s: %d attempts, %v; want 11, landed", res.Attempts, err)
+	}
+}

@@ -142,11 +142,21 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 			return awaitGone, tip, nil
 		}
 		if tip != seen {
-			if !seen.IsZero() && carried != nil && carried(tip) {
-				done("carried: its update is on the branch, its request not yet deleted", poll)
-				return awaitCarried, tip, nil
+			if !seen.IsZero() {
+				// Another writer's push landed while this one waited in
+				// line: the server is busy, not down.
+				wait.Progress(ctx)
+				if carried != nil && carried(tip) {
+					done("carried: its update is on the branch, its request not yet deleted", poll)
+					return awaitCarried, tip, nil
+				}
 			}
 			seen, moved = tip, wait.Now(ctx)
+		}
+		if waiting >= 0 && all != waiting {
+			// The line changed: the server took another writer's push
+			// (a request joined, or a leader's push carried some).
+			wait.Progress(ctx)
 		}
 		settled := all == waiting || poll >= 4
 		waiting = all

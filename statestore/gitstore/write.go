@@ -395,6 +395,9 @@ func (g *groupCommitter) Lost(ctx context.Context, c *driver.Change, attempt int
 			"outcome", requestOutcome(err), "took", wait.Since(ctx, t0).Round(time.Millisecond).String())
 		switch {
 		case err == nil:
+			// The server took the request: it is busy, not down, and
+			// the wait in line starts with a whole budget.
+			wait.Progress(ctx)
 			g.published, g.pubBase = h, g.base
 			g.s.debug("request published", "workload", g.u.Workload, "attempt", attempt, "ref", g.mine.String(), "request", h.String())
 		case errors.Is(err, errStale):

@@ -314,10 +314,19 @@ func (s *Store) acquire(ctx context.Context) (*lock, error) {
 			choosers[t.tag] = true
 		}
 	}
+	first := ""
 	for attempt := 1; ; attempt++ {
 		ahead, err := s.ahead(ctx, me, choosers)
 		if err != nil {
 			return fail(err, me.tag)
+		}
+		if first != "" && (len(ahead) == 0 || ahead[0] != first) {
+			// The writer ahead let go of the lock (or lost it): the
+			// registry is busy, not down.
+			wait.Progress(ctx)
+		}
+		if len(ahead) > 0 {
+			first = ahead[0]
 		}
 		if len(ahead) == 0 {
 			if l.expires.Sub(wait.Now(ctx)) < s.cfg.LockLease/2 {

@@ -142,9 +142,9 @@ func Loop(ctx context.Context, on error, try func(n int) error, pause func(n int
 // ends during the wait, an error wrapping cause and ctx's error. A nil
 // cause returns those errors alone.
 func For(ctx context.Context, d time.Duration, tries int, cause error) error {
-	at, budget := RetryDeadline(ctx)
+	at, _ := RetryDeadline(ctx)
 	if Now(ctx).Add(d).After(at) {
-		return wrap(cause, fmt.Errorf("%w: gave up after %s, %d tries", statestore.ErrDeadline, budget, tries))
+		return wrap(cause, fmt.Errorf("%w: %s", statestore.ErrDeadline, gaveUp(ctx, tries)))
 	}
 	if err := Sleep(ctx, d); err != nil {
 		return wrap(cause, err)

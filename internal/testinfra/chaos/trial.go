@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // Destinations of every trial: d1 and d2 nestedByMetadata, d3 with
@@ -213,8 +215,9 @@ func (w *world) command(r *run, platform string) (*exec.Cmd, error) {
 // the requests of those who lost, the leader's).
 const cleanDeadline = 90 * time.Second
 
-// hangLimit is how long past its retry deadline a render may take before
-// the trial calls it hung (a violation) and kills it.
+// hangLimit is how long past the latest its retry deadline may be moved to
+// (wait.Extended: progress of other writers moves it) a render may take
+// before the trial calls it hung (a violation) and kills it.
 const hangLimit = 90 * time.Second
 
 // exec runs r to its end: started at clock+r.at, signalled as r.signal
@@ -270,7 +273,7 @@ func (w *world) exec(clock time.Time, r *run, platform string) error {
 			_ = cmd.Process.Signal(syscall.SIGCONT)
 		}()
 	}
-	hang := time.AfterFunc(r.deadline+hangLimit, func() {
+	hang := time.AfterFunc(wait.Extended(r.deadline)+hangLimit, func() {
 		r.hung = true
 		cmd.Process.Kill()
 	})
@@ -439,7 +442,7 @@ func runTrial(t testing.TB, srv server, bin string, sched Schedule) *Trial {
 			tr.Injected["short deadline"]++
 		}
 		if r.hung {
-			violate("%s did not exit within its retry deadline (%v) and %v: killed", r.label, r.deadline, hangLimit)
+			violate("%s did not exit within %v (its retry deadline %v, moved on by progress as far as it may be) and %v: killed", r.label, wait.Extended(r.deadline), r.deadline, hangLimit)
 		}
 		if r.signalled == "" && !r.hung && r.code != 0 && r.code != 1 && !(r.kind == Drain && r.code == 3) {
 			violate("%s exited %d, which no fault explains", r.label, r.code)
