@@ -133,6 +133,13 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 			done("error", poll)
 			return awaitLead, tip, err
 		}
+		// The server answered: it is up. A writer waiting in line waits
+		// on a leader's push, which on a loaded server (Gitea runs a hook
+		// process per ref the push changes) can take longer than a whole
+		// budget without any ref moving; the turns below bound how long
+		// it waits for any one leader, so the retry deadline is left to
+		// bound a server that stops answering (up to wait.Extended).
+		wait.Progress(ctx)
 		tip = refs[r.branch]
 		ahead, all := rank(refs, r.space, mine)
 		s.debug("poll", "workload", workload, "poll", poll, "tip", tip.String(), "request_present", refs[mine] == h,
@@ -142,21 +149,11 @@ func (s *Store) await(ctx context.Context, r *remoteRepo, workload string, mine 
 			return awaitGone, tip, nil
 		}
 		if tip != seen {
-			if !seen.IsZero() {
-				// Another writer's push landed while this one waited in
-				// line: the server is busy, not down.
-				wait.Progress(ctx)
-				if carried != nil && carried(tip) {
-					done("carried: its update is on the branch, its request not yet deleted", poll)
-					return awaitCarried, tip, nil
-				}
+			if !seen.IsZero() && carried != nil && carried(tip) {
+				done("carried: its update is on the branch, its request not yet deleted", poll)
+				return awaitCarried, tip, nil
 			}
 			seen, moved = tip, wait.Now(ctx)
-		}
-		if waiting >= 0 && all != waiting {
-			// The line changed: the server took another writer's push
-			// (a request joined, or a leader's push carried some).
-			wait.Progress(ctx)
 		}
 		settled := all == waiting || poll >= 4
 		waiting = all

@@ -16,9 +16,10 @@ import (
 // one of its own with EnsureRetryDeadline, so nothing retries forever.
 //
 // The deadline is a limit for a store that is down, not for one that is
-// busy: each time the render sees another writer's write land (a race it
-// lost, a branch that moved while it waited in line, a lock that changed
-// hands), Progress moves the deadline to one budget from then. Contention
+// busy: each time the render sees the store up and busy (a race it lost to
+// another writer, a request the server took, a poll it answered while the
+// render waited in line, a lock that changed hands), Progress moves the
+// deadline to one budget from then. Contention
 // alone so never makes a render give up while the group it waits on makes
 // progress, however slow the server. So that no render runs unbounded,
 // the deadline never moves past Extended(budget) from the start: four
@@ -99,8 +100,10 @@ func RetryDeadline(ctx context.Context) (at time.Time, budget time.Duration) {
 	return Now(ctx).Add(DefaultRetryDeadline), DefaultRetryDeadline
 }
 
-// Progress says that the render saw another writer's write land while it
-// waited or raced: the store is up and its writers are getting through.
+// Progress says that the render saw the store up and busy rather than
+// down: another writer's write landed (a race this render lost), the
+// server took this render's work, or it answered while the render waited
+// in a line whose turns bound the wait (git's group commit).
 // It moves the render's retry deadline to one budget from now, never past
 // Extended(budget) from the render's start, and never earlier than it was.
 // Without a deadline in ctx it does nothing.
@@ -157,6 +160,6 @@ func gaveUp(ctx context.Context, tries int) string {
 		return fmt.Sprintf("gave up after %s, the longest a render waits on a busy store (%d times its retry deadline), %d tries",
 			Since(ctx, d.start).Round(time.Second), extendedBudgets, tries)
 	}
-	return fmt.Sprintf("gave up after %s, the last %s of it without seeing another writer land, %d tries",
+	return fmt.Sprintf("gave up after %s, the last %s of it without progress, %d tries",
 		Since(ctx, d.start).Round(time.Second), d.budget, tries)
 }
