@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -469,4 +470,47 @@ func filesUpdate(workload string, files map[string]string) statestore.Update {
 		u.Files[p] = []byte(c)
 	}
 	return u
+}
+
+// A write that waits for another write's lease on its workload's intent
+// waits while that lease is renewed, past its own retry budget: a lease
+// renewed is a writer alive and working (the store is busy, not down, and
+// each renewal moves the waiter's deadline on: wait.Progress). It stops
+// waiting once the lease is let go of.
+func TestRenewedLeaseIsProgress(t *testing.T) {
+	m := testenv.MinIO(t)
+	s := open(t, minioConfig(m, m.CreateBucket(t, "renewed")))
+	const recPath = ".render/records/w7.json"
+	sealed := sealRecord((&statestore.Record{Workload: "w/7", Type: "promise", Promise: "p", Pipeline: "x"}).Encode(), []string{"d"})
+	pending := []string{"d/w7/a.yaml"}
+	other := lease{Writer: "other", Until: time.Now().Add(leaseTerm)}
+	if _, err := s.put(testCtx(t), recPath, withPending(sealed, pending, other), cond{}); err != nil {
+		t.Fatal(err)
+	}
+	var released atomic.Bool
+	done := make(chan struct{})
+	defer func() { <-done }()
+	go func() {
+		defer close(done)
+		// The other write renews its lease every second for five seconds,
+		// then lets go of it.
+		for range 5 {
+			time.Sleep(time.Second)
+			l := lease{Writer: "other", Until: time.Now().Add(leaseTerm)}
+			if _, err := s.put(context.Background(), recPath, withPending(sealed, pending, l), cond{}); err != nil {
+				t.Errorf("renewing: %v", err)
+			}
+		}
+		released.Store(true)
+		if _, err := s.put(context.Background(), recPath, withPending(sealed, pending, lease{}), cond{}); err != nil {
+			t.Errorf("letting go: %v", err)
+		}
+	}()
+	ctx := wait.WithRetryDeadline(testCtx(t), 3*time.Second)
+	if err := s.awaitLease(ctx, recPath, "me", other); err != nil {
+		t.Fatalf("awaitLease: %v", err)
+	}
+	if !released.Load() {
+		t.Fatal("the wait for a lease that was being renewed ended at the waiter's 3s budget, before the lease was let go of")
+	}
 }

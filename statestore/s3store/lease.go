@@ -226,7 +226,7 @@ func (h *holder) release(ctx context.Context) {
 // it), or the record no longer names that write's lease (it committed or
 // let go, or another write took the intent over: the caller plans again
 // on what the record says then). It does not wait past the render's retry
-// deadline.
+// deadline, which each renewal of l moves on (wait.Progress).
 func (s *Store) awaitLease(ctx context.Context, recPath, id string, l lease) error {
 	for {
 		now := wait.Now(ctx)
@@ -248,6 +248,11 @@ func (s *Store) awaitLease(ctx context.Context, recPath, id string, l lease) err
 		if next.Writer != l.Writer {
 			return nil // committed, let go of or taken over: plan again
 		}
-		l = next // renewed
+		if next.Until.After(l.Until) {
+			// Renewed: the write that holds it is alive and working, so
+			// the store is busy, not down.
+			wait.Progress(ctx)
+		}
+		l = next
 	}
 }
