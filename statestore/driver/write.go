@@ -105,9 +105,9 @@ type Committer struct {
 
 // Finishing returns a context for work that must not be cut off half-way
 // once it has started (a push, a commit of several uploads): not cancelled
-// with ctx, and done a little after wait.Sent: ctx's retry deadline, or one
-// budget from now when that is later (a busy server that took the work is
-// not a server that is down).
+// with ctx, and done a little after wait.Sent: the latest ctx's retry
+// deadline may be moved to (a busy server that took the work is not a
+// server that is down).
 func Finishing(ctx context.Context) (context.Context, context.CancelFunc) {
 	return wait.WithDeadline(context.WithoutCancel(ctx), wait.Sent(ctx).Add(finishGrace))
 }

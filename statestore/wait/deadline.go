@@ -126,23 +126,19 @@ func Progress(ctx context.Context) {
 
 // Sent is the deadline of work already sent to the server (a push, a
 // commit of several uploads), which must not be cut off half-way: the
-// retry deadline, or one budget from now when that is later (a server that
-// took the work and is busy with it is not down), never past the latest
-// the deadline may be moved to. A caller adds its own grace.
+// latest the retry deadline may be moved to (Extended from the render's
+// start). A server that took the work and is busy with it is not down, and
+// cutting off a push it is working on only makes it do the work again (64
+// renders' first pushes at once into Gitea, beside a busy loop per core,
+// took over two and a half minutes each); a server that stops answering
+// mid-push so costs a render at most that. A caller adds its own grace.
 func Sent(ctx context.Context) time.Time {
 	d, ok := ctx.Value(deadlineKey{}).(*retryDeadline)
 	if !ok {
 		at, _ := RetryDeadline(ctx)
 		return at
 	}
-	at, _ := d.get()
-	if next := Now(ctx).Add(d.budget); next.After(at) {
-		at = next
-	}
-	if at.After(d.limit) {
-		at = d.limit
-	}
-	return at
+	return d.limit
 }
 
 // gaveUp says how long the render waited, for the error of a wait that
