@@ -497,12 +497,12 @@ func TestRenewedLeaseIsProgress(t *testing.T) {
 		for range 5 {
 			time.Sleep(time.Second)
 			l := lease{Writer: "other", Until: time.Now().Add(leaseTerm)}
-			if _, err := s.put(context.Background(), recPath, withPending(sealed, pending, l), cond{}); err != nil {
+			if _, err := s.put(context.Background(), recPath, withPending(sealed, pending, l), cond{unconditional: true}); err != nil {
 				t.Errorf("renewing: %v", err)
 			}
 		}
 		released.Store(true)
-		if _, err := s.put(context.Background(), recPath, withPending(sealed, pending, lease{}), cond{}); err != nil {
+		if _, err := s.put(context.Background(), recPath, withPending(sealed, pending, lease{}), cond{unconditional: true}); err != nil {
 			t.Errorf("letting go: %v", err)
 		}
 	}()
