@@ -25,7 +25,7 @@ import (
 // a backend, so a render reads each store once and its write plans on
 // that read. Every wait of every attempt counts against the render's one
 // retry deadline, which each lost race moves on (wait.Progress): it bounds
-// the time a render goes without seeing any writer land.
+// the time a render goes without progress.
 //
 // What else a backend's write does is declared, not discovered: the
 // Committer a backend begins with names every step it takes, and Write

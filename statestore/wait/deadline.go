@@ -19,11 +19,11 @@ import (
 // busy: each time the render sees the store up and busy (a race it lost to
 // another writer, a request the server took, a poll it answered while the
 // render waited in line, a lock that changed hands), Progress moves the
-// deadline to one budget from then. Contention
-// alone so never makes a render give up while the group it waits on makes
-// progress, however slow the server. So that no render runs unbounded,
-// the deadline never moves past Extended(budget) from the start: four
-// budgets (8 minutes by default).
+// deadline to one budget from then. Contention alone so never makes a
+// render give up while the group it waits on makes progress, however slow
+// the server. So that no render runs unbounded, the deadline never moves
+// past Extended(budget) from the start: four budgets (8 minutes by
+// default).
 //
 // What is retried is decided by type, never by an error's text: an error is
 // retried when it wraps statestore.ErrUnreachable, and backends wrap a raw
