@@ -79,7 +79,7 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 			continue
 		}
 		for _, n := range sizes {
-			for _, busy := range []bool{false, true} {
+			for _, busy := range loads() {
 				var rs []concurrencyRun
 				for run := range min(b.runs, 2) {
 					r, err := b.concurrencyRun(ctx, kind, n, run, busy, addrs[kind], counters[kind], pushes)
@@ -104,6 +104,15 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 }
 
 // loadName says, in a row's name, whether the run was under load.
+// loads are the runs of each N: quiet and busy, or only the busy one with
+// RENDER_BENCH_BUSY_ONLY=1 (to measure again the figure a change fixed).
+func loads() []bool {
+	if os.Getenv("RENDER_BENCH_BUSY_ONLY") == "1" {
+		return []bool{true}
+	}
+	return []bool{false, true}
+}
+
 func loadName(busy bool) string {
 	if busy {
 		return " (busy)"
