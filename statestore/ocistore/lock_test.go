@@ -14,6 +14,7 @@ import (
 	"github.com/render-dev/render/internal/testinfra/testenv"
 	"github.com/render-dev/render/statestore"
 	"github.com/render-dev/render/statestore/ocistore"
+	"github.com/render-dev/render/statestore/wait"
 )
 
 // refusing answers 400 to the requests refuse picks, and passes the others
@@ -151,5 +152,70 @@ func TestLockCancelledLeavesNoTag(t *testing.T) {
 		if strings.HasPrefix(tag, "lock-") {
 			t.Errorf("lock tag %s stays after the write was cancelled", tag)
 		}
+	}
+}
+
+// A writer queued for the writers' lock behind two others, each holding
+// it for most of its retry budget, gets it: the lock changing hands is
+// progress (the registry is busy, not down), which moves its deadline on.
+// Before, it gave up when its budget had passed, behind the second holder.
+func TestLockChangingHandsIsProgress(t *testing.T) {
+	r := testenv.Registry(t)
+	cfg := config(r, repoName("hands"))
+	tickets := func(n int) {
+		t.Helper()
+		for range 200 {
+			c := 0
+			for _, tag := range r.Tags(t, cfg.Registry+"/"+cfg.Repository) {
+				if strings.HasPrefix(tag, "lock-t-") {
+					c++
+				}
+			}
+			if c >= n {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("fewer than %d lock tickets after 10s", n)
+	}
+	type held struct {
+		release func(context.Context) error
+		err     error
+	}
+	ctx := context.Background()
+	releaseA, err := ocistore.AcquireLock(ctx, open(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make(chan held, 1)
+	go func() {
+		rel, err := ocistore.AcquireLock(wait.WithRetryDeadline(ctx, time.Minute), open(t, cfg))
+		b <- held{rel, err}
+	}()
+	tickets(2)
+	c := make(chan held, 1)
+	go func() {
+		rel, err := ocistore.AcquireLock(wait.WithRetryDeadline(ctx, 3*time.Second), open(t, cfg))
+		c <- held{rel, err}
+	}()
+	tickets(3)
+	time.Sleep(2 * time.Second)
+	if err := releaseA(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hb := <-b
+	if hb.err != nil {
+		t.Fatalf("the second writer: %v", hb.err)
+	}
+	time.Sleep(2 * time.Second)
+	if err := hb.release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hc := <-c
+	if hc.err != nil {
+		t.Fatalf("the third writer, whose 3s budget passed while the lock changed hands: %v", hc.err)
+	}
+	if err := hc.release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
