@@ -3,9 +3,7 @@ package gitstore
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -34,22 +32,12 @@ func TestBusyServerIsNotADeadServer(t *testing.T) {
 		t.Fatalf("git-receive-pack is needed: %v", err)
 	}
 	const writers = 6
-	hook := []byte("#!/bin/sh\ncat >/dev/null\nsleep 1\n")
-	bare := func(name string) string {
-		dir := filepath.Join(t.TempDir(), name)
-		if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
-			t.Fatalf("git init: %v\n%s", err, out)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "hooks", "pre-receive"), hook, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	push := pushTime(t, bare("calibrate.git"), writers)
+	const hook = "#!/bin/sh\ncat >/dev/null\nsleep 1\n"
+	push := pushTime(t, bareRepo(t, hook), writers)
 	budget := push * 3 / 2
 	t.Logf("a push takes %v here now, with %d at once: a budget of %v", push.Round(time.Millisecond), writers, budget.Round(time.Millisecond))
 
-	dir := bare("state.git")
+	dir := bareRepo(t, hook)
 	var wg sync.WaitGroup
 	errs := make([]error, writers)
 	took := make([]time.Duration, writers)

@@ -44,10 +44,7 @@ func TestRemoteConformance(t *testing.T) {
 	}
 	storetest.Run(t, storetest.Harness{
 		Fresh: func(t *testing.T) func() statestore.Store {
-			dir := filepath.Join(t.TempDir(), "state.git")
-			if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
-				t.Fatalf("git init: %v\n%s", err, out)
-			}
+			dir := bareRepo(t, "")
 			return func() statestore.Store { return mustNewRemote(t, Config{URL: "file://" + dir, Path: "clusters"}) }
 		},
 		Missing: func(t *testing.T) statestore.Store {
@@ -92,14 +89,7 @@ func mustNewRemote(t *testing.T, cfg Config) *Store {
 // TestRejectedPushCarriesServerMessage: a pre-receive hook's refusal is not
 // a lost race; it is returned at once with the hook's own words.
 func TestRejectedPushCarriesServerMessage(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state.git")
-	if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
-	}
-	hook := filepath.Join(dir, "hooks", "pre-receive")
-	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'policy: main is frozen for the release' >&2\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := bareRepo(t, "#!/bin/sh\necho 'policy: main is frozen for the release' >&2\nexit 1\n")
 	s := mustNewRemote(t, Config{URL: "file://" + dir, MaxAttempts: 3})
 	res, err := s.Apply(context.Background(), statestore.Update{
 		Workload: "w/a", Files: map[string][]byte{"d/a.yaml": []byte("a\n")},
@@ -194,14 +184,7 @@ func TestUnresolvableHostIsNotRetried(t *testing.T) {
 // refuses render's request refs turns group commit off for the store with
 // one warning, and racing writers still all land by taking turns.
 func TestGroupCommitFallsBackWhenRequestsAreRefused(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state.git")
-	if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
-	}
-	hook := "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in refs/render/*) echo \"policy: no $ref\" >&2; exit 1;; esac; done\n"
-	if err := os.WriteFile(filepath.Join(dir, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := bareRepo(t, "#!/bin/sh\nwhile read old new ref; do case \"$ref\" in refs/render/*) echo \"policy: no $ref\" >&2; exit 1;; esac; done\n")
 	const writers = 8
 	var mu sync.Mutex
 	warnings := map[int]int{}
@@ -243,4 +226,21 @@ func TestGroupCommitFallsBackWhenRequestsAreRefused(t *testing.T) {
 	if err != nil || len(recs) != writers {
 		t.Fatalf("records: %d, %v; want %d", len(recs), err, writers)
 	}
+}
+
+// bareRepo makes an empty bare repository whose branch is main, with
+// preReceive as its pre-receive hook unless that is empty, and returns
+// its folder.
+func bareRepo(t *testing.T, preReceive string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state.git")
+	if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	if preReceive != "" {
+		if err := os.WriteFile(filepath.Join(dir, "hooks", "pre-receive"), []byte(preReceive), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -3,8 +3,6 @@ package gitstore
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -28,11 +26,7 @@ import (
 // folders were folded ("promise evil" commits), and postgres's files on
 // both destinations deleted.
 func TestForgedRequestsAreNeverFolded(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state.git")
-	if out, err := exec.Command("git", "init", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
-	}
-	url := "file://" + dir
+	url := "file://" + bareRepo(t, "")
 	var mu sync.Mutex
 	var warnings []string
 	open := func() *Store {
