@@ -262,12 +262,10 @@ func (r *remoteRepo) publishCommands(ctx context.Context, ov *overlay, cmds []*p
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		// The push was still on its way when the retry deadline (past
-		// which a sent push may not run: driver.Finishing) passed: the
-		// server was too slow, it did not refuse. Called a refusal, a
-		// request's push cut off so turned group commit off for the
-		// store (at a load average of 55, with pushes taking minutes).
-		return fmt.Errorf("%w (%w: the push was still on its way)", err, statestore.ErrDeadline)
+		// Called a refusal, a request's push cut off so turned group
+		// commit off for the store (at a load average of 55, with pushes
+		// taking minutes).
+		return cutOff(err)
 	}
 	if ferr := r.fetch(ctx); ferr != nil {
 		return fmt.Errorf("%w (and fetching again failed: %v)", err, ferr)
@@ -566,4 +564,11 @@ var userinfo = regexp.MustCompile(`://[^/\s]*@`) // to the last @ of the authori
 // RedactURL removes credentials from any URL in s.
 func RedactURL(s string) string {
 	return userinfo.ReplaceAllString(s, "://***@")
+}
+
+// cutOff is the error of a push that was still on its way when the latest
+// retry deadline (past which a sent push may not run: driver.Finishing)
+// passed: the server was too slow, it did not refuse.
+func cutOff(err error) error {
+	return fmt.Errorf("%w (%w: the push was still on its way)", err, statestore.ErrDeadline)
 }

@@ -86,10 +86,7 @@ func (r *remoteRepo) pushTurn(ctx context.Context, ov *overlay, t turn) (turnRes
 	})
 	if err != nil && !errors.Is(err, errPushRefused) {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			// The push was still on its way when the latest retry
-			// deadline passed (see driver.Finishing): the server was too
-			// slow, it did not refuse.
-			return res, fmt.Errorf("%w (%w: the push was still on its way)", err, statestore.ErrDeadline)
+			return res, cutOff(err)
 		}
 		return res, err
 	}
