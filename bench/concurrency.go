@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 // Scenario 5: N render processes started at once, each a different
@@ -57,6 +60,15 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 	defer stopS3()
 	counters := map[string]*counter{"git": gitc, "s3": s3c}
 	addrs := map[string]string{"git": gitAddr, "s3": s3Addr}
+	logs := map[string]*pushLog{"git": pushes}
+	if b.wantStore("git-ssh") {
+		sshc, sshPushes, stop, err := b.startSSHGit()
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		counters["git-ssh"], logs["git-ssh"] = sshc, sshPushes
+	}
 	sizes := []int{1, 4, 16, 64}
 	if b.quick {
 		sizes = []int{1, 4, 16}
@@ -66,7 +78,7 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 	}
 	var rows []*Row
 	var failures []error
-	for _, kind := range []string{"git", "s3"} {
+	for _, kind := range []string{"git", "git-ssh", "s3"} {
 		if !b.wantStore(kind) {
 			continue
 		}
@@ -82,7 +94,7 @@ func concurrency(ctx context.Context, b *bench) ([]*Row, error) {
 			for _, busy := range loads() {
 				var rs []concurrencyRun
 				for run := range min(b.runs, 2) {
-					r, err := b.concurrencyRun(ctx, kind, n, run, busy, addrs[kind], counters[kind], pushes)
+					r, err := b.concurrencyRun(ctx, kind, n, run, busy, addrs[kind], counters[kind], logs[kind])
 					if err != nil {
 						err = fmt.Errorf("%s, N=%d%s, run %d: %w", kind, n, loadName(busy), run+1, err)
 						b.log("concurrency %v", err)
@@ -185,7 +197,7 @@ func (b *bench) concurrencyRun(ctx context.Context, kind string, n, run int, bus
 	if err := check(ws, filepath.Join(dir, "check")); err != nil {
 		return r, err
 	}
-	if kind == "git" {
+	if isGit(kind) {
 		if r.landToExit, err = b.landingToExit(ctx, target, ws, exits, pushes.take(), filepath.Join(dir, "history")); err != nil {
 			return r, err
 		}
@@ -241,7 +253,10 @@ func concurrencyRows(kind string, n int, busy bool, rs []concurrencyRun) []*Row 
 		reqS = append(reqS, float64(total(r.reqSerial))/float64(n))
 	}
 	what := "one Gitea branch"
-	if kind != "git" {
+	switch kind {
+	case "git-ssh":
+		what = "one branch over SSH (git's own receive-pack, which runs no hook)"
+	case "s3":
 		what = "one MinIO bucket"
 	}
 	at := fmt.Sprintf("N=%d%s", n, loadName(busy))
@@ -261,14 +276,14 @@ func concurrencyRows(kind string, n int, busy bool, rs []concurrencyRun) []*Row 
 		newRow("", fmt.Sprintf("%s: attempts per render at %s, p50", kind, at), "n", p50s),
 		newRow("", fmt.Sprintf("%s: attempts per render at %s, max", kind, at), "n", maxes),
 	}
-	if kind == "git" {
-		p := newRow("", fmt.Sprintf("git: pushes at %s, all at once", at), "n", pushT)
-		rs := newRow("", fmt.Sprintf("git: ref listings per render at %s, one after another", at), "n", refsS)
-		rt := newRow("", fmt.Sprintf("git: ref listings per render at %s, all at once", at), "n", refsT)
-		lp := newRow("", fmt.Sprintf("git: landing to exit at %s, p50", at), "ms", landP50)
-		lm := newRow("", fmt.Sprintf("git: landing to exit at %s, max", at), "ms", landMax)
+	if isGit(kind) {
+		p := newRow("", fmt.Sprintf("%s: pushes at %s, all at once", kind, at), "n", pushT)
+		rs := newRow("", fmt.Sprintf("%s: ref listings per render at %s, one after another", kind, at), "n", refsS)
+		rt := newRow("", fmt.Sprintf("%s: ref listings per render at %s, all at once", kind, at), "n", refsT)
+		lp := newRow("", fmt.Sprintf("%s: landing to exit at %s, p50", kind, at), "ms", landP50)
+		lm := newRow("", fmt.Sprintf("%s: landing to exit at %s, max", kind, at), "ms", landMax)
 		rows = append(rows, p.target(fmt.Sprintf("<= %d", n+2), p.Median <= float64(n+2)),
-			newRow("", fmt.Sprintf("git: pushes at %s, one after another", at), "n", pushS),
+			newRow("", fmt.Sprintf("%s: pushes at %s, one after another", kind, at), "n", pushS),
 			rt.target(fmt.Sprintf("<= 2 x serial (%.1f)", 2*rs.Median), rt.Median <= 2*rs.Median), rs,
 			lp, lm.target("<= 1000ms", lm.Median <= 1000))
 	} else {
@@ -333,6 +348,19 @@ func busyTicks() int64 {
 // every workload landed there.
 // via is the address (host:port) of the counting proxy render talks to.
 func (b *bench) concurrencyTarget(ctx context.Context, kind, prefix, via string) (string, func([]*workflow, string) error, repo, error) {
+	if kind == "git-ssh" {
+		u, err := b.ssh.NewRepo(prefix)
+		if err != nil {
+			return "", nil, repo{}, err
+		}
+		r := repo{Name: prefix, CloneURL: strings.TrimPrefix(u, "ssh://git@"+b.ssh.Addr)}
+		plat := sshGitStore("ssh", u, b.ssh) + `apiVersion: platform.kratix.io/v1alpha1
+kind: Destination
+metadata: {name: worker-git, labels: {env: bench}}
+spec: {stateStoreRef: {kind: GitStateStore, name: ssh}}
+`
+		return plat, func(ws []*workflow, dir string) error { return b.checkGitLanded(ctx, r, ws, dir) }, r, nil
+	}
 	if kind == "git" {
 		r, err := b.createRepo(prefix, true)
 		if err != nil {
@@ -419,6 +447,67 @@ func (b *bench) together(ctx context.Context, ws []*workflow, cpu *cpuMeter, bus
 		return 0, nil, nil, fmt.Errorf("no store in any report")
 	}
 	return elapsed, attempts, exits, nil
+}
+
+// isGit says whether kind is one of scenario 5's git stores.
+func isGit(kind string) bool { return kind == "git" || kind == "git-ssh" }
+
+// startSSHGit starts scenario 5's SSH git server (testenv's, in this
+// process: git's own upload-pack and receive-pack behind an SSH server on
+// loopback, no hooks, filters allowed as on Gitea or GitHub). It counts
+// every session as a listing of the refs (each opens with one), an
+// upload-pack session that asked for objects as a fetch, and a
+// receive-pack session that sent commands as a push, whose branch tip it
+// notes when the answer ended.
+func (b *bench) startSSHGit() (*counter, *pushLog, func(), error) {
+	s, err := testenv.NewSSHGit(filepath.Join(b.work, "ssh-git"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := &counter{n: map[string]int{}, settle: func() { s.WaitIdle(time.Minute) }}
+	pushes := &pushLog{branch: "refs/heads/main", at: map[string]time.Time{}}
+	s.Partial = true
+	s.Served = func(prog string, head []byte, answered time.Time) {
+		kinds := []string{"refs"}
+		switch {
+		case prog == "git-upload-pack" && bytes.Contains(head, []byte("want ")):
+			kinds = append(kinds, "fetch")
+		case prog == "git-receive-pack" && len(head) >= 4 && string(head[:4]) != "0000":
+			kinds = append(kinds, "push")
+			if tip := branchTip(head, pushes.branch); tip != "" {
+				pushes.note(tip, answered)
+			}
+		}
+		for _, k := range kinds {
+			c.count(k)
+		}
+	}
+	b.ssh = s
+	return c, pushes, s.Close, nil
+}
+
+// sshGitStore is a GitStateStore named name at url on the SSH server s.
+func sshGitStore(name, url string, s *testenv.SSHGitServer) string {
+	return fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+kind: GitStateStore
+metadata:
+  name: %s
+spec:
+  url: %s
+  branch: main
+  path: clusters
+  authMethod: ssh
+  secretRef: {name: %s-credentials, namespace: default}
+  gitAuthor: {name: render, email: render@example.com}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: %s-credentials, namespace: default}
+stringData:
+  sshPrivateKey: %q
+  knownHosts: %q
+---
+`, name, url, name, name, string(s.ClientKeyPEM), strings.TrimSpace(string(s.KnownHosts)))
 }
 
 // checkGitLanded checks that the branch holds every workflow's documents

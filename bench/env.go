@@ -154,6 +154,9 @@ func (e *env) head(r repo) (string, error) {
 // authURL is a clone URL with the admin's credentials, for the git CLI. It
 // is never printed.
 func (e *env) authURL(cloneURL string) string {
+	if !strings.Contains(cloneURL, "://") {
+		return cloneURL // a repository on this machine (the SSH server's)
+	}
 	u, _ := url.Parse(cloneURL)
 	u.User = url.UserPassword(e.giteaUser, e.giteaPass)
 	return u.String()

@@ -47,6 +47,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/render-dev/render/internal/testinfra/testenv"
 )
 
 type scenario struct {
@@ -64,12 +66,14 @@ type bench struct {
 	// and the numbers of renders at once of scenario 5.
 	sizes []int
 	// stores, when set, are the only store kinds scenarios 5 and 10
-	// measure ("git", "s3", "oci").
+	// measure ("git", "git-ssh", "s3", "oci").
 	stores map[string]bool
 	// noKratix leaves Kratix's write sequence out of scenario 1 (render
 	// and the floor only: the lone render's figure, on a busy machine).
 	noKratix bool
 	log      func(format string, args ...any)
+	// ssh is scenario 5's SSH git server, while it runs.
+	ssh *testenv.SSHGitServer
 }
 
 func main() {
@@ -84,7 +88,7 @@ func main() {
 	sizesFlag := flag.String("sizes", "", "comma-separated store sizes for scenarios 7, 8 and 10 (default 0,10000,100000), renders at once for scenario 5 (default 1,4,16,64)")
 	binFlag := flag.String("bin", "", "a render binary to measure instead of building cmd/render")
 	noKratix := flag.Bool("no-kratix", false, "scenario 1 without Kratix's write sequence (render against the floor only)")
-	storesFlag := flag.String("stores", "", "comma-separated store kinds for scenarios 5 and 10 (git, s3, oci; default all)")
+	storesFlag := flag.String("stores", "", "comma-separated store kinds for scenarios 5 and 10 (git, git-ssh, s3, oci; default all)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -24,6 +24,9 @@ import (
 type counter struct {
 	mu sync.Mutex
 	n  map[string]int
+	// settle, when set, is called before take: it waits until the server
+	// has counted every request a client already had its answer to.
+	settle func()
 }
 
 func (c *counter) reset() {
@@ -85,6 +88,13 @@ var reqLog = func() io.Writer {
 	return f
 }()
 
+// count counts one request of kind.
+func (c *counter) count(kind string) {
+	c.mu.Lock()
+	c.n[kind]++
+	c.mu.Unlock()
+}
+
 func (c *counter) snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,6 +107,9 @@ func (c *counter) snapshot() map[string]int {
 
 // take returns the counts so far and starts again from zero.
 func (c *counter) take() map[string]int {
+	if c.settle != nil {
+		c.settle()
+	}
 	out := c.snapshot()
 	c.reset()
 	return out

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,8 +36,15 @@ type SSHGitServer struct {
 	// any reachable commit), as Gitea and GitHub do; git's own default
 	// allows neither.
 	Partial bool
-	cfg     *ssh.ServerConfig
-	wg      sync.WaitGroup
+	// Served, when set (before the first session), is called after each
+	// session has sent its answer, with the program (git-upload-pack or
+	// git-receive-pack), the start of what the client sent (its wants, or
+	// a push's commands), and the time the answer ended: the benchmark
+	// counts sessions, fetches and pushes, and notes when a push landed.
+	Served func(prog string, head []byte, answered time.Time)
+	cfg    *ssh.ServerConfig
+	busy   atomic.Int64 // sessions running a git command
+	wg     sync.WaitGroup
 
 	mu    sync.Mutex
 	ln    net.Listener // nil while stopped
@@ -47,26 +55,37 @@ type SSHGitServer struct {
 // It needs only the git binaries, which the project's tests need anyway.
 func SSHGit(t testing.TB) *SSHGitServer {
 	t.Helper()
+	s, err := NewSSHGit(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewSSHGit starts an SSH git server serving the bare repositories under
+// root, outside a test (the benchmark); Close stops it.
+func NewSSHGit(root string) (*SSHGitServer, error) {
 	for _, bin := range []string{"git-upload-pack", "git-receive-pack"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if _, gerr := exec.LookPath("git"); gerr != nil {
-				t.Fatalf("the SSH git server needs git: %v", err)
+				return nil, fmt.Errorf("the SSH git server needs git: %v", err)
 			}
 		}
 	}
 	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
 	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	clientPub, clientPriv, _ := ed25519.GenerateKey(rand.Reader)
 	block, err := ssh.MarshalPrivateKey(clientPriv, "render test client")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	allowed, err := ssh.NewPublicKey(clientPub)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
@@ -79,14 +98,32 @@ func SSHGit(t testing.TB) *SSHGitServer {
 	cfg.AddHostKey(hostSigner)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s := &SSHGitServer{Root: t.TempDir(), Addr: ln.Addr().String(), ClientKeyPEM: pem.EncodeToMemory(block), cfg: cfg, conns: map[net.Conn]bool{}}
+	s := &SSHGitServer{Root: root, Addr: ln.Addr().String(), ClientKeyPEM: pem.EncodeToMemory(block), cfg: cfg, conns: map[net.Conn]bool{}}
 	host, port, _ := net.SplitHostPort(s.Addr)
 	s.KnownHosts = []byte(fmt.Sprintf("[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(hostSigner.PublicKey())))
 	s.serveOn(ln)
-	t.Cleanup(func() { s.Stop(); s.wg.Wait() })
-	return s
+	return s, nil
+}
+
+// WaitIdle waits, up to timeout, until no session runs a git command,
+// and says whether none does: a client may exit as soon as it has read
+// its answer, before the session that sent it has been counted.
+func (s *SSHGitServer) WaitIdle(timeout time.Duration) bool {
+	for end := time.Now().Add(timeout); s.busy.Load() > 0; {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// Close stops the server and waits for its sessions to end.
+func (s *SSHGitServer) Close() {
+	s.Stop()
+	s.wg.Wait()
 }
 
 func (s *SSHGitServer) serveOn(ln net.Listener) {
@@ -155,18 +192,28 @@ func (s *SSHGitServer) Start() error {
 // CreateRepo makes a bare repository and returns its ssh:// URL.
 func (s *SSHGitServer) CreateRepo(t testing.TB, name string) string {
 	t.Helper()
+	u, err := s.NewRepo(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// NewRepo makes a bare repository under Root, named after name, and
+// returns its ssh:// URL (whose path is the repository's folder).
+func (s *SSHGitServer) NewRepo(name string) (string, error) {
 	dir := filepath.Join(s.Root, UniqueName(name)+".git")
 	if out, err := exec.Command("git", "init", "--bare", "-q", "-b", "main", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
+		return "", fmt.Errorf("git init: %v\n%s", err, out)
 	}
 	if s.Partial {
 		for _, kv := range [][2]string{{"uploadpack.allowFilter", "true"}, {"uploadpack.allowReachableSHA1InWant", "true"}} {
 			if out, err := exec.Command("git", "-C", dir, "config", kv[0], kv[1]).CombinedOutput(); err != nil {
-				t.Fatalf("git config: %v\n%s", err, out)
+				return "", fmt.Errorf("git config: %v\n%s", err, out)
 			}
 		}
 	}
-	return "ssh://git@" + s.Addr + dir
+	return "ssh://git@" + s.Addr + dir, nil
 }
 
 func (s *SSHGitServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
@@ -209,6 +256,8 @@ func (s *SSHGitServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			return
 		}
 		req.Reply(true, nil)
+		s.busy.Add(1)
+		defer s.busy.Add(-1)
 		cmd := exec.Command("git", strings.TrimPrefix(prog, "git-"), arg)
 		cmd.Stdout, cmd.Stderr = ch, ch.Stderr()
 		// Not cmd.Stdin = ch: Wait would then wait for the client to close
@@ -217,17 +266,51 @@ func (s *SSHGitServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		if err != nil {
 			return
 		}
+		var in io.Reader = ch
+		var head *lockedHead
+		if s.Served != nil {
+			head = &lockedHead{max: 1 << 16}
+			in = io.TeeReader(ch, head)
+		}
 		status := uint32(0)
 		if err := cmd.Start(); err != nil {
 			status = 1
 		} else {
-			go func() { io.Copy(stdin, ch); stdin.Close() }()
+			go func() { io.Copy(stdin, in); stdin.Close() }()
 			if err := cmd.Wait(); err != nil {
 				status = 1
 			}
+		}
+		// The answer is all written (Wait waits for the copy of the
+		// command's output): the client may act on it from now on.
+		if head != nil {
+			s.Served(prog, head.bytes(), time.Now())
 		}
 		ch.CloseWrite()
 		ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, status))
 		return
 	}
+}
+
+// lockedHead keeps the first max bytes written to it; the copy into a
+// session's git process writes it while the session reads it.
+type lockedHead struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (h *lockedHead) Write(b []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if keep := min(len(b), h.max-len(h.buf)); keep > 0 {
+		h.buf = append(h.buf, b[:keep]...)
+	}
+	return len(b), nil
+}
+
+func (h *lockedHead) bytes() []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]byte(nil), h.buf...)
 }
