@@ -401,13 +401,29 @@ func (b *bench) together(ctx context.Context, ws []*workflow, cpu *cpuMeter, bus
 	procs := make([]proc, len(ws))
 	exits := make([]time.Time, len(ws))
 	start := make(chan struct{})
+	// RENDER_BENCH_LOGS=DIR keeps each render's debug log, as
+	// DIR/<n>-<run>/<workload>.log (the renders at once only).
+	logs := os.Getenv("RENDER_BENCH_LOGS")
+	if logs != "" {
+		logs = filepath.Join(logs, fmt.Sprintf("%d-%s", len(ws), time.Now().UTC().Format("150405")))
+		if err := os.MkdirAll(logs, 0o755); err != nil {
+			return 0, nil, nil, err
+		}
+	}
 	for i, w := range ws {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			procs[i], errs[i] = b.render(ctx, w, "-o", "json")
+			args := []string{"-o", "json"}
+			if logs != "" {
+				args = append(args, "--log-level", "debug")
+			}
+			procs[i], errs[i] = b.render(ctx, w, args...)
 			exits[i] = time.Now()
+			if logs != "" {
+				os.WriteFile(filepath.Join(logs, w.promise+".log"), []byte(procs[i].Stderr), 0o644)
+			}
 		}()
 	}
 	b.quiesce()

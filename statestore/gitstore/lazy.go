@@ -419,6 +419,20 @@ func (r *remoteRepo) fetchFiltered(ctx context.Context, want, have []plumbing.Ha
 		if r.up == nil {
 			defer sess.Close()
 		}
+		if r.caps == nil {
+			// This clone's first fetch met an empty repository, whose
+			// advertisement it did not keep; this session's says whether
+			// the server filters (read once per session: the fetch below
+			// would read it anyway).
+			adv, err := sess.AdvertisedReferencesContext(ctx)
+			if err != nil {
+				return err
+			}
+			r.caps = adv.Capabilities
+		}
+		if !partialAllowed(r.caps) {
+			return errNoFilter
+		}
 		req := packp.NewUploadPackRequestFromCapabilities(r.caps)
 		req.Wants, req.Haves = want, have
 		req.Filter = packp.FilterTreeDepth(0)

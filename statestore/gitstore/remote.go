@@ -481,7 +481,7 @@ func translate(err error) error {
 	case err == nil,
 		errors.Is(err, git.NoErrAlreadyUpToDate),
 		errors.Is(err, transport.ErrEmptyRemoteRepository),
-		errors.Is(err, errStale), errors.Is(err, errNoGroup),
+		errors.Is(err, errStale), errors.Is(err, errNoGroup), errors.Is(err, errNoFilter),
 		errors.Is(err, statestore.ErrAuth), errors.Is(err, statestore.ErrUnreachable),
 		errors.Is(err, statestore.ErrNotFound),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
