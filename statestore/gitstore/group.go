@@ -40,11 +40,16 @@ import (
 // average of 40-60, with turns capped by an eighth of the retry budget and
 // counted from a one-ref push, a leader's push carrying 12 requests took
 // 4.5 minutes while its waiters took over at 75s, 150s, ... A turn is at
-// most a quarter of the render's retry budget, so that a request whose
-// writer is gone (killed, or it gave up while the server could not be
-// reached to withdraw it) at the head of the line costs the others one
-// turn, not their deadline: the next in line leads after it and carries
-// every request, the dead writer's too.
+// most the render's retry budget, so that a request whose writer is gone
+// (killed, or it gave up while the server could not be reached to
+// withdraw it) at the head of the line costs the others one turn, not
+// their deadline: every answered poll moves a waiter's deadline one budget
+// on (wait.Progress, up to four budgets), and the next in line leads after
+// that turn and carries every request, the dead writer's too. (With turns
+// of at most a quarter of the budget, 64 writers at once on Gitea, each of
+// whose one-ref pushes took 75s, had six waiters take over at 30s a turn
+// while the leader's push of 63 refs, which took 3m24s, was on its way:
+// each pushed the same 63 refs again, 64 more hook runs each.)
 //
 // A waiter never leads only because its own deadline is near: writers of a
 // burst share one deadline, and leading together they would all race the
@@ -73,7 +78,7 @@ const (
 // (what the leader's push may carry) and its retry budget is budget.
 func turnTime(slowest time.Duration, waiting int, budget time.Duration) time.Duration {
 	push := slowest + slowest*time.Duration(max(waiting, 0))/turnRefs
-	return max(stagger, min(turnPushes*push, budget/4))
+	return max(stagger, min(turnPushes*push, budget))
 }
 
 // awaited is how a wait in line ended.
