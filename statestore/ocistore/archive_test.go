@@ -152,3 +152,48 @@ func TestSpilledLayerPacksAsInMemory(t *testing.T) {
 		blob.file.Close()
 	}
 }
+
+// A spilled layer's index is its names, sorted, with each one's extent at
+// the same position (no map beside them): a name the layer holds twice is
+// its last entry, as a tar is read, and once in the names; a name it does
+// not hold is missing, whichever names sort around it.
+func TestSpilledIndexLooksUpByName(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, f := range []struct{ name, data string }{
+		{"b/2.json", "first\n"}, {"a/1.json", "one\n"}, {"b/2.json", "second\n"}, {"c", ""}, {"b/1.json", "b1\n"},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(f.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	desc := ocispec.Descriptor{MediaType: LayerMediaType, Digest: digest.FromBytes(buf.Bytes()), Size: int64(buf.Len())}
+	sp, err := unspill(bytes.NewReader(buf.Bytes()), desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.file.Close()
+	if got, want := sp.names(), []string{"a/1.json", "b/1.json", "b/2.json", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("names %q, want %q", got, want)
+	}
+	for name, want := range map[string]string{"a/1.json": "one\n", "b/1.json": "b1\n", "b/2.json": "second\n", "c": ""} {
+		if got, ok, err := sp.get(name); err != nil || !ok || string(got) != want {
+			t.Errorf("get(%s) = %q, %v, %v; want %q", name, got, ok, err, want)
+		}
+	}
+	for _, name := range []string{"", "a", "a/0.json", "b/3.json", "d"} {
+		if got, ok, err := sp.get(name); err != nil || ok {
+			t.Errorf("get(%q) = %q, %v, %v; want missing", name, got, ok, err)
+		}
+	}
+}
