@@ -504,26 +504,7 @@ func (b *bench) startSSHGit() (*counter, *pushLog, func(), error) {
 
 // sshGitStore is a GitStateStore named name at url on the SSH server s.
 func sshGitStore(name, url string, s *testenv.SSHGitServer) string {
-	return fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
-kind: GitStateStore
-metadata:
-  name: %s
-spec:
-  url: %s
-  branch: main
-  path: clusters
-  authMethod: ssh
-  secretRef: {name: %s-credentials, namespace: default}
-  gitAuthor: {name: render, email: render@example.com}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: %s-credentials, namespace: default}
-stringData:
-  sshPrivateKey: %q
-  knownHosts: %q
----
-`, name, url, name, name, string(s.ClientKeyPEM), strings.TrimSpace(string(s.KnownHosts)))
+	return gitStoreDocs(name, url, "ssh", "sshPrivateKey", string(s.ClientKeyPEM), "knownHosts", strings.TrimSpace(string(s.KnownHosts)))
 }
 
 // checkGitLanded checks that the branch holds every workflow's documents

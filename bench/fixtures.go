@@ -116,7 +116,15 @@ spec:
 }
 
 func (e *env) gitStore(name, cloneURL string) string {
-	return fmt.Sprintf(`apiVersion: platform.kratix.io/v1alpha1
+	return gitStoreDocs(name, cloneURL, "basicAuth", "username", e.giteaUser, "password", e.giteaPass)
+}
+
+// gitStoreDocs is a GitStateStore named name at url (branch main, path
+// clusters) with authMethod auth, and its Secret holding secret's key,
+// value pairs.
+func gitStoreDocs(name, url, auth string, secret ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: platform.kratix.io/v1alpha1
 kind: GitStateStore
 metadata:
   name: %s
@@ -124,7 +132,7 @@ spec:
   url: %s
   branch: main
   path: clusters
-  authMethod: basicAuth
+  authMethod: %s
   secretRef: {name: %s-credentials, namespace: default}
   gitAuthor: {name: render, email: render@example.com}
 ---
@@ -132,10 +140,12 @@ apiVersion: v1
 kind: Secret
 metadata: {name: %s-credentials, namespace: default}
 stringData:
-  username: %q
-  password: %q
----
-`, name, cloneURL, name, name, e.giteaUser, e.giteaPass)
+`, name, url, auth, name, name)
+	for i := 0; i+1 < len(secret); i += 2 {
+		fmt.Fprintf(&b, "  %s: %q\n", secret[i], secret[i+1])
+	}
+	b.WriteString("---\n")
+	return b.String()
 }
 
 func localGitStore(name, dir string) string {

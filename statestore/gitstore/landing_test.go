@@ -327,18 +327,24 @@ func (sc *scene) checkAfterLandingListed(minFetches, wantListings int) {
 // its update once more.
 func TestCarriedWriterConfirmsWithoutAFetch(t *testing.T) {
 	sc := newScene(t, "carried", nil)
+	sc.carry()
+	sc.checkAfterLanding(0)
+}
+
+// carry hands a writer's update over as a request, and has a leader carry
+// it (its push deletes it) while the writer's poll is held: the poll, let
+// go, sees the request gone, and the writer must report its update landed.
+func (sc *scene) carry() {
+	sc.t.Helper()
 	updated := sc.start(groupUpdate("w/carried", map[string]string{"d1/carried/a.yaml": "carried\n"}))
 	sc.handOver()
-	// A leader carries the request (its push deletes it) while the
-	// writer's poll is held: the poll, let go, sees the request gone.
 	sc.land(groupUpdate("w/leader", map[string]string{"d1/leader/a.yaml": "leader\n"}))
 	if err := sc.finish(); err != nil || !*updated {
-		t.Fatalf("carried writer: updated %v, %v; want its update landed", *updated, err)
+		sc.t.Fatalf("carried writer: updated %v, %v; want its update landed", *updated, err)
 	}
 	if !sc.holds("d1/carried/a.yaml", "carried\n") {
-		t.Fatal("d1/carried/a.yaml is not on the branch: the leader did not carry the request")
+		sc.t.Fatal("d1/carried/a.yaml is not on the branch: the leader did not carry the request")
 	}
-	sc.checkAfterLanding(0)
 }
 
 // TestCarriedWriterConfirmsInARepositoryFirstSeenEmpty: a burst of
@@ -353,15 +359,7 @@ func TestCarriedWriterConfirmsWithoutAFetch(t *testing.T) {
 // http one listing more, once) and sends commits alone.
 func TestCarriedWriterConfirmsInARepositoryFirstSeenEmpty(t *testing.T) {
 	sc := newSceneIn(t, "carried-empty", nil, false)
-	updated := sc.start(groupUpdate("w/carried", map[string]string{"d1/carried/a.yaml": "carried\n"}))
-	sc.handOver()
-	sc.land(groupUpdate("w/leader", map[string]string{"d1/leader/a.yaml": "leader\n"}))
-	if err := sc.finish(); err != nil || !*updated {
-		t.Fatalf("carried writer: updated %v, %v; want its update landed", *updated, err)
-	}
-	if !sc.holds("d1/carried/a.yaml", "carried\n") {
-		t.Fatal("d1/carried/a.yaml is not on the branch: the leader did not carry the request")
-	}
+	sc.carry()
 	sc.checkAfterLandingListed(1, 2)
 }
 
