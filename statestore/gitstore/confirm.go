@@ -71,9 +71,6 @@ func foldedMessage(m statestore.Message, req plumbing.Hash) statestore.Message {
 // the server has: the tip this clone fetched last), at most limit of them,
 // newest first. They go to a scratch store: the clone keeps what it had.
 func (r *remoteRepo) commitsSince(ctx context.Context, tip, known plumbing.Hash, limit int) ([]*object.Commit, error) {
-	if r.caps != nil && !partialAllowed(r.caps) {
-		return nil, errNoFilter
-	}
 	scratch := memory.NewStorage()
 	var have []plumbing.Hash
 	if !known.IsZero() {

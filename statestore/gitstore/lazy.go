@@ -409,8 +409,11 @@ func (r *remoteRepo) fetchObjects(ctx context.Context, want []plumbing.Hash) err
 // fetchFiltered fetches want, with haves have, without trees below the
 // wanted objects' own (filter tree:0), into st, in one request on the
 // upload session (the listing's, over http), retrying what a network may
-// break.
+// break. A server that does not filter is errNoFilter.
 func (r *remoteRepo) fetchFiltered(ctx context.Context, want, have []plumbing.Hash, st storer.Storer) error {
+	if r.caps != nil && !partialAllowed(r.caps) {
+		return errNoFilter // known: no session opened to learn it again
+	}
 	err := r.retry(ctx, func() error {
 		sess, err := r.uploadSession()
 		if err != nil {
